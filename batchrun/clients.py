@@ -1,0 +1,163 @@
+"""The one place SDK clients are built, and the one place provider call failures are classified.
+
+`make_client(route)` reads the API key from the route's environment variable at call time (keys
+never reach state.db, jobs/, results/ or logs) and applies the route's base URL.
+
+SDK retries are switched off (`max_retries=0`) and done here instead, uniformly across the three
+SDKs, because the OpenAI and Anthropic SDKs retry `POST` creates after a dropped connection without
+an idempotency key (provider-apis.md §2.1): a create must never be retried blindly, only through
+the adoption path in `submit`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from .config import Route
+from .errors import ConfigError, ProviderError
+
+T = TypeVar("T")
+
+CallFailure = Literal["transient", "uncertain", "auth", "client", "quota", "not_found"]
+
+
+def api_key(route: Route) -> str:
+    value = os.environ.get(route.api_key_env, "")
+    if not value and route.provider == "gemini" and route.api_key_env == "GEMINI_API_KEY":
+        value = os.environ.get("GOOGLE_API_KEY", "")  # the SDK's own alternative variable
+    if not value:
+        raise ConfigError(
+            f"Route {route.name!r} needs an API key in the environment variable {route.api_key_env}, which is not set.",
+            f"export {route.api_key_env}=... (or set api_key_env for this route in the config). Nothing was uploaded.",
+        )
+    return value
+
+
+def make_client(route: Route, *, timeout: float = 600.0) -> Any:
+    key = api_key(route)
+    if route.provider in ("openai", "openai-compatible"):
+        import openai
+
+        return openai.OpenAI(api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout)
+    if route.provider == "anthropic":
+        import anthropic
+
+        # The header is set explicitly whatever the SDK's major version: SDK 2.x defaults to
+        # 2026-10-21, which rejects temperature on every model (provider-apis.md §3.6).
+        return anthropic.Anthropic(
+            api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout,
+            default_headers={"anthropic-version": route.api_version or "2023-06-01"},
+        )
+    if route.provider == "gemini":
+        from google import genai
+        from google.genai import types
+
+        http_options: dict[str, Any] = {"timeout": int(timeout * 1000)}
+        if route.base_url:
+            http_options["base_url"] = route.base_url
+        return genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))
+    raise ConfigError(f"Unknown provider {route.provider!r} for route {route.name!r}.")
+
+
+@dataclass(frozen=True)
+class Classified:
+    failure: CallFailure
+    status: int | None
+    message: str
+    retry_after: float | None = None
+
+
+def classify(exc: BaseException) -> Classified | None:
+    """Map an SDK exception to what it means for us; None if it is not a provider call failure."""
+    status: int | None = None
+    message = str(exc)
+    retry_after = None
+    name = type(exc).__name__
+    module = type(exc).__module__
+    if module.startswith(("openai", "anthropic")):
+        if "Connection" in name or "Timeout" in name:
+            # The request may have reached the provider: a create may have happened.
+            return Classified("uncertain", None, _short(message) or name)
+        status = getattr(exc, "status_code", None)
+        response = getattr(exc, "response", None)
+        if response is not None:
+            ra = response.headers.get("retry-after")
+            try:
+                retry_after = float(ra) if ra is not None else None
+            except ValueError:
+                retry_after = None
+    elif module.startswith("google.genai"):
+        status = getattr(exc, "code", None)
+        message = getattr(exc, "message", None) or message
+    elif isinstance(exc, (ConnectionError, TimeoutError, OSError)) or "httpx" in module or "httpcore" in module:
+        return Classified("uncertain", None, _short(message) or name)
+    else:
+        return None
+    if status is None:
+        return Classified("uncertain", None, _short(message))
+    if status in (401, 403):
+        return Classified("auth", status, _short(message), retry_after)
+    if status == 404:
+        return Classified("not_found", status, _short(message), retry_after)
+    if status == 429:
+        return Classified("quota", status, _short(message), retry_after)
+    if status in (408, 409) or status >= 500:
+        # A 5xx on a create is uncertain too: the provider may have created the batch and failed after.
+        return Classified("transient", status, _short(message), retry_after)
+    return Classified("client", status, _short(message), retry_after)
+
+
+def _short(message: str) -> str:
+    return " ".join(message.split())[:500]
+
+
+def retry_base() -> float:
+    """Base backoff in seconds; tests lower it with BATCHRUN_RETRY_BASE."""
+    try:
+        return float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0"))
+    except ValueError:
+        return 1.0
+
+
+def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 6, retry_quota: bool = True) -> T:
+    """Run an idempotent provider call, retrying transient failures with backoff.
+
+    Raises ProviderError with the route, the URL and the provider's message when it gives up.
+    Only for calls that are safe to repeat (reads, uploads, cancels): creates go through
+    `submit`'s adoption path instead.
+    """
+    last: Classified | None = None
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised if unknown
+            c = classify(exc)
+            if c is None:
+                raise
+            last = c
+            retryable = c.failure in ("transient", "uncertain") or (c.failure == "quota" and retry_quota)
+            if not retryable or attempt == attempts - 1:
+                break
+            delay = c.retry_after if c.retry_after is not None else retry_base() * (2 ** attempt) * (0.5 + random.random() / 2)
+            time.sleep(min(delay, 30.0))
+    assert last is not None
+    raise provider_error(last, what=what, route=route)
+
+
+def provider_error(c: Classified, *, what: str, route: Route) -> ProviderError:
+    where = route.base_url or route.endpoint_host
+    status = f"HTTP {c.status}" if c.status else "no response"
+    if c.failure == "auth":
+        hint = f"Check the key in {route.api_key_env} for route {route.name!r}."
+    elif c.failure == "uncertain":
+        hint = f"Check that {where} is reachable (network, base_url in the config). batchrun will resume where it stopped."
+    else:
+        hint = "batchrun will resume where it stopped on the next run."
+    err = ProviderError(f"{what} for route {route.name!r} at {where} failed ({status}): {c.message}", hint)
+    err.classified = c  # type: ignore[attr-defined]
+    return err

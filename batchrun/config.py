@@ -1,0 +1,501 @@
+"""The config file: paths, protocol defaults, the judge panel and the routes.
+
+`batchrun.toml` (or JSON with the same structure). Every key is checked: an unknown or mistyped
+key is an error naming the file, the key and the fix, because a silently ignored setting in an
+overnight run is a night lost. Relative paths resolve against the config file's folder.
+
+A route's *policy* (everything that changes what is sent or how a result is judged) is hashed
+into a fingerprint; results are only ever aggregated under the fingerprint of the current config.
+Base URLs and key variables are deliberately not part of it: they say where a request goes, not
+what it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from . import caps as capslib
+from .errors import ConfigError
+from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+
+ProviderName = Literal["openai", "anthropic", "gemini", "openai-compatible"]
+Transport = Literal["batch", "sync"]
+PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "gemini", "openai-compatible")
+
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+
+# Provider limits per batch (requests, bytes of the request file). provider-apis.md §1/§5:
+# OpenAI 50,000 / 200 MB; Anthropic 100,000 / 256 MB (the create body, which is our file plus a
+# few bytes of framing, hence the margin); Gemini file input 2 GB; Zhipu and Kimi 100 MB.
+DEFAULT_LIMITS: dict[str, tuple[int, int]] = {
+    "openai": (50_000, 200_000_000),
+    "anthropic": (100_000, 255_000_000),
+    "gemini": (1_000_000, 2_000_000_000),
+    "openai-compatible": (50_000, 100_000_000),
+}
+SYNC_LIMITS = (10_000, 2_000_000_000)
+
+ANTHROPIC_DEFAULT_API_VERSION = "2023-06-01"
+# anthropic-version 2026-10-21 (the default of anthropic SDK 2.x) rejects temperature, top_p and
+# top_k on every model (provider-apis.md §3.6).
+ANTHROPIC_NO_SAMPLING_VERSIONS = frozenset({"2026-10-21"})
+
+DEFAULT_PATHS = {
+    "dataset": "data/wildtrace_strict481.with_answers.json",
+    "corpus": "corpus",
+    "state": "state.db",
+    "jobs": "jobs",
+    "results": "results",
+}
+
+
+@dataclass(frozen=True)
+class Paths:
+    dataset: Path
+    corpus: Path
+    state: Path
+    jobs: Path
+    results: Path
+
+
+@dataclass(frozen=True)
+class Generation:
+    temperature: float = 0.1
+    max_tokens: int = 8192
+    reasoning_max_tokens: int = 32768
+    max_retries: int = 5  # transient errors (429, 5xx, overloaded, timeouts), per request
+    max_resubmits: int = 3  # requests a batch expired or cancelled; separate from max_retries
+
+
+@dataclass(frozen=True)
+class Judging:
+    panel: tuple[str, ...] = ()
+    temperature: float = 0.1
+    max_tokens: int = 16384
+    max_retries_per_run: int = 3  # judge infrastructure failures are retried, bounded per run
+
+
+@dataclass(frozen=True)
+class PriceTier:
+    above_input_tokens: int
+    input: float
+    output: float
+
+
+@dataclass(frozen=True)
+class Price:
+    """Dollars per million tokens at the online rate; None = unknown (never shown as $0)."""
+
+    input: float | None = None
+    output: float | None = None
+    tiers: tuple[PriceTier, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return self.input is not None and self.output is not None
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    provider: ProviderName
+    model: str
+    reasoning: bool = False
+    send_temperature: bool = True
+    send_temperature_source: str = "default"
+    caps: capslib.Caps = field(default_factory=lambda: capslib.Caps(*capslib.DEFAULT_CAPS, "default (unlisted model)"))
+    transport: Transport = "batch"
+    endpoint: Literal["chat", "responses"] = "chat"
+    endpoint_path: str = "/v1/chat/completions"
+    base_url: str | None = None
+    api_key_env: str = ""
+    api_version: str | None = None  # anthropic only
+    completion_window: str = "24h"
+    max_tokens: int | None = None  # completion budget override
+    max_requests_per_file: int = 50_000
+    max_bytes_per_file: int = 200_000_000
+    sync_concurrency: int = 4
+    price: Price = field(default_factory=Price)
+    batch_discount: float = 0.5
+    chars_per_token: tuple[float, float] = (3.3, 1.5)  # (en, cjk): the paper's ratios
+    max_enqueued_tokens: int | None = None
+    max_batches_in_flight: int | None = None
+
+    @property
+    def endpoint_host(self) -> str:
+        from urllib.parse import urlparse
+
+        if self.base_url:
+            return urlparse(self.base_url).netloc or self.base_url
+        return {
+            "openai": "api.openai.com",
+            "anthropic": "api.anthropic.com",
+            "gemini": "generativelanguage.googleapis.com",
+        }.get(self.provider, "?")
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    paths: Paths
+    generation: Generation
+    judging: Judging
+    routes: dict[str, Route]
+    budget: float | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def contestants(self) -> list[Route]:
+        """Routes on the leaderboard: every route that is not a judge (spec §4: non-contestant panel)."""
+        return [r for name, r in self.routes.items() if name not in self.judging.panel]
+
+    @property
+    def judges(self) -> list[Route]:
+        return [self.routes[name] for name in self.judging.panel]
+
+    # -- policies ---------------------------------------------------------------------------
+
+    def generation_max_tokens(self, route: Route) -> int:
+        if route.max_tokens is not None:
+            return route.max_tokens
+        return self.generation.reasoning_max_tokens if route.reasoning else self.generation.max_tokens
+
+    def generation_temperature(self, route: Route) -> float | None:
+        return self.generation.temperature if route.send_temperature else None
+
+    def judge_temperature(self, route: Route) -> float | None:
+        return self.judging.temperature if route.send_temperature else None
+
+    def generation_policy(self, route: Route) -> dict[str, Any]:
+        """Everything that decides what a generation request is and how its result counts."""
+        return {
+            "stage": "gen",
+            "route": route.name,
+            "provider": route.provider,
+            "model": route.model,
+            "endpoint": route.endpoint if route.provider == "openai" else route.endpoint_path,
+            "api_version": route.api_version,
+            "caps": {"en": route.caps.en, "cjk": route.caps.cjk},
+            "temperature": self.generation_temperature(route),
+            "max_tokens": self.generation_max_tokens(route),
+            "prompt_template_sha256": GENERATION_TEMPLATE_SHA256,
+            "retry_policy": {"max_retries": self.generation.max_retries, "max_resubmits": self.generation.max_resubmits},
+        }
+
+    def judge_policy(self, route: Route) -> dict[str, Any]:
+        return {
+            "stage": "judge",
+            "route": route.name,
+            "provider": route.provider,
+            "model": route.model,
+            "endpoint": route.endpoint if route.provider == "openai" else route.endpoint_path,
+            "api_version": route.api_version,
+            "temperature": self.judge_temperature(route),
+            "max_tokens": self.judging.max_tokens,
+            "prompt_template_sha256": JUDGE_TEMPLATE_SHA256,
+        }
+
+    def with_emulator(self, url: str) -> "Config":
+        """Point every route at a local emulator (rehearsals, the demo, tests)."""
+        url = url.rstrip("/")
+        routes = {}
+        for name, r in self.routes.items():
+            base = url + "/v1" if r.provider in ("openai", "openai-compatible") else url
+            routes[name] = replace(r, base_url=base)
+        return replace(self, routes=routes)
+
+
+def fingerprint(policy: dict[str, Any]) -> str:
+    blob = json.dumps(policy, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+_TOP_KEYS = {"paths", "generation", "judging", "routes", "budget"}
+_ROUTE_KEYS = {
+    "provider", "model", "reasoning", "send_temperature", "caps", "transport", "endpoint",
+    "endpoint_path", "base_url", "api_key_env", "api_version", "completion_window", "max_tokens",
+    "max_requests_per_file", "max_bytes_per_file", "sync_concurrency", "price", "batch_discount",
+    "chars_per_token", "max_enqueued_tokens", "max_batches_in_flight",
+}
+
+
+def find_config_path(explicit: str | os.PathLike[str] | None) -> Path:
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("BATCHRUN_CONFIG")
+    if env:
+        return Path(env)
+    return Path("batchrun.toml")
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read and validate a config file (TOML, or JSON by extension or content)."""
+    path = find_config_path(path)
+    if not path.exists():
+        raise ConfigError(
+            f"Config file {path} not found.",
+            "Run batchrun from the folder holding batchrun.toml, pass --config PATH, or set BATCHRUN_CONFIG.",
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"Cannot read config file {path}: {e}", "Check the file's permissions and that it is UTF-8.")
+    try:
+        if path.suffix.lower() == ".json":
+            raw = json.loads(text)
+        else:
+            raw = tomllib.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}.", "Fix the JSON syntax at that position.")
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}.", "Fix the TOML syntax at that position.")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a table/object.", "See the config reference in README.md.")
+    return parse_config(raw, path)
+
+
+class _Checker:
+    """Small helpers that turn type mistakes into errors naming file and key."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, key: str, problem: str, fix: str) -> ConfigError:
+        return ConfigError(f"{self.path}: `{key}` {problem}.", fix)
+
+    def table(self, raw: Any, key: str) -> dict[str, Any]:
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            raise self.fail(key, "must be a table", f"Write it as [{key}] with keys below it.")
+        return raw
+
+    def unknown(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
+        for k in raw:
+            if k not in allowed:
+                near = ", ".join(sorted(allowed))
+                raise self.fail(f"{where}.{k}" if where else k, "is not a known key", f"Remove it or correct the spelling; known keys here: {near}.")
+
+    def number(self, raw: dict[str, Any], key: str, where: str, default: Any, *, integer: bool = False, minimum: float | None = 0, allow_none: bool = False) -> Any:
+        if key not in raw:
+            return default
+        v = raw[key]
+        if v is None and allow_none:
+            return None
+        ok = isinstance(v, int) if integer else isinstance(v, (int, float))
+        if isinstance(v, bool) or not ok:
+            kind = "an integer" if integer else "a number"
+            raise self.fail(f"{where}.{key}", f"must be {kind} (got {v!r})", f"Set {key} = <{kind}>.")
+        if minimum is not None and v < minimum:
+            raise self.fail(f"{where}.{key}", f"must be at least {minimum} (got {v!r})", f"Use a value >= {minimum}.")
+        return v
+
+    def string(self, raw: dict[str, Any], key: str, where: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
+        if key not in raw:
+            return default
+        v = raw[key]
+        if not isinstance(v, str) or not v:
+            raise self.fail(f"{where}.{key}", f"must be a non-empty string (got {v!r})", f'Set {key} = "...".')
+        if choices and v not in choices:
+            raise self.fail(f"{where}.{key}", f"must be one of {', '.join(choices)} (got {v!r})", f"Use one of: {', '.join(choices)}.")
+        return v
+
+    def boolean(self, raw: dict[str, Any], key: str, where: str, default: Any) -> Any:
+        if key not in raw:
+            return default
+        v = raw[key]
+        if not isinstance(v, bool):
+            raise self.fail(f"{where}.{key}", f"must be true or false (got {v!r})", f"Set {key} = true or {key} = false.")
+        return v
+
+
+def parse_config(raw: dict[str, Any], path: Path) -> Config:
+    c = _Checker(path)
+    c.unknown(raw, _TOP_KEYS, "")
+    root = path.resolve().parent
+    warnings: list[str] = []
+
+    praw = c.table(raw.get("paths"), "paths")
+    c.unknown(praw, set(DEFAULT_PATHS), "paths")
+    resolved = {}
+    for key, default in DEFAULT_PATHS.items():
+        value = c.string(praw, key, "paths", default)
+        resolved[key] = (root / value) if not Path(value).is_absolute() else Path(value)
+    paths = Paths(**resolved)
+
+    graw = c.table(raw.get("generation"), "generation")
+    c.unknown(graw, {"temperature", "max_tokens", "reasoning_max_tokens", "max_retries", "max_resubmits"}, "generation")
+    generation = Generation(
+        temperature=c.number(graw, "temperature", "generation", 0.1),
+        max_tokens=c.number(graw, "max_tokens", "generation", 8192, integer=True, minimum=1),
+        reasoning_max_tokens=c.number(graw, "reasoning_max_tokens", "generation", 32768, integer=True, minimum=1),
+        max_retries=c.number(graw, "max_retries", "generation", 5, integer=True),
+        max_resubmits=c.number(graw, "max_resubmits", "generation", 3, integer=True),
+    )
+
+    jraw = c.table(raw.get("judging"), "judging")
+    c.unknown(jraw, {"panel", "temperature", "max_tokens", "max_retries_per_run"}, "judging")
+    panel = jraw.get("panel", [])
+    if not isinstance(panel, list) or not all(isinstance(p, str) for p in panel):
+        raise c.fail("judging.panel", "must be a list of route names", 'Write panel = ["judge-a", "judge-b", "judge-c"].')
+    if len(set(panel)) != len(panel):
+        raise c.fail("judging.panel", "names a route twice", "List each judge route once.")
+    judging = Judging(
+        panel=tuple(panel),
+        temperature=c.number(jraw, "temperature", "judging", 0.1),
+        max_tokens=c.number(jraw, "max_tokens", "judging", 16384, integer=True, minimum=1),
+        max_retries_per_run=c.number(jraw, "max_retries_per_run", "judging", 3, integer=True),
+    )
+
+    rraw = c.table(raw.get("routes"), "routes")
+    routes: dict[str, Route] = {}
+    for name, r in rraw.items():
+        routes[name] = _parse_route(c, name, r, warnings)
+    if not routes:
+        raise c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.')
+    for judge in panel:
+        if judge not in routes:
+            raise c.fail(
+                "judging.panel",
+                f"names route {judge!r}, which is not defined",
+                f'Add a [routes."{judge}"] table or remove it from the panel (defined routes: {", ".join(routes)}).',
+            )
+    budget = c.number(raw, "budget", "", None, allow_none=True)
+    return Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget, warnings=tuple(warnings))
+
+
+def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
+    where = f'routes."{name}"'
+    if not isinstance(r, dict):
+        raise c.fail(where, "must be a table", f'Write [routes."{name}"] with provider and model keys.')
+    c.unknown(r, _ROUTE_KEYS, where)
+    if "provider" not in r:
+        raise c.fail(f"{where}.provider", "is missing", f"Set provider to one of: {', '.join(PROVIDERS)}.")
+    provider = c.string(r, "provider", where, None, PROVIDERS)
+    if "model" not in r:
+        raise c.fail(f"{where}.model", "is missing", 'Set model = "<the provider\'s model name>".')
+    model = c.string(r, "model", where, None)
+
+    # Caps: config override, else the paper's table, else the default row with a warning.
+    builtin = capslib.builtin_caps(model)
+    if "caps" in r:
+        craw = c.table(r["caps"], f"{where}.caps")
+        c.unknown(craw, {"en", "cjk"}, f"{where}.caps")
+        base = builtin or capslib.Caps(*capslib.DEFAULT_CAPS, "default")
+        en = c.number(craw, "en", f"{where}.caps", base.en, integer=True, minimum=1)
+        cjk = c.number(craw, "cjk", f"{where}.caps", base.cjk, integer=True, minimum=1)
+        route_caps = capslib.Caps(en, cjk, "config")
+    elif builtin:
+        route_caps = builtin
+    else:
+        route_caps = capslib.Caps(*capslib.DEFAULT_CAPS, "default (unlisted model)")
+        warnings.append(
+            f"Route {name!r}: model {model!r} is not in the built-in caps table; using the default "
+            f"{route_caps.en:,} / {route_caps.cjk:,} characters. Probe its real context window and set "
+            f"caps = {{ en = ..., cjk = ... }} (spec §3: never inherit an older version's cap)."
+        )
+
+    transport = c.string(r, "transport", where, "batch", ("batch", "sync"))
+    endpoint = c.string(r, "endpoint", where, "chat", ("chat", "responses"))
+    if endpoint == "responses" and provider != "openai":
+        raise c.fail(f"{where}.endpoint", "can be \"responses\" only for provider = \"openai\"", 'Remove endpoint or set it to "chat".')
+    default_path = "/v1/responses" if endpoint == "responses" else "/v1/chat/completions"
+    endpoint_path = c.string(r, "endpoint_path", where, default_path)
+    if not endpoint_path.startswith("/"):
+        raise c.fail(f"{where}.endpoint_path", "must start with /", 'For example endpoint_path = "/v4/chat/completions".')
+
+    api_version = None
+    if provider == "anthropic":
+        api_version = c.string(r, "api_version", where, ANTHROPIC_DEFAULT_API_VERSION)
+    elif "api_version" in r:
+        raise c.fail(f"{where}.api_version", "applies only to provider = \"anthropic\"", "Remove it.")
+
+    if "send_temperature" in r:
+        send_temperature = c.boolean(r, "send_temperature", where, True)
+        source = "config"
+    else:
+        send_temperature = not capslib.rejects_temperature(model)
+        source = "built-in list" if not send_temperature else "default"
+    if api_version in ANTHROPIC_NO_SAMPLING_VERSIONS and send_temperature:
+        raise c.fail(
+            where,
+            f"uses api_version = \"{api_version}\", which rejects temperature on every model, while it sends temperature",
+            'The protocol sends temperature 0.1 to models that accept it, which needs api_version = "2023-06-01" '
+            '(the default); or set send_temperature = false if this model rejects temperature anyway.',
+        )
+
+    base_url = c.string(r, "base_url", where, None)
+    if provider == "openai-compatible" and "api_key_env" not in r:
+        raise c.fail(
+            f"{where}.api_key_env",
+            "is required for openai-compatible routes",
+            'Name the environment variable holding this provider\'s key, e.g. api_key_env = "DASHSCOPE_API_KEY" '
+            "(batchrun never sends one provider's key to another).",
+        )
+    if provider == "openai-compatible" and not base_url:
+        raise c.fail(f"{where}.base_url", "is required for openai-compatible routes", 'Set base_url = "https://.../v1" (the provider\'s OpenAI-compatible base URL).')
+    api_key_env = c.string(r, "api_key_env", where, DEFAULT_KEY_ENV.get(provider, ""))
+
+    limit_n, limit_bytes = SYNC_LIMITS if transport == "sync" else DEFAULT_LIMITS[provider]
+    max_n = c.number(r, "max_requests_per_file", where, limit_n, integer=True, minimum=1)
+    max_bytes = c.number(r, "max_bytes_per_file", where, limit_bytes, integer=True, minimum=1024)
+    if max_n > limit_n or max_bytes > limit_bytes:
+        raise c.fail(where, f"sets file limits above the provider's ({limit_n:,} requests / {limit_bytes:,} bytes)", "Limits can only be lowered per route.")
+
+    price = Price()
+    if "price" in r:
+        praw = c.table(r["price"], f"{where}.price")
+        c.unknown(praw, {"input", "output", "tiers"}, f"{where}.price")
+        tiers = []
+        for i, t in enumerate(praw.get("tiers", []) or []):
+            tw = f"{where}.price.tiers[{i}]"
+            t = c.table(t, tw)
+            c.unknown(t, {"above_input_tokens", "input", "output"}, tw)
+            for k in ("above_input_tokens", "input", "output"):
+                if k not in t:
+                    raise c.fail(f"{tw}.{k}", "is missing", "Each tier needs above_input_tokens, input and output.")
+            tiers.append(PriceTier(c.number(t, "above_input_tokens", tw, 0, integer=True), c.number(t, "input", tw, 0.0), c.number(t, "output", tw, 0.0)))
+        price = Price(
+            input=c.number(praw, "input", f"{where}.price", None, allow_none=True),
+            output=c.number(praw, "output", f"{where}.price", None, allow_none=True),
+            tiers=tuple(sorted(tiers, key=lambda t: t.above_input_tokens)),
+        )
+    cpt = (3.3, 1.5)
+    if "chars_per_token" in r:
+        craw = c.table(r["chars_per_token"], f"{where}.chars_per_token")
+        c.unknown(craw, {"en", "cjk"}, f"{where}.chars_per_token")
+        cpt = (c.number(craw, "en", f"{where}.chars_per_token", 3.3, minimum=0.1), c.number(craw, "cjk", f"{where}.chars_per_token", 1.5, minimum=0.1))
+
+    return Route(
+        name=name,
+        provider=provider,
+        model=model,
+        reasoning=c.boolean(r, "reasoning", where, False),
+        send_temperature=send_temperature,
+        send_temperature_source=source,
+        caps=route_caps,
+        transport=transport,
+        endpoint=endpoint,
+        endpoint_path=endpoint_path,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        api_version=api_version,
+        completion_window=c.string(r, "completion_window", where, "24h"),
+        max_tokens=c.number(r, "max_tokens", where, None, integer=True, minimum=1, allow_none=True),
+        max_requests_per_file=max_n,
+        max_bytes_per_file=max_bytes,
+        sync_concurrency=c.number(r, "sync_concurrency", where, 4, integer=True, minimum=1),
+        price=price,
+        batch_discount=c.number(r, "batch_discount", where, 0.5 if transport == "batch" else 1.0),
+        chars_per_token=cpt,
+        max_enqueued_tokens=c.number(r, "max_enqueued_tokens", where, None, integer=True, minimum=1, allow_none=True),
+        max_batches_in_flight=c.number(r, "max_batches_in_flight", where, None, integer=True, minimum=1, allow_none=True),
+    )

@@ -1,0 +1,48 @@
+"""Prices, estimates and actual spend.
+
+Prices are per route, in dollars per million tokens at the online rate, times `batch_discount`
+(0.5 for the batch transport, 1.0 for sync by default). A route without a price has an *unknown*
+cost: None all the way to the report, never $0.
+
+Billed output tokens: OpenAI's completion/output tokens already include reasoning tokens;
+Gemini reports thinking separately (`thoughtsTokenCount`) and bills it as output, so it is added
+for Gemini routes.
+"""
+
+from __future__ import annotations
+
+from .config import Route
+
+
+def request_cost(route: Route, input_tokens: int | None, output_tokens: int | None) -> float | None:
+    price = route.price
+    if not price.known or input_tokens is None or output_tokens is None:
+        return None
+    pin, pout = price.input, price.output
+    for tier in price.tiers:  # long-context tiers: a higher price above an input-token threshold
+        if input_tokens > tier.above_input_tokens:
+            pin, pout = tier.input, tier.output
+    assert pin is not None and pout is not None
+    return (input_tokens * pin + output_tokens * pout) / 1_000_000 * route.batch_discount
+
+
+def online_cost(route: Route, input_tokens: int, output_tokens: int) -> float | None:
+    """What the same work would cost through online calls (no batch discount)."""
+    c = request_cost(route, input_tokens, output_tokens)
+    return None if c is None else c / route.batch_discount
+
+
+def billed_output(route: Route, output_tokens: int | None, reasoning_tokens: int | None) -> int | None:
+    if output_tokens is None:
+        return None
+    if route.provider == "gemini" and reasoning_tokens:
+        return output_tokens + reasoning_tokens
+    return output_tokens
+
+
+def batch_estimate_cost(route: Route, est_input: int, est_output: int) -> float | None:
+    return request_cost(route, est_input, est_output)
+
+
+def fmt_money(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"

@@ -1,0 +1,165 @@
+"""The WildTrace dataset, in both released representations.
+
+- the nested `.json` file: a list of records (or an object holding one under "tasks"/"data"/
+  "records"/"items"), `ground_truth` an object;
+- the Hugging Face `.jsonl` file: one record a line, `ground_truth` serialized JSON.
+
+JSONL is split on `\\n` only (U+2028 inside a question is text, not a line break). Every problem
+is reported with the file, the line (JSONL) or index (JSON), the task id and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError
+
+
+@dataclass(frozen=True)
+class RubricItem:
+    points: int | float
+    criterion: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    question: str
+    corpus_file: str
+    rubric: tuple[RubricItem, ...]
+    fields: dict[str, Any]  # everything else (language, category, paradigm, ground_truth...)
+    position: int
+
+    @property
+    def rubric_total(self) -> float:
+        return float(sum(item.points for item in self.rubric))
+
+    @property
+    def sha256(self) -> str:
+        blob = json.dumps(
+            [self.question, self.corpus_file, [[i.points, i.criterion] for i in self.rubric]],
+            ensure_ascii=False, separators=(",", ":"),
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Dataset:
+    path: Path
+    sha256: str
+    tasks: tuple[Task, ...]
+
+
+def load_dataset(path: Path) -> Dataset:
+    if not path.exists():
+        raise DataError(f"Dataset file {path} does not exist.", "Set [paths] dataset in the config, or put the WildTrace release in data/.")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"Cannot read dataset file {path}: {e.strerror}.", "Check the file's permissions.")
+    sha = hashlib.sha256(data).hexdigest()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 (invalid byte at offset {e.start}).", "Save the dataset as UTF-8.")
+    records: list[tuple[str, Any]] = []
+    if path.suffix.lower() == ".jsonl":
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append((f"{path}, line {number}", json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise DataError(
+                    f"{path}, line {number}: invalid JSON at column {e.colno}: {e.msg}.",
+                    "Each line of a .jsonl dataset must be one complete JSON record; fix or remove that line.",
+                )
+    else:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}.", "Fix the JSON syntax at that position (or use the .jsonl release).")
+        if isinstance(raw, dict):
+            for key in ("tasks", "data", "records", "items"):
+                if isinstance(raw.get(key), list):
+                    raw = raw[key]
+                    break
+        if not isinstance(raw, list):
+            raise DataError(f"{path}: expected a JSON list of task records.", "Use the released nested .json file or the .jsonl file.")
+        records = [(f"{path}, record {i}", r) for i, r in enumerate(raw)]
+
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for position, (where, record) in enumerate(records):
+        task = parse_record(record, where, position)
+        if task.task_id in seen:
+            raise DataError(
+                f"{where}: duplicate task id {task.task_id!r} (first seen at {seen[task.task_id]}).",
+                "Task ids must be unique; remove the duplicate record or give it its own id.",
+            )
+        seen[task.task_id] = where
+        tasks.append(task)
+    if not tasks:
+        raise DataError(f"{path}: the dataset holds no task.", "Point [paths] dataset at the WildTrace release file.")
+    return Dataset(path=path, sha256=sha, tasks=tuple(tasks))
+
+
+def parse_record(record: Any, where: str, position: int) -> Task:
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: a task record must be an object.", "Each record is {\"task_id\", \"question_text\", \"corpus_file\", \"ground_truth\", ...}.")
+    task_id = next((record[k] for k in ("task_id", "question_id", "id") if record.get(k) not in (None, "")), None)
+    if task_id is None:
+        raise DataError(f"{where}: missing field `task_id` (nor `question_id` or `id`).", "Give every record a unique task_id.")
+    task_id = str(task_id)
+    here = f"{where} (task {task_id})"
+
+    question = record.get("question_text")
+    if not isinstance(question, str) or not question.strip():
+        raise DataError(f"{here}: missing or empty field `question_text`.", "Every task needs its question in question_text.")
+    corpus_file = record.get("corpus_file")
+    if not isinstance(corpus_file, str) or not corpus_file.strip():
+        raise DataError(f"{here}: missing or empty field `corpus_file`.", "Name the task's document, e.g. \"corpus_file\": \"report.txt\".")
+
+    gt = record.get("ground_truth")
+    if isinstance(gt, str):
+        try:
+            gt = json.loads(gt)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{here}: field `ground_truth` is a string but not valid JSON ({e.msg} at column {e.colno}).", "In the .jsonl release ground_truth is serialized JSON; fix the string.")
+    if not isinstance(gt, dict):
+        raise DataError(f"{here}: missing field `ground_truth` (an object with scoring_rubric).", "Add ground_truth.scoring_rubric: a list of {points, correct_criterion}.")
+    rubric_raw = gt.get("scoring_rubric")
+    if isinstance(rubric_raw, str):
+        try:
+            rubric_raw = json.loads(rubric_raw)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{here}: field `ground_truth.scoring_rubric` is a string but not valid JSON ({e.msg}).", "Make it a list of {points, correct_criterion}.")
+    if rubric_raw is None:
+        raise DataError(f"{here}: missing field `ground_truth.scoring_rubric`.", "Add the rubric: a list of {points, correct_criterion}.")
+    if not isinstance(rubric_raw, list) or not rubric_raw:
+        raise DataError(f"{here}: field `ground_truth.scoring_rubric` must be a non-empty list (got {type(rubric_raw).__name__}).", "Make it a list of {points, correct_criterion} objects.")
+    items = []
+    for i, item in enumerate(rubric_raw):
+        f = f"ground_truth.scoring_rubric[{i}]"
+        if not isinstance(item, dict):
+            raise DataError(f"{here}: `{f}` must be an object.", "Each rubric item is {\"points\": 40, \"correct_criterion\": \"...\"}.")
+        points = item.get("points")
+        if isinstance(points, bool) or not isinstance(points, (int, float)):
+            raise DataError(f"{here}: `{f}.points` must be a number (got {points!r}).", "Write points as a JSON number, e.g. 40.")
+        if points < 0:
+            raise DataError(f"{here}: `{f}.points` is negative ({points}).", "Rubric points must be >= 0.")
+        criterion = item.get("correct_criterion")
+        if not isinstance(criterion, str):
+            raise DataError(f"{here}: `{f}.correct_criterion` must be a string.", "Each rubric item needs its correct_criterion text.")
+        extra = {k: v for k, v in item.items() if k not in ("points", "correct_criterion")}
+        items.append(RubricItem(points=points, criterion=criterion, extra=extra))
+    if sum(i.points for i in items) <= 0:
+        raise DataError(f"{here}: the rubric's points sum to 0.", "Scores are total / sum of points; give the rubric items their points.")
+    fields = {k: v for k, v in record.items() if k not in ("question_text", "corpus_file")}
+    fields["ground_truth"] = gt
+    return Task(task_id=task_id, question=question, corpus_file=corpus_file, rubric=tuple(items), fields=fields, position=position)

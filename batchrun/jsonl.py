@@ -1,0 +1,56 @@
+"""JSON Lines, written and read the way every provider and every reader agrees on.
+
+Written: UTF-8 (Chinese stays Chinese, not `\\uXXXX`), one `\\n` per record, and U+2028, U+2029
+and U+0085 escaped. Those three are legal inside JSON strings, but `str.splitlines()` (and several
+line readers) split on them, which would cut a request in two.
+
+Read: split on `\\n` only, for the same reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_LINE_BREAKERS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"})
+
+
+def escape_str(text: str) -> str:
+    """The JSON string literal body for `text` (no surrounding quotes), line-safe.
+
+    JSON escaping is compositional: escape(a + b) == escape(a) + escape(b), so a document can be
+    escaped once and spliced into every request line that carries it.
+    """
+    return json.dumps(text, ensure_ascii=False)[1:-1].translate(_LINE_BREAKERS)
+
+
+def dumps(obj: Any) -> str:
+    """One JSON line (without the newline), compact, UTF-8, line-safe."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).translate(_LINE_BREAKERS)
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """Yield (line number, raw line bytes without `\\n`, ended_with_newline) for a JSONL file.
+
+    Streams the file; blank lines are skipped. `ended_with_newline` is False only for a last line
+    with no trailing newline, which is how a truncated download shows itself.
+    """
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            complete = raw.endswith(b"\n")
+            body = raw.rstrip(b"\r\n") if complete else raw
+            if body.strip():
+                yield number, body, complete
+
+
+def write_jsonl(path: Path, records: Any) -> int:
+    """Write records as JSONL; returns the number written."""
+    n = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for record in records:
+            f.write(dumps(record))
+            f.write("\n")
+            n += 1
+    return n

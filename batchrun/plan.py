@@ -1,0 +1,508 @@
+"""Plan: what is missing, as provider-native request files under jobs/.
+
+1. `sync_state` reads the config, the dataset and the corpus (documents are measured once and
+   cached by path, size and mtime), validates everything *before* writing, then records in one
+   transaction: tasks, documents, policies, the current config snapshot, one cell per
+   (route, task) with its CJK rule, cap and scope, and one request per cell that is sent.
+   Judge requests are queued for every valid answer under the current panel.
+2. `plan` writes every pending request into request files, one model per file, sharded by the
+   route's limits, never splitting a line. Generation lines are written one document at a time:
+   the document is read, JSON-escaped once and spliced into every line that carries it, for
+   every route (escaping is compositional), so memory does not grow with the corpus.
+
+custom_ids are deterministic: a hash of everything that makes the request what it is (stage,
+policy fingerprint, task, document checksum, question). Re-planning an unchanged cell yields the
+same id and, because the request is already in a live batch or done, writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import jsonl
+from .caps import is_cjk
+from .config import Config, Route, fingerprint
+from .cost import request_cost
+from .corpus import DocumentInfo, measure, read_text, resolve
+from .dataset import Dataset, RubricItem, Task, load_dataset
+from .errors import DataError
+from .prompts import generation_prompt, generation_prompt_overhead, judge_prompt
+from .providers import RequestSpec, get_adapter
+from .store import LIVE_BATCH_STATUSES, Store, sql_list
+
+# Stands in for the document while a line is serialised; the escaped document replaces it.
+_DOC_SENTINEL = "\x01BATCHRUN-DOCUMENT-9f1c2e\x01"
+_DOC_SENTINEL_ESCAPED = jsonl.escape_str(_DOC_SENTINEL)
+
+
+@dataclass
+class RouteSummary:
+    route: str
+    stage: str
+    provider: str
+    transport: str
+    tasks: int = 0
+    out_of_context: int = 0
+    requests: int = 0  # current requests of this stage (sent or to send)
+    to_send: int = 0  # written to new request files by this plan
+    files: int = 0
+    bytes: int = 0
+    est_input_tokens: int = 0
+    est_output_tokens: int = 0
+
+
+@dataclass
+class PlanResult:
+    routes: list[RouteSummary] = field(default_factory=list)
+    batches: list[str] = field(default_factory=list)  # local batch ids written
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def to_send(self) -> int:
+        return sum(r.to_send for r in self.routes)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"routes": [vars(r) for r in self.routes], "batches": self.batches, "warnings": self.warnings}
+
+
+# --- ids and estimates ----------------------------------------------------------------------
+
+
+def _h(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def generation_custom_id(policy_fp: str, task: Task, doc_sha256: str) -> str:
+    return "g-" + _h("gen", policy_fp, task.task_id, doc_sha256, task.question)[:40]
+
+
+def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, task_sha256: str) -> str:
+    return "j-" + _h("judge", judge_fp, gen_custom_id, _h(answer), task_sha256)[:40]
+
+
+def estimate_tokens(chars: int, cjk: bool, route: Route) -> int:
+    en, zh = route.chars_per_token
+    return math.ceil(chars / (zh if cjk else en))
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40]
+
+
+# --- sync ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Corpus:
+    dataset: Dataset
+    docs: dict[str, DocumentInfo]  # by corpus_file as written in the dataset
+    paths: dict[str, Path]  # by corpus_file
+
+
+def scan_corpus(store: Store, config: Config) -> Corpus:
+    """Load the dataset and measure every document it names (validating all, writing nothing)."""
+    dataset = load_dataset(config.paths.dataset)
+    corpus_dir = config.paths.corpus
+    if not corpus_dir.is_dir():
+        raise DataError(f"Corpus folder {corpus_dir} does not exist.", "Set [paths] corpus in the config, or put the documents in corpus/.")
+    cache = {r["path"]: r for r in store.rows("SELECT * FROM document_files")} if "document_files" in store.db.table_names() else {}
+    known = {r["sha256"]: r for r in store.rows("SELECT * FROM documents")} if "documents" in store.db.table_names() else {}
+    docs: dict[str, DocumentInfo] = {}
+    paths: dict[str, Path] = {}
+    for task in dataset.tasks:
+        if task.corpus_file in docs:
+            continue
+        where = f"{dataset.path} (task {task.task_id}, field corpus_file)"
+        name, path = resolve(corpus_dir, task.corpus_file, where=where)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
+        hit = cache.get(str(path))
+        if hit and hit["size"] == st.st_size and hit["mtime_ns"] == st.st_mtime_ns and hit["sha256"] in known:
+            row = known[hit["sha256"]]
+            info = DocumentInfo(name=name, sha256=row["sha256"], chars=row["chars"], nbytes=row["bytes"], cjk=bool(row["cjk"]))
+        else:
+            if not os.access(path, os.R_OK):
+                raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
+            text, data = read_text(path, where=where)
+            info = measure(name, text, data)
+            del text, data
+        docs[task.corpus_file] = info
+        paths[task.corpus_file] = path
+    return Corpus(dataset=dataset, docs=docs, paths=paths)
+
+
+def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Corpus:
+    """Record the current dataset, corpus and config in state.db; queue judgments. Idempotent."""
+    corpus = corpus or scan_corpus(store, config)
+    now = time.time()
+    db = store.db
+    ds = corpus.dataset
+    with db.atomic():
+        db.execute("INSERT OR IGNORE INTO datasets VALUES (?, ?, ?, ?)", [ds.sha256, str(ds.path), len(ds.tasks), now])
+        store.set_meta("dataset_sha256", ds.sha256)
+        for cf, info in corpus.docs.items():
+            db.execute("INSERT OR IGNORE INTO documents VALUES (?, ?, ?, ?, ?)", [info.sha256, info.name, info.chars, info.nbytes, int(info.cjk)])
+            st = corpus.paths[cf].stat()
+            db.execute("INSERT OR REPLACE INTO document_files VALUES (?, ?, ?, ?)", [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])
+        db.execute("DELETE FROM tasks")
+        for t in ds.tasks:
+            db.execute(
+                "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [t.task_id, t.position, t.question, t.corpus_file, corpus.docs[t.corpus_file].sha256,
+                 json.dumps([{"points": i.points, "correct_criterion": i.criterion, **i.extra} for i in t.rubric], ensure_ascii=False),
+                 t.rubric_total, json.dumps(t.fields, ensure_ascii=False, default=str), t.sha256, ds.sha256],
+            )
+        db.execute("DELETE FROM config_routes")
+        for route in config.contestants:
+            policy = config.generation_policy(route)
+            fp = fingerprint(policy)
+            _record_policy(store, fp, "gen", route, policy, now)
+            db.execute("INSERT INTO config_routes VALUES (?, 'contestant', ?, ?, ?, ?, ?, NULL)",
+                       [route.name, fp, route.provider, route.model, route.transport, route.endpoint_host])
+            max_tokens = config.generation_max_tokens(route)
+            for t in ds.tasks:
+                info = corpus.docs[t.corpus_file]
+                cap = route.caps.cjk if info.cjk else route.caps.en
+                scope = "send" if info.chars <= cap else "out_of_context_scope"
+                custom_id = generation_custom_id(fp, t, info.sha256) if scope == "send" else None
+                db.execute(
+                    "INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [fp, t.task_id, route.name, info.sha256, info.chars, int(info.cjk), cap, route.caps.source, scope, custom_id, t.sha256, now],
+                )
+                if custom_id:
+                    prompt_chars = info.chars + generation_prompt_overhead(t.question)
+                    db.execute(
+                        "INSERT OR IGNORE INTO requests VALUES (?, 'gen', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?)",
+                        [custom_id, route.name, t.task_id, fp, config.generation.max_retries, config.generation.max_resubmits,
+                         prompt_chars, estimate_tokens(prompt_chars, info.cjk, route), max_tokens, now],
+                    )
+        for position, route in enumerate(config.judges):
+            policy = config.judge_policy(route)
+            fp = fingerprint(policy)
+            _record_policy(store, fp, "judge", route, policy, now)
+            db.execute("INSERT INTO config_routes VALUES (?, 'judge', ?, ?, ?, ?, ?, ?)",
+                       [route.name, fp, route.provider, route.model, route.transport, route.endpoint_host, position])
+        queue_judgments(store, config)
+        _supersede_stale_batches(store)
+    return corpus
+
+
+def _record_policy(store: Store, fp: str, stage: str, route: Route, policy: dict[str, Any], now: float) -> None:
+    store.db.execute("INSERT OR IGNORE INTO policies VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     [fp, stage, route.name, route.provider, route.model, json.dumps(policy, sort_keys=True), now])
+
+
+def queue_judgments(store: Store, config: Config) -> int:
+    """One judge request per valid answer x judge route of the current panel. Returns how many were new."""
+    judges = {r["route"]: r["policy_fp"] for r in store.rows("SELECT route, policy_fp FROM config_routes WHERE role = 'judge'")}
+    if not judges:
+        return 0
+    answers = store.rows(
+        """SELECT c.custom_id, c.task_id, t.question, t.rubric_json, t.task_sha256, res.id AS result_id, res.text
+           FROM cells c
+           JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+           JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+           JOIN request_status s ON s.custom_id = c.custom_id AND s.state = 'ok'
+           JOIN results res ON res.id = s.ok_result_id"""
+    )
+    now = time.time()
+    new = 0
+    for a in answers:
+        rubric = [_Item(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
+        for judge_name, jfp in judges.items():
+            route = config.routes[judge_name]
+            cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["task_sha256"])
+            prompt_chars = len(judge_prompt(a["question"], rubric, a["text"]))
+            cur = store.db.execute(
+                "INSERT OR IGNORE INTO requests VALUES (?, 'judge', ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)",
+                [cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"], prompt_chars,
+                 estimate_tokens(prompt_chars, is_cjk(a["question"] + a["text"]), route), config.judging.max_tokens, now],
+            )
+            new += cur.rowcount
+    return new
+
+
+@dataclass(frozen=True)
+class _Item:
+    points: int | float
+    criterion: str
+
+
+def current_requests_sql() -> str:
+    """custom_ids of the requests the current config wants (gen of current cells, judges of those)."""
+    return """
+      SELECT c.custom_id FROM cells c
+        JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+        JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+        WHERE c.custom_id IS NOT NULL
+      UNION ALL
+      SELECT jr.custom_id FROM requests jr
+        JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
+        JOIN cells c ON c.custom_id = jr.parent_custom_id
+        JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+        JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+        WHERE jr.stage = 'judge'"""
+
+
+def _supersede_stale_batches(store: Store) -> None:
+    """Planned (never uploaded) batches holding requests the config no longer wants are dropped."""
+    store.db.execute(
+        f"""UPDATE batches SET status = 'superseded', error = 'config changed before upload'
+            WHERE status = 'planned' AND EXISTS (
+              SELECT 1 FROM batch_requests br WHERE br.batch_id = batches.id
+                AND br.custom_id NOT IN ({current_requests_sql()}))"""
+    )
+
+
+# --- pending requests -----------------------------------------------------------------------
+
+
+def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None) -> list[dict[str, Any]]:
+    """Current requests with nothing live and something left to try, in a stable order."""
+    rows = store.rows(
+        f"""SELECT s.custom_id, s.stage, s.route, s.task_id, r.policy_fp, r.parent_result_id,
+                   r.est_input_tokens, r.est_output_tokens, r.prompt_chars, t.position
+            FROM request_status s JOIN requests r ON r.custom_id = s.custom_id
+            JOIN tasks t ON t.task_id = s.task_id
+            WHERE s.state = 'pending' AND s.custom_id IN ({current_requests_sql()})
+            ORDER BY s.stage DESC, s.route, t.position"""
+    )
+    held = judge_held(store, config)
+    out = []
+    for r in rows:
+        if routes and r["route"] not in routes and not (r["stage"] == "judge" and _judged_route(store, r) in routes):
+            continue
+        if stages and r["stage"] not in stages:
+            continue
+        if r["custom_id"] in held:
+            continue
+        out.append(r)
+    return out
+
+
+def _judged_route(store: Store, req: dict[str, Any]) -> str | None:
+    return store.scalar("SELECT g.route FROM requests j JOIN requests g ON g.custom_id = j.parent_custom_id WHERE j.custom_id = ?", [req["custom_id"]])
+
+
+def judge_held(store: Store, config: Config) -> set[str]:
+    """Judge requests that already failed max_retries_per_run times in this run: wait for the next."""
+    if store.run_id is None:
+        return set()
+    rows = store.db.execute(
+        """SELECT r.custom_id FROM results r JOIN requests q ON q.custom_id = r.custom_id
+           WHERE q.stage = 'judge' AND r.kind != 'ok' AND r.run_id = ?
+           GROUP BY r.custom_id HAVING count(*) >= ?""",
+        [store.run_id, config.judging.max_retries_per_run],
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+class ShardWriter:
+    """Request files for one route and stage, cut at the route's request and byte limits."""
+
+    def __init__(self, store: Store, config: Config, route: Route, stage: str, result: PlanResult, summary: RouteSummary):
+        self.store, self.config, self.route, self.stage = store, config, route, stage
+        self.result, self.summary = result, summary
+        self.batch_id: str | None = None
+        self.file: Any = None
+        self.sha = hashlib.sha256()
+        self.n = 0
+        self.bytes = 0
+        self.ids: list[str] = []
+        self.est_in = 0
+        self.est_out = 0
+        self.est_cost: float | None = 0.0
+
+    def write(self, custom_id: str, parts: list[bytes], est_in: int, est_out: int) -> None:
+        size = sum(len(p) for p in parts)
+        if size > self.route.max_bytes_per_file:
+            raise DataError(
+                f"Request {custom_id} for route {self.route.name!r} is {size:,} bytes, more than the route's file limit "
+                f"({self.route.max_bytes_per_file:,} bytes).",
+                "Raise max_bytes_per_file for this route (up to the provider's limit) or lower its caps.",
+            )
+        if self.file is not None and (self.n + 1 > self.route.max_requests_per_file or self.bytes + size > self.route.max_bytes_per_file):
+            self.finish()
+        if self.file is None:
+            self._open()
+        for p in parts:
+            self.file.write(p)
+            self.sha.update(p)
+        self.n += 1
+        self.bytes += size
+        self.ids.append(custom_id)
+        self.est_in += est_in
+        self.est_out += est_out
+        c = request_cost(self.route, est_in, est_out)
+        self.est_cost = None if (c is None or self.est_cost is None) else self.est_cost + c
+
+    def _open(self) -> None:
+        db = self.store.db
+        with db.atomic():
+            seq = (self.store.scalar("SELECT max(seq) FROM batches") or 0) + 1
+            self.batch_id = f"{seq:06d}-{_slug(self.route.name)}-{self.stage}"
+            folder = self.config.paths.jobs / self.batch_id
+            # Reserved before the file exists: a crash while writing leaves a 'writing' row,
+            # which the next run marks abandoned (its requests were never live).
+            db.execute(
+                """INSERT INTO batches (id, seq, route, stage, provider, transport, model, status, dir, request_file,
+                   endpoint_host, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'writing', ?, ?, ?, ?, ?)""",
+                [self.batch_id, seq, self.route.name, self.stage, self.route.provider, self.route.transport, self.route.model,
+                 str(folder), str(folder / "requests.jsonl"), self.route.endpoint_host, self.store.run_id, time.time()],
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / "requests.jsonl"
+        self.tmp = folder / "requests.jsonl.partial"
+        self.file = open(self.tmp, "wb", buffering=1 << 20)
+        self.sha = hashlib.sha256()
+        self.n = self.bytes = self.est_in = self.est_out = 0
+        self.est_cost = 0.0
+        self.ids = []
+
+    def finish(self) -> None:
+        if self.file is None:
+            return
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.replace(self.tmp, self.path)
+        est_cost = self.est_cost
+        db = self.store.db
+        with db.atomic():
+            db.execute(
+                """UPDATE batches SET status = 'planned', sha256 = ?, bytes = ?, n_requests = ?,
+                   est_input_tokens = ?, est_output_tokens = ?, est_cost = ? WHERE id = ?""",
+                [self.sha.hexdigest(), self.bytes, self.n, self.est_in, self.est_out, est_cost, self.batch_id],
+            )
+            db.conn.executemany(
+                "INSERT INTO batch_requests (batch_id, custom_id, position) VALUES (?, ?, ?)",
+                [(self.batch_id, cid, i) for i, cid in enumerate(self.ids)],
+            )
+        self.summary.files += 1
+        self.summary.bytes += self.bytes
+        self.summary.to_send += self.n
+        self.result.batches.append(self.batch_id)
+        self.file = None
+        self.ids = []
+
+
+def recover_interrupted_writes(store: Store) -> None:
+    """Batches left 'writing' by a crash: their files are incomplete; drop them."""
+    for row in store.rows("SELECT id, dir FROM batches WHERE status = 'writing'"):
+        partial = Path(row["dir"]) / "requests.jsonl.partial"
+        if partial.exists():
+            partial.unlink()
+        with store.db.atomic():
+            store.db.execute("UPDATE batches SET status = 'abandoned', error = 'interrupted while writing' WHERE id = ?", [row["id"]])
+
+
+def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped: bytes | None) -> list[bytes]:
+    line = jsonl.dumps(adapter.build_line(route, spec))
+    if document_escaped is None:
+        return [line.encode(), b"\n"]
+    head, sep, tail = line.partition(_DOC_SENTINEL_ESCAPED)
+    assert sep, "document placeholder missing from the request line"
+    return [head.encode(), document_escaped, tail.encode(), b"\n"]
+
+
+def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
+         write: bool = True, corpus: Corpus | None = None) -> PlanResult:
+    """Sync state, then write request files for everything pending (unless write=False)."""
+    for name in routes or ():
+        if name not in config.routes:
+            raise DataError(f"--route {name!r} is not a route of {config.path}.", f"Known routes: {', '.join(config.routes)}.")
+    recover_interrupted_writes(store)
+    corpus = sync_state(store, config, corpus)
+    result = PlanResult(warnings=list(config.warnings))
+    summaries: dict[tuple[str, str], RouteSummary] = {}
+    for route in config.contestants:
+        s = RouteSummary(route.name, "gen", route.provider, route.transport)
+        row = store.one(
+            """SELECT count(*) AS tasks, sum(scope = 'out_of_context_scope') AS ooc, sum(scope = 'send') AS send
+               FROM cells c JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp
+               JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256 WHERE c.route = ?""", [route.name])
+        s.tasks, s.out_of_context, s.requests = row["tasks"] or 0, row["ooc"] or 0, row["send"] or 0
+        summaries[(route.name, "gen")] = s
+    for route in config.judges:
+        s = RouteSummary(route.name, "judge", route.provider, route.transport)
+        s.requests = store.scalar(
+            "SELECT count(*) FROM requests r JOIN config_routes j ON j.route = r.route AND j.policy_fp = r.policy_fp WHERE r.stage = 'judge' AND j.role = 'judge' AND r.route = ?",
+            [route.name]) or 0
+        summaries[(route.name, "judge")] = s
+    result.routes = list(summaries.values())
+
+    pending = pending_requests(store, config, routes=routes, stages=stages)
+    for p in pending:
+        s = summaries.get((p["route"], p["stage"]))
+        if s:
+            s.est_input_tokens += p["est_input_tokens"]
+            s.est_output_tokens += p["est_output_tokens"]
+    if not write or not pending:
+        if not write:
+            for p in pending:
+                summaries[(p["route"], p["stage"])].to_send += 1
+        return result
+
+    tasks = {t.task_id: t for t in corpus.dataset.tasks}
+    # Judge requests: small, built from the answer in state.db.
+    judge_pending = [p for p in pending if p["stage"] == "judge"]
+    by_judge: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in judge_pending:
+        by_judge[p["route"]].append(p)
+    for judge_name, reqs in by_judge.items():
+        route = config.routes[judge_name]
+        adapter = get_adapter(route.provider)
+        writer = ShardWriter(store, config, route, "judge", result, summaries[(judge_name, "judge")])
+        temperature = config.judge_temperature(route)
+        for p in reqs:
+            task = tasks[p["task_id"]]
+            answer = store.scalar("SELECT text FROM results WHERE id = ?", [p["parent_result_id"]]) or ""
+            spec = RequestSpec(p["custom_id"], route.model, judge_prompt(task.question, task.rubric, answer), config.judging.max_tokens, temperature)
+            writer.write(p["custom_id"], _line_parts(adapter, route, spec, None), p["est_input_tokens"], p["est_output_tokens"])
+        writer.finish()
+
+    # Generation requests: one document at a time, escaped once, for every route that needs it.
+    gen_pending = [p for p in pending if p["stage"] == "gen"]
+    by_doc: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in gen_pending:
+        by_doc[tasks[p["task_id"]].corpus_file].append(p)
+    writers: dict[str, ShardWriter] = {}
+    for corpus_file in sorted(by_doc):
+        text, _ = read_text(corpus.paths[corpus_file], where=f"{corpus.dataset.path} (corpus_file {corpus_file})")
+        escaped = jsonl.escape_str(text).encode()
+        del text
+        for p in by_doc[corpus_file]:
+            route = config.routes[p["route"]]
+            writer = writers.get(route.name)
+            if writer is None:
+                writer = writers[route.name] = ShardWriter(store, config, route, "gen", result, summaries[(route.name, "gen")])
+            task = tasks[p["task_id"]]
+            spec = RequestSpec(
+                p["custom_id"], route.model, generation_prompt(task.question, _DOC_SENTINEL),
+                config.generation_max_tokens(route), config.generation_temperature(route),
+            )
+            writer.write(p["custom_id"], _line_parts(get_adapter(route.provider), route, spec, escaped), p["est_input_tokens"], p["est_output_tokens"])
+        del escaped
+    for writer in writers.values():
+        writer.finish()
+    return result
+
+
+def discard_jobs_folder(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)

@@ -1,0 +1,177 @@
+"""Anthropic Message Batches adapter.
+
+Anthropic batches take their requests inline (`{"requests": [{"custom_id", "params"}]}`), not as
+an uploaded file. The request file under jobs/ holds exactly those entries, one a line, and the
+create body is built from it byte for byte, once (no per-request dicts: a 256 MB batch must not
+cost several copies of itself in memory). Batches carry no tag, so adoption after a crash matches
+candidates by creation time and request count, then by the custom_ids in their results (see
+submit.py).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..clients import call
+from ..config import Route
+from . import BatchStatus, LineResult, RequestSpec, Usage
+
+# result.error.error.type values that mean "fix the request" (the docs' own sample checks
+# `invalid_request`); anything else (api_error, overloaded_error, rate_limit_error...) is transient.
+_INVALID_ERRORS = {"invalid_request_error", "not_found_error", "request_too_large"}
+
+
+class AnthropicAdapter:
+    name = "anthropic"
+
+    # -- pure halves ---------------------------------------------------------------------------
+
+    def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": req.model,
+            "max_tokens": req.max_tokens,
+            "messages": [{"role": "user", "content": req.prompt}],
+        }
+        if req.temperature is not None:
+            params["temperature"] = req.temperature
+        return {"custom_id": req.custom_id, "params": params}
+
+    def online_body(self, line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return line["custom_id"], line["params"]
+
+    def parse_line(self, obj: dict[str, Any]) -> LineResult:
+        custom_id = str(obj.get("custom_id"))
+        result = obj.get("result") or {}
+        kind = result.get("type")
+        if kind == "succeeded":
+            message = result.get("message") or {}
+            u = message.get("usage") or {}
+            usage = Usage(
+                input_tokens=u.get("input_tokens"),
+                output_tokens=u.get("output_tokens"),
+                cached_tokens=u.get("cache_read_input_tokens"),
+            )
+            stop = message.get("stop_reason")
+            text = "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
+            if stop == "refusal":
+                return LineResult(custom_id, "refusal", text=text, finish_reason=stop, usage=usage)
+            if not text.strip():
+                return LineResult(custom_id, "empty", text=text, finish_reason=stop, usage=usage)
+            return LineResult(custom_id, "ok", text=text, finish_reason=stop, usage=usage)
+        if kind == "errored":
+            err = ((result.get("error") or {}).get("error")) or {}
+            etype = err.get("type") or "error"
+            return LineResult(custom_id, "invalid" if etype in _INVALID_ERRORS else "transient", error_type=etype, error_message=err.get("message"))
+        if kind == "canceled":
+            return LineResult(custom_id, "cancelled", error_type="canceled")
+        if kind == "expired":
+            return LineResult(custom_id, "expired", error_type="expired")
+        return LineResult(custom_id, "transient", error_type="malformed", error_message=f"unknown result type {kind!r}")
+
+    # -- I/O halves ----------------------------------------------------------------------------
+
+    def upload(self, client: Any, route: Route, path: Path) -> str | None:
+        return None  # inline requests: nothing to upload
+
+    def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
+        from anthropic.types.messages import MessageBatch
+
+        body = _inline_body(path)
+        batch = client.post(
+            "/v1/messages/batches", cast_to=MessageBatch, content=body,
+            options={"headers": {"Content-Type": "application/json"}},
+        )
+        return self._status(batch)
+
+    def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
+        return self._status(call(lambda: client.messages.batches.retrieve(provider_batch_id), what="Checking a batch", route=route))
+
+    def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
+        def do() -> list[BatchStatus]:
+            found = []
+            for batch in client.messages.batches.list(limit=100):  # newest first
+                status = self._status(batch)
+                if status.created_at is not None and status.created_at < since:
+                    break
+                found.append(status)
+            return found
+
+        return call(do, what="Listing batches", route=route)
+
+    def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
+        call(lambda: client.messages.batches.cancel(provider_batch_id), what="Cancelling a batch", route=route)
+
+    def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+        target = dest / "results.jsonl"
+
+        def do() -> None:
+            with client.messages.batches.with_streaming_response.results(status.provider_batch_id) as response:
+                with open(target, "wb") as f:
+                    for chunk in response.iter_bytes():
+                        f.write(chunk)
+
+        call(do, what="Downloading batch results", route=route)
+        return [target]
+
+    def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
+        custom_id, params = self.online_body(line)
+        raw = client.post("/v1/messages", body=params, cast_to=object)
+        return {"custom_id": custom_id, "result": {"type": "succeeded", "message": raw}}
+
+    def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
+        if error_type is None:
+            error_type = "invalid_request_error" if status in (400, 404, 413, 422) else "api_error"
+        return {"custom_id": custom_id, "result": {"type": "errored", "error": {"type": "error", "error": {"type": error_type, "message": message}}}}
+
+    # -- private ---------------------------------------------------------------------------------
+
+    def _status(self, batch: Any) -> BatchStatus:
+        raw = batch.model_dump(mode="json") if hasattr(batch, "model_dump") else dict(batch)
+        processing = raw.get("processing_status") or "unknown"
+        counts = raw.get("request_counts") or {}
+        if processing == "ended":
+            # Per-line kinds (succeeded / errored / canceled / expired) carry the detail.
+            state = "cancelled" if raw.get("cancel_initiated_at") else "done"
+        else:
+            state = "running"  # in_progress, canceling, and anything unknown
+        created = raw.get("created_at")
+        created_ts = _ts(created)
+        refs = (raw.get("results_url") or "",) if processing == "ended" else ()
+        return BatchStatus(
+            provider_batch_id=raw["id"], state=state, raw_status=processing, counts=dict(counts),
+            result_refs=refs, created_at=created_ts, raw=raw,
+        )
+
+
+def _ts(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _inline_body(path: Path) -> bytearray:
+    """`{"requests":[<line>,<line>...]}` built once from the request file's lines."""
+    body = bytearray(b'{"requests":[')
+    first = True
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw.rstrip(b"\r\n")
+            if not line:
+                continue
+            if not first:
+                body += b","
+            body += line
+            first = False
+    body += b"]}"
+    return body
+
+
+def total_requests(counts: dict[str, Any]) -> int:
+    return sum(int(counts.get(k) or 0) for k in ("processing", "succeeded", "errored", "canceled", "expired"))

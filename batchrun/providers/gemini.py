@@ -1,0 +1,170 @@
+"""Gemini Developer API Batch Mode adapter (file input through the resumable upload).
+
+Request line: `{"key", "request": GenerateContentRequest}` (provider-apis.md §4.5); the budget is
+`generationConfig.maxOutputTokens`. The local batch id travels in `displayName`, which the SDK
+returns on get/list, so an orphan batch can be found after a crash. The SDK maps the wire's
+`BATCH_STATE_*` to `JOB_STATE_*`; both spellings are understood here. google-genai 3.x talks to
+`/v1`, older majors to `/v1beta`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..clients import call
+from ..config import Route
+from . import BatchStatus, LineResult, RequestSpec, Usage
+
+_STATES = {
+    "PENDING": "pending", "QUEUED": "pending", "UNSPECIFIED": "pending",
+    "RUNNING": "running", "CANCELLING": "running", "UPDATING": "running", "PAUSED": "running",
+    "SUCCEEDED": "done", "PARTIALLY_SUCCEEDED": "done",
+    "FAILED": "failed", "CANCELLED": "cancelled", "EXPIRED": "expired",
+}
+# Candidates stopped for these reasons were blocked: the protocol counts them as refusals.
+_BLOCKED = {"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "RECITATION", "IMAGE_SAFETY"}
+# Error codes meaning "fix the request": HTTP 400/404 or gRPC INVALID_ARGUMENT(3)/NOT_FOUND(5).
+_INVALID_CODES = {400, 404, 413, 3, 5}
+
+
+def state_of(raw_state: str) -> str:
+    suffix = raw_state.rsplit(".", 1)[-1]
+    for prefix in ("BATCH_STATE_", "JOB_STATE_"):
+        if suffix.startswith(prefix):
+            suffix = suffix[len(prefix):]
+    return _STATES.get(suffix, "running")  # unknown: still running, never finished
+
+
+def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
+    # Result files use proto-JSON camelCase; SDK objects dumped online use snake_case.
+    return d.get(camel, d.get(snake))
+
+
+class GeminiAdapter:
+    name = "gemini"
+
+    # -- pure halves ---------------------------------------------------------------------------
+
+    def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
+        generation_config: dict[str, Any] = {"maxOutputTokens": req.max_tokens}
+        if req.temperature is not None:
+            generation_config["temperature"] = req.temperature
+        return {
+            "key": req.custom_id,
+            "request": {"contents": [{"role": "user", "parts": [{"text": req.prompt}]}], "generationConfig": generation_config},
+        }
+
+    def online_body(self, line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return line["key"], line["request"]
+
+    def parse_line(self, obj: dict[str, Any]) -> LineResult:
+        key = obj.get("key") or (obj.get("metadata") or {}).get("key")
+        custom_id = str(key)
+        if obj.get("error"):
+            err = obj["error"]
+            code = err.get("code")
+            kind = "invalid" if code in _INVALID_CODES else "transient"
+            return LineResult(custom_id, kind, error_type=str(err.get("status") or code), error_message=err.get("message"))
+        response = obj.get("response") or {}
+        u = _get(response, "usageMetadata", "usage_metadata") or {}
+        usage = Usage(
+            input_tokens=_get(u, "promptTokenCount", "prompt_token_count"),
+            output_tokens=_get(u, "candidatesTokenCount", "candidates_token_count"),
+            reasoning_tokens=_get(u, "thoughtsTokenCount", "thoughts_token_count"),
+            cached_tokens=_get(u, "cachedContentTokenCount", "cached_content_token_count"),
+        )
+        feedback = _get(response, "promptFeedback", "prompt_feedback") or {}
+        block = _get(feedback, "blockReason", "block_reason")
+        if block:
+            return LineResult(custom_id, "refusal", finish_reason=str(block), usage=usage, error_message=f"prompt blocked: {block}")
+        candidates = response.get("candidates") or []
+        if not candidates:
+            return LineResult(custom_id, "empty", usage=usage, error_message="no candidates")
+        cand = candidates[0]
+        finish = _get(cand, "finishReason", "finish_reason")
+        parts = ((cand.get("content") or {}).get("parts")) or []
+        text = "".join(p.get("text") or "" for p in parts if not p.get("thought"))
+        if finish in _BLOCKED:
+            return LineResult(custom_id, "refusal", text=text, finish_reason=finish, usage=usage)
+        if not text.strip():
+            return LineResult(custom_id, "empty", text=text, finish_reason=finish, usage=usage)
+        return LineResult(custom_id, "ok", text=text, finish_reason=finish, usage=usage)
+
+    # -- I/O halves ----------------------------------------------------------------------------
+
+    def upload(self, client: Any, route: Route, path: Path) -> str:
+        # Python's mimetypes does not know .jsonl: pass the MIME type explicitly (§4.6).
+        return call(
+            lambda: client.files.upload(file=str(path), config={"mime_type": "application/jsonl", "display_name": path.parent.name}).name,
+            what="Uploading the request file", route=route,
+        )
+
+    def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
+        job = client.batches.create(model=route.model, src=file_id, config={"display_name": tag["display_name"]})
+        return self._status(job)
+
+    def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
+        return self._status(call(lambda: client.batches.get(name=provider_batch_id), what="Checking a batch", route=route))
+
+    def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
+        def do() -> list[BatchStatus]:
+            found = []
+            for i, job in enumerate(client.batches.list(config={"page_size": 100})):
+                status = self._status(job)
+                if status.created_at is None or status.created_at >= since:
+                    found.append(status)
+                if i >= 2000:  # listing order is not documented: bound the scan
+                    break
+            return found
+
+        return call(do, what="Listing batches", route=route)
+
+    def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
+        call(lambda: client.batches.cancel(name=provider_batch_id), what="Cancelling a batch", route=route)
+
+    def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+        paths = []
+        for ref in status.result_refs:
+            if not ref:
+                continue
+            target = dest / "results.jsonl"
+            data = call(lambda: client.files.download(file=ref), what=f"Downloading result file {ref}", route=route)
+            target.write_bytes(data)
+            paths.append(target)
+        return paths
+
+    def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
+        from google.genai import types
+
+        custom_id, request = self.online_body(line)
+        gc = request.get("generationConfig") or {}
+        config = types.GenerateContentConfig(max_output_tokens=gc.get("maxOutputTokens"), temperature=gc.get("temperature"))
+        response = client.models.generate_content(model=route.model, contents=request["contents"], config=config)
+        raw = response.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
+        return {"key": custom_id, "response": raw}
+
+    def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
+        return {"key": custom_id, "error": {"code": status or 503, "message": message, "status": error_type or "UNAVAILABLE"}}
+
+    # -- private ---------------------------------------------------------------------------------
+
+    def _status(self, job: Any) -> BatchStatus:
+        raw_state = str(getattr(job.state, "value", job.state) or "UNSPECIFIED")
+        state = state_of(raw_state)
+        dest = getattr(job, "dest", None)
+        file_name = getattr(dest, "file_name", None) if dest is not None else None
+        created = getattr(job, "create_time", None)
+        error = getattr(job, "error", None)
+        message = None
+        if state == "failed":
+            # The SDK drops the operation's error on the Developer API (provider-apis.md §4.4).
+            message = getattr(error, "message", None) or f"Gemini reported {raw_state} (no error detail exposed by the SDK)"
+        raw = job.model_dump(mode="json", exclude_none=True) if hasattr(job, "model_dump") else {}
+        return BatchStatus(
+            provider_batch_id=job.name, state=state, raw_status=raw_state,
+            result_refs=(file_name,) if (file_name and state in ("done", "cancelled", "expired")) else (),
+            error=message, tag=getattr(job, "display_name", None),
+            created_at=created.timestamp() if isinstance(created, datetime) else None, raw=raw,
+        )

@@ -1,0 +1,230 @@
+"""OpenAI Batch API adapter; also OpenAI-compatible batch providers (DashScope, Zhipu, Kimi).
+
+Request line: `{"custom_id", "method": "POST", "url", "body"}` where `body` is exactly the online
+endpoint's body and `url` equals the batch's `endpoint` (provider-apis.md §2.3). Budgets:
+chat `max_completion_tokens` (OpenAI; `max_tokens` is rejected by reasoning models, §2.7),
+responses `max_output_tokens`, OpenAI-compatible chat `max_tokens` (what those servers read).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..clients import call
+from ..config import Route
+from . import BatchStatus, LineResult, RequestSpec, Usage, error_kind_for_status
+
+_STATES = {
+    "validating": "pending",
+    "in_progress": "running",
+    "finalizing": "running",
+    "cancelling": "running",
+    "completed": "done",
+    "failed": "failed",
+    "expired": "expired",
+    "cancelled": "cancelled",
+}
+
+
+class OpenAIAdapter:
+    name = "openai"
+
+    # -- pure halves ---------------------------------------------------------------------------
+
+    def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": req.model}
+        if route.provider == "openai" and route.endpoint == "responses":
+            body["input"] = req.prompt
+            body["max_output_tokens"] = req.max_tokens
+        else:
+            body["messages"] = [{"role": "user", "content": req.prompt}]
+            budget_key = "max_completion_tokens" if route.provider == "openai" else "max_tokens"
+            body[budget_key] = req.max_tokens
+        if req.temperature is not None:
+            body["temperature"] = req.temperature
+        return {"custom_id": req.custom_id, "method": "POST", "url": route.endpoint_path, "body": body}
+
+    def online_body(self, line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return line["custom_id"], line["body"]
+
+    def parse_line(self, obj: dict[str, Any]) -> LineResult:
+        custom_id = str(obj.get("custom_id"))
+        error = obj.get("error")
+        response = obj.get("response")
+        if error and not response:
+            if isinstance(error, dict):
+                code = error.get("code")
+                message = error.get("message")
+            else:  # vLLM writes the error as a string
+                code, message = None, str(error)
+            if code == "batch_expired":
+                return LineResult(custom_id, "expired", error_type=code, error_message=message)
+            if code == "batch_cancelled":
+                return LineResult(custom_id, "cancelled", error_type=code, error_message=message)
+            return LineResult(custom_id, "transient", error_type=code or "error", error_message=message)
+        if not isinstance(response, dict):
+            return LineResult(custom_id, "transient", error_type="malformed", error_message="result line has neither response nor error")
+        status = response.get("status_code")
+        body = response.get("body") or {}
+        if status != 200:
+            err = body.get("error") if isinstance(body, dict) else None
+            err = err if isinstance(err, dict) else {}
+            return LineResult(
+                custom_id,
+                error_kind_for_status(status),
+                error_type=str(err.get("code") or err.get("type") or status),
+                error_message=err.get("message") or (str(error) if error else None),
+            )
+        if body.get("object") == "response" or "output" in body:
+            return _parse_responses_body(custom_id, body)
+        return _parse_chat_body(custom_id, body)
+
+    # -- I/O halves ----------------------------------------------------------------------------
+
+    def upload(self, client: Any, route: Route, path: Path) -> str:
+        def do() -> str:
+            with open(path, "rb") as f:
+                return client.files.create(file=(path.name, f), purpose="batch").id
+
+        return call(do, what="Uploading the request file", route=route)
+
+    def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
+        # Not wrapped in `call`: a create is never retried blindly (see submit's adoption path).
+        batch = client.batches.create(
+            input_file_id=file_id,
+            endpoint=route.endpoint_path,
+            completion_window=route.completion_window,
+            metadata=tag,
+        )
+        return self._status(batch)
+
+    def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
+        return self._status(call(lambda: client.batches.retrieve(provider_batch_id), what="Checking a batch", route=route))
+
+    def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
+        """Batches created at or after `since` (newest first; stops paging once older)."""
+
+        def do() -> list[BatchStatus]:
+            found = []
+            for batch in client.batches.list(limit=100):
+                if batch.created_at is not None and batch.created_at < since:
+                    break
+                found.append(self._status(batch))
+            return found
+
+        return call(do, what="Listing batches", route=route)
+
+    def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
+        call(lambda: client.batches.cancel(provider_batch_id), what="Cancelling a batch", route=route)
+
+    def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+        paths = []
+        for ref, name in zip(status.result_refs, ("output.jsonl", "errors.jsonl")):
+            if not ref:
+                continue
+            target = dest / name
+
+            def do(ref: str = ref, target: Path = target) -> None:
+                with client.files.with_streaming_response.content(ref) as response:
+                    response.stream_to_file(target)
+
+            call(do, what=f"Downloading result file {ref}", route=route)
+            paths.append(target)
+        return paths
+
+    def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
+        """Send one request line online; return a result line in the batch output shape."""
+        custom_id, body = self.online_body(line)
+        path = route.endpoint_path
+        # The SDK's base URL already ends in /v1 (or /v4 ...): post the endpoint's last segments.
+        rel = "/responses" if path.endswith("/responses") else "/chat/completions"
+        raw = client.post(rel, body=body, cast_to=object)
+        return {"custom_id": custom_id, "response": {"status_code": 200, "body": raw}, "error": None}
+
+    def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
+        """An online failure rendered as a batch error-file line, so collect has one path."""
+        if status is None:
+            return {"custom_id": custom_id, "response": None, "error": {"code": error_type or "connection_error", "message": message}}
+        body = {"error": {"message": message, "type": error_type or "error", "param": None, "code": error_type}}
+        return {"custom_id": custom_id, "response": {"status_code": status, "body": body}, "error": None}
+
+    # -- private ---------------------------------------------------------------------------------
+
+    def _status(self, batch: Any) -> BatchStatus:
+        raw = batch.model_dump() if hasattr(batch, "model_dump") else dict(batch)
+        status = raw.get("status") or "unknown"
+        # Unknown states are treated as still running, never as finished.
+        state = _STATES.get(status, "running")
+        errors = ((raw.get("errors") or {}).get("data")) or []
+        message = "; ".join(f"{e.get('code')}: {e.get('message')}" + (f" (line {e['line']})" if e.get("line") else "") for e in errors) or None
+        # OpenAI's enqueued-token quota fails the batch with code token_limit_exceeded: "not now".
+        quota = any(e.get("code") == "token_limit_exceeded" for e in errors)
+        counts = raw.get("request_counts") or {}
+        refs: tuple[str, ...] = ()
+        if state in ("done", "expired", "cancelled", "failed"):
+            # output_file_id holds successes, error_file_id per-request failures (and, after
+            # expiry, the batch_expired lines); either may be null.
+            refs = (raw.get("output_file_id") or "", raw.get("error_file_id") or "")
+        metadata = raw.get("metadata") or {}
+        return BatchStatus(
+            provider_batch_id=raw["id"], state=state, raw_status=status, counts=dict(counts),
+            result_refs=refs, error=message, quota=quota, tag=metadata.get("batchrun_batch"),
+            created_at=raw.get("created_at"), raw=raw,
+        )
+
+
+def _usage_chat(u: dict[str, Any] | None) -> Usage:
+    u = u or {}
+    return Usage(
+        input_tokens=u.get("prompt_tokens"),
+        output_tokens=u.get("completion_tokens"),
+        reasoning_tokens=(u.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+        cached_tokens=(u.get("prompt_tokens_details") or {}).get("cached_tokens"),
+    )
+
+
+def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
+    choices = body.get("choices") or []
+    usage = _usage_chat(body.get("usage"))
+    if not choices:
+        return LineResult(custom_id, "empty", usage=usage, error_message="no choices")
+    choice = choices[0] or {}
+    message = choice.get("message") or {}
+    finish = choice.get("finish_reason")
+    if message.get("refusal"):
+        return LineResult(custom_id, "refusal", text=message["refusal"], finish_reason=finish, usage=usage)
+    content = message.get("content")
+    if isinstance(content, list):  # some compatible servers return content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if not content or not str(content).strip():
+        return LineResult(custom_id, "empty", text=content or "", finish_reason=finish, usage=usage)
+    return LineResult(custom_id, "ok", text=content, finish_reason=finish, usage=usage)
+
+
+def _parse_responses_body(custom_id: str, body: dict[str, Any]) -> LineResult:
+    u = body.get("usage") or {}
+    usage = Usage(
+        input_tokens=u.get("input_tokens"),
+        output_tokens=u.get("output_tokens"),
+        reasoning_tokens=(u.get("output_tokens_details") or {}).get("reasoning_tokens"),
+        cached_tokens=(u.get("input_tokens_details") or {}).get("cached_tokens"),
+    )
+    texts, refusals = [], []
+    for item in body.get("output") or []:
+        if item.get("type") != "message":
+            continue
+        for part in item.get("content") or []:
+            if part.get("type") == "output_text":
+                texts.append(part.get("text", ""))
+            elif part.get("type") == "refusal":
+                refusals.append(part.get("refusal", ""))
+    finish = body.get("status")
+    if (body.get("incomplete_details") or {}).get("reason"):
+        finish = body["incomplete_details"]["reason"]
+    if refusals and not texts:
+        return LineResult(custom_id, "refusal", text="\n".join(refusals), finish_reason=finish, usage=usage)
+    text = "".join(texts)
+    if not text.strip():
+        return LineResult(custom_id, "empty", text=text, finish_reason=finish, usage=usage)
+    return LineResult(custom_id, "ok", text=text, finish_reason=finish, usage=usage)

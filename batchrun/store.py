@@ -1,0 +1,362 @@
+"""state.db: everything batchrun knows, in SQLite, auditable with plain SQL.
+
+Tables hold facts as they happened (documents seen, requests planned, batches created, every
+result line downloaded, every judgment parsed); nothing is overwritten. What a cell's state *is*
+(pending, in flight, ok, failed) is derived from those rows by the views below, so there is one
+source of truth. `config_routes` is the one exception: a snapshot of the current config that the
+views use to show only rows produced under the current policies.
+
+Schema changes are sqlite-utils migrations (`m001_…`, `m002_…`): never edit an applied one, add
+the next with a comment saying why. docs/schema.md is generated from them (`python -m
+batchrun.store --schema-doc`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+from . import __version__
+from .errors import StateError
+
+migrations = Migrations("batchrun")
+
+
+def sql_list(values: tuple[str, ...]) -> str:
+    """('a', 'b') as SQL text; repr() would write a one-element tuple as ('a',)."""
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+# Live batch statuses: a request in one of these is "in flight" (or about to be), so it is not
+# planned again. `writing` and `abandoned` are deliberately absent: a crash while writing a request
+# file leaves the requests pending.
+LIVE_BATCH_STATUSES = ("planned", "uploading", "uploaded", "creating", "in_flight", "ended", "downloaded")
+
+# Per-request failure kinds that use the transient-retry allowance (spec §2: up to 5 retries).
+TRANSIENT_KINDS = ("transient",)
+# Kinds caused by the batch, not the request: resubmitted without using retries (own cap).
+RESUBMIT_KINDS = ("expired", "cancelled", "missing")
+# Final failures of a generation: no content retry (spec §2).
+FINAL_FAILURE_KINDS = ("refusal", "empty", "invalid")
+
+
+@migrations()
+def m001_initial(db: Database) -> None:
+    statements = [
+        """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)""",
+        # One row per batchrun invocation that writes; judge retries are bounded per run.
+        """CREATE TABLE runs (
+            id INTEGER PRIMARY KEY, command TEXT NOT NULL, started_at REAL NOT NULL,
+            ended_at REAL, pid INTEGER, batchrun_version TEXT, outcome TEXT)""",
+        """CREATE TABLE datasets (
+            sha256 TEXT PRIMARY KEY, path TEXT NOT NULL, n_tasks INTEGER NOT NULL, first_seen REAL NOT NULL)""",
+        """CREATE TABLE documents (
+            sha256 TEXT PRIMARY KEY, name TEXT NOT NULL, chars INTEGER NOT NULL,
+            bytes INTEGER NOT NULL, cjk INTEGER NOT NULL)""",
+        # Cache of (path, size, mtime) -> sha256, so status/collect don't re-hash the corpus.
+        """CREATE TABLE document_files (
+            path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL)""",
+        # The current version of each task (replaced when the dataset changes; requests keep the old).
+        """CREATE TABLE tasks (
+            task_id TEXT PRIMARY KEY, position INTEGER NOT NULL, question TEXT NOT NULL,
+            corpus_file TEXT NOT NULL, doc_sha256 TEXT NOT NULL, rubric_json TEXT NOT NULL,
+            rubric_total REAL NOT NULL, fields_json TEXT NOT NULL, task_sha256 TEXT NOT NULL,
+            dataset_sha256 TEXT NOT NULL)""",
+        """CREATE TABLE policies (
+            fingerprint TEXT PRIMARY KEY, stage TEXT NOT NULL, route TEXT NOT NULL,
+            provider TEXT NOT NULL, model TEXT NOT NULL, policy_json TEXT NOT NULL, first_seen REAL NOT NULL)""",
+        # Snapshot of the current config: which routes, their role and current policy.
+        """CREATE TABLE config_routes (
+            route TEXT PRIMARY KEY, role TEXT NOT NULL, policy_fp TEXT NOT NULL,
+            provider TEXT NOT NULL, model TEXT NOT NULL, transport TEXT NOT NULL,
+            endpoint_host TEXT, panel_position INTEGER)""",
+        # One row per (generation policy, task): the CJK rule, the cap and the scope decision.
+        """CREATE TABLE cells (
+            policy_fp TEXT NOT NULL, task_id TEXT NOT NULL, route TEXT NOT NULL,
+            doc_sha256 TEXT NOT NULL, doc_chars INTEGER NOT NULL, cjk INTEGER NOT NULL,
+            cap INTEGER NOT NULL, cap_source TEXT NOT NULL,
+            scope TEXT NOT NULL CHECK (scope IN ('send', 'out_of_context_scope')),
+            custom_id TEXT, task_sha256 TEXT NOT NULL, planned_at REAL NOT NULL,
+            PRIMARY KEY (policy_fp, task_id))""",
+        # One row per distinct request (deterministic custom_id); attempts are batch_requests rows.
+        """CREATE TABLE requests (
+            custom_id TEXT PRIMARY KEY, stage TEXT NOT NULL CHECK (stage IN ('gen', 'judge')),
+            route TEXT NOT NULL, task_id TEXT NOT NULL, policy_fp TEXT NOT NULL,
+            parent_custom_id TEXT, parent_result_id INTEGER,
+            max_retries INTEGER NOT NULL, max_resubmits INTEGER NOT NULL,
+            prompt_chars INTEGER NOT NULL, est_input_tokens INTEGER NOT NULL,
+            est_output_tokens INTEGER NOT NULL, created_at REAL NOT NULL)""",
+        """CREATE INDEX requests_parent ON requests (parent_custom_id)""",
+        """CREATE INDEX requests_route ON requests (route, stage)""",
+        # A local batch: one request file under jobs/<id>/, and what became of it at the provider.
+        """CREATE TABLE batches (
+            id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, route TEXT NOT NULL, stage TEXT NOT NULL,
+            provider TEXT NOT NULL, transport TEXT NOT NULL, model TEXT NOT NULL,
+            status TEXT NOT NULL, dir TEXT NOT NULL, request_file TEXT NOT NULL,
+            sha256 TEXT, bytes INTEGER, n_requests INTEGER, est_input_tokens INTEGER,
+            est_output_tokens INTEGER, est_cost REAL,
+            provider_file_id TEXT, provider_batch_id TEXT, provider_status TEXT,
+            counts_json TEXT, error TEXT, last_seen_json TEXT, endpoint_host TEXT,
+            run_id INTEGER, created_at REAL NOT NULL, creating_at REAL, submitted_at REAL,
+            ended_at REAL, downloaded_at REAL, collected_at REAL, result_files_json TEXT)""",
+        """CREATE TABLE batch_requests (
+            batch_id TEXT NOT NULL, custom_id TEXT NOT NULL, position INTEGER NOT NULL,
+            PRIMARY KEY (batch_id, custom_id))""",
+        """CREATE INDEX batch_requests_custom_id ON batch_requests (custom_id)""",
+        # Every result line ever reconciled (or synthesised for a request a batch never answered).
+        """CREATE TABLE results (
+            id INTEGER PRIMARY KEY, batch_id TEXT NOT NULL, custom_id TEXT NOT NULL,
+            kind TEXT NOT NULL, text TEXT, finish_reason TEXT,
+            input_tokens INTEGER, output_tokens INTEGER, reasoning_tokens INTEGER, cached_tokens INTEGER,
+            error_type TEXT, error_message TEXT, raw_json TEXT, collected_at REAL NOT NULL,
+            run_id INTEGER, cost REAL,
+            UNIQUE (batch_id, custom_id))""",
+        """CREATE INDEX results_custom_id ON results (custom_id)""",
+        # The parsed verdict of each judge result line that returned text.
+        """CREATE TABLE judgments (
+            result_id INTEGER PRIMARY KEY, custom_id TEXT NOT NULL, total REAL, rubric_total REAL NOT NULL,
+            score REAL, points_awarded_json TEXT, parse_error TEXT)""",
+    ]
+    for sql in statements:
+        db.execute(sql)
+
+
+@migrations()
+def m002_views(db: Database) -> None:
+    # Views derive every state from the fact tables; see the module docstring.
+    db.execute(
+        f"""CREATE VIEW request_outcomes AS
+        SELECT custom_id,
+          sum(kind = 'ok') AS ok_n,
+          sum(kind IN {sql_list(FINAL_FAILURE_KINDS)}) AS final_fail_n,
+          sum(kind IN {sql_list(TRANSIENT_KINDS)}) AS transient_n,
+          sum(kind IN {sql_list(RESUBMIT_KINDS)}) AS resubmit_n,
+          sum(kind = 'batch_failed') AS batch_failed_n,
+          sum(kind NOT IN ('ok')) AS failure_n,
+          min(CASE WHEN kind = 'ok' THEN id END) AS ok_result_id,
+          max(id) AS last_result_id
+        FROM results GROUP BY custom_id"""
+    )
+    db.execute(
+        f"""CREATE VIEW request_status AS
+        SELECT r.custom_id, r.stage, r.route, r.task_id, r.policy_fp, r.parent_custom_id,
+          coalesce(o.ok_n, 0) AS ok_n, coalesce(o.transient_n, 0) AS transient_n,
+          coalesce(o.resubmit_n, 0) AS resubmit_n, coalesce(o.batch_failed_n, 0) AS batch_failed_n,
+          coalesce(o.failure_n, 0) AS failure_n,
+          o.ok_result_id, o.last_result_id,
+          CASE
+            WHEN o.ok_n > 0 THEN 'ok'
+            WHEN r.stage = 'gen' AND o.final_fail_n > 0 THEN 'failed'
+            WHEN EXISTS (SELECT 1 FROM batch_requests br JOIN batches b ON b.id = br.batch_id
+                         WHERE br.custom_id = r.custom_id AND b.status IN {sql_list(LIVE_BATCH_STATUSES)}) THEN 'in_flight'
+            WHEN r.stage = 'gen' AND coalesce(o.transient_n, 0) > r.max_retries THEN 'failed'
+            WHEN r.stage = 'gen' AND coalesce(o.resubmit_n, 0) > r.max_resubmits THEN 'failed'
+            WHEN r.stage = 'gen' AND coalesce(o.batch_failed_n, 0) > 1 THEN 'failed'
+            ELSE 'pending'
+          END AS state
+        FROM requests r LEFT JOIN request_outcomes o ON o.custom_id = r.custom_id"""
+    )
+    # One row per current (contestant route, task): what the leaderboard counts.
+    db.execute(
+        """CREATE VIEW cell_status AS
+        WITH gen AS (
+          SELECT c.route, c.task_id, c.policy_fp, c.scope, c.custom_id, c.cap, c.cap_source, c.cjk, c.doc_chars,
+                 s.state AS gen_state,
+                 coalesce(s.ok_result_id, s.last_result_id) AS result_id
+          FROM cells c
+          JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+          JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+          LEFT JOIN request_status s ON s.custom_id = c.custom_id
+        ),
+        judged AS (
+          SELECT g.route, g.task_id,
+                 count(j.route) AS panel_n,
+                 count(CASE WHEN js.state = 'ok' THEN 1 END) AS judged_n,
+                 avg(jm.score) AS mean_score
+          FROM gen g
+          JOIN config_routes j ON j.role = 'judge'
+          LEFT JOIN requests jr ON jr.parent_custom_id = g.custom_id AND jr.parent_result_id = g.result_id
+                                AND jr.route = j.route AND jr.policy_fp = j.policy_fp AND jr.stage = 'judge'
+          LEFT JOIN request_status js ON js.custom_id = jr.custom_id
+          LEFT JOIN judgments jm ON jm.result_id = js.ok_result_id
+          GROUP BY g.route, g.task_id
+        )
+        SELECT g.route, g.task_id, g.policy_fp, g.custom_id, g.cap, g.cap_source, g.cjk, g.doc_chars,
+          CASE
+            WHEN g.scope = 'out_of_context_scope' THEN 'out_of_context_scope'
+            WHEN g.gen_state IN ('pending', 'in_flight') OR g.gen_state IS NULL THEN 'pending'
+            WHEN g.gen_state = 'failed' THEN coalesce(
+                (SELECT CASE WHEN kind IN ('refusal', 'empty') THEN kind ELSE 'error' END FROM results WHERE id = g.result_id), 'error')
+            WHEN coalesce(j.judged_n, 0) < coalesce(j.panel_n, 0) THEN 'judging'
+            ELSE 'ok'
+          END AS status,
+          g.result_id,
+          coalesce(j.panel_n, 0) AS panel_n, coalesce(j.judged_n, 0) AS judged_n,
+          CASE WHEN g.scope = 'send' AND g.gen_state = 'ok' AND j.judged_n = j.panel_n AND j.panel_n > 0
+               THEN j.mean_score END AS score
+        FROM gen g LEFT JOIN judged j ON j.route = g.route AND j.task_id = g.task_id"""
+    )
+    # Per contestant route, the protocol's two views (spec §5). Headlines are null while anything
+    # is pending: never publish a partial number as if it were final.
+    db.execute(
+        """CREATE VIEW leaderboard AS
+        SELECT cr.route, cr.model, cr.provider,
+          (SELECT count(*) FROM tasks) AS n_tasks,
+          count(cs.task_id) AS cells,
+          sum(cs.status = 'ok') AS scored_n,
+          sum(cs.status = 'out_of_context_scope') AS out_of_context_n,
+          sum(cs.status IN ('refusal', 'empty', 'error')) AS failed_n,
+          sum(cs.status IN ('pending', 'judging')) AS pending_n,
+          (sum(cs.status IN ('pending', 'judging')) = 0 AND count(cs.task_id) = (SELECT count(*) FROM tasks)) AS complete,
+          CASE WHEN sum(cs.status IN ('pending', 'judging')) = 0 AND count(cs.task_id) = (SELECT count(*) FROM tasks)
+               THEN round(avg(CASE WHEN cs.status = 'ok' THEN cs.score END), 6) END AS scored_overall,
+          CASE WHEN sum(cs.status IN ('pending', 'judging')) = 0 AND count(cs.task_id) = (SELECT count(*) FROM tasks)
+               THEN round(coalesce(sum(cs.score), 0) / (SELECT count(*) FROM tasks), 6) END AS all_tasks_overall
+        FROM config_routes cr LEFT JOIN cell_status cs ON cs.route = cr.route
+        WHERE cr.role = 'contestant'
+        GROUP BY cr.route
+        ORDER BY all_tasks_overall DESC NULLS LAST, cr.route"""
+    )
+    db.execute(
+        """CREATE VIEW batch_summary AS
+        SELECT b.id, b.route, b.stage, b.provider, b.transport, b.status, b.provider_status,
+          b.provider_batch_id, b.n_requests, b.bytes, b.error,
+          datetime(b.created_at, 'unixepoch') AS created, datetime(b.submitted_at, 'unixepoch') AS submitted,
+          datetime(b.ended_at, 'unixepoch') AS ended, b.run_id
+        FROM batches b ORDER BY b.seq"""
+    )
+
+
+@migrations()
+def m003_cost_view(db: Database) -> None:
+    # Spend per result row (cost is stored per result at collect, from usage x price x discount).
+    db.execute(
+        """CREATE VIEW cost AS
+        SELECT b.route, b.stage, b.provider, b.transport,
+          date(coalesce(b.ended_at, b.submitted_at, b.created_at), 'unixepoch', 'localtime') AS night,
+          b.id AS batch_id, count(r.id) AS results,
+          sum(r.input_tokens) AS input_tokens, sum(r.output_tokens) AS output_tokens,
+          sum(r.reasoning_tokens) AS reasoning_tokens, sum(r.cached_tokens) AS cached_tokens,
+          b.est_cost AS estimated_cost,
+          CASE WHEN count(r.id) > 0 AND count(r.cost) = count(r.id) THEN sum(r.cost) END AS actual_cost
+        FROM batches b LEFT JOIN results r ON r.batch_id = b.id
+        WHERE b.status NOT IN ('writing', 'abandoned', 'superseded', 'planned')
+        GROUP BY b.id"""
+    )
+
+
+class Store:
+    """An open state.db with migrations applied."""
+
+    def __init__(self, path: Path, *, readonly: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        if readonly and not self.path.exists():
+            raise StateError(f"No state database at {self.path}.", "Run `batchrun plan` or `batchrun submit` first.")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+        self.db = Database(conn, execute_plugins=False)
+        self._check_version()
+        if not readonly:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            if migrations.pending(self.db):
+                migrations.apply(self.db)
+            if self.meta("store_id") is None:
+                with self.db.atomic():
+                    self.set_meta("store_id", uuid.uuid4().hex[:12])
+                    self.set_meta("created_by", __version__)
+        self.run_id: int | None = None
+
+    def _check_version(self) -> None:
+        if "_sqlite_migrations" not in self.db.table_names():
+            return
+        known = {m.name for m in migrations._migrations} if hasattr(migrations, "_migrations") else set()
+        applied = {m.name for m in migrations.applied(self.db)}
+        unknown = sorted(applied - known) if known else []
+        if unknown:
+            raise StateError(
+                f"{self.path} was written by a newer batchrun (it has migrations this version {__version__} "
+                f"does not know: {', '.join(unknown)}).",
+                "Upgrade batchrun (pip install -U batchrun), or point [paths] state at another file. Nothing was changed.",
+            )
+
+    # -- meta and runs ------------------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        if "meta" not in self.db.table_names():
+            return None
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [key, value])
+
+    @property
+    def store_id(self) -> str:
+        return self.meta("store_id") or "unknown"
+
+    def start_run(self, command: str) -> int:
+        with self.db.atomic():
+            cur = self.db.execute(
+                "INSERT INTO runs (command, started_at, pid, batchrun_version) VALUES (?, ?, ?, ?)",
+                [command, time.time(), os.getpid(), __version__],
+            )
+        self.run_id = cur.lastrowid
+        return self.run_id
+
+    def end_run(self, outcome: str) -> None:
+        if self.run_id is None:
+            return
+        with self.db.atomic():
+            self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ?", [time.time(), outcome, self.run_id])
+
+    # -- small query helpers -------------------------------------------------------------------
+
+    def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        cur = self.db.execute(sql, params)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+    def one(self, sql: str, params: Any = ()) -> dict[str, Any] | None:
+        rows = self.rows(sql, params)
+        return rows[0] if rows else None
+
+    def scalar(self, sql: str, params: Any = ()) -> Any:
+        row = self.db.execute(sql, params).fetchone()
+        return row[0] if row else None
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def schema_markdown() -> str:
+    """docs/schema.md, generated from the migrations so it cannot drift."""
+    db = Database(memory=True, execute_plugins=False)
+    migrations.apply(db)
+    out = [
+        "# state.db schema",
+        "",
+        "Generated from the migrations in `batchrun/store.py` by `python -m batchrun.store --schema-doc`;",
+        "do not edit by hand (a test checks it is current).",
+        "",
+    ]
+    for kind in ("table", "view"):
+        for (name, sql) in db.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = ? AND name NOT LIKE 'sqlite_%' ORDER BY name", [kind]
+        ).fetchall():
+            out += [f"## {kind} `{name}`", "", "```sql", sql.strip(), "```", ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--schema-doc"]:
+        sys.stdout.write(schema_markdown())
