@@ -128,6 +128,14 @@ class Route:
     max_batches_in_flight: int | None = None
 
     @property
+    def endpoint_label(self) -> str:
+        """The API endpoint the requests go to, for provenance."""
+        if self.transport == "sync":
+            return {"anthropic": "/v1/messages", "gemini": f"/models/{self.model}:generateContent"}.get(self.provider, self.endpoint_path)
+        return {"anthropic": "/v1/messages/batches", "gemini": f"/models/{self.model}:batchGenerateContent"}.get(
+            self.provider, f"/v1/batches {self.endpoint_path}")
+
+    @property
     def endpoint_host(self) -> str:
         from urllib.parse import urlparse
 

@@ -46,3 +46,22 @@ def batch_estimate_cost(route: Route, est_input: int, est_output: int) -> float 
 
 def fmt_money(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.2f}"
+
+
+def cost_report(store: "Store", since: str | None = None) -> dict:  # type: ignore[name-defined]
+    """Per night and route: estimate vs actual, from the `cost` view."""
+    where, params = "", []
+    if since:
+        where, params = "WHERE night >= ?", [since]
+    rows = store.rows(
+        f"""SELECT night, route, stage, count(*) AS batches, coalesce(sum(input_tokens), 0) AS input_tokens,
+               coalesce(sum(output_tokens), 0) AS output_tokens,
+               CASE WHEN count(estimated_cost) = count(*) THEN sum(estimated_cost) END AS estimated_cost,
+               CASE WHEN count(actual_cost) = count(*) THEN sum(actual_cost) END AS actual_cost
+            FROM cost {where} GROUP BY night, route, stage ORDER BY night, route, stage""", params)
+    nights = store.rows(
+        f"""SELECT night, count(*) AS batches,
+               CASE WHEN count(estimated_cost) = count(*) THEN sum(estimated_cost) END AS estimated_cost,
+               CASE WHEN count(actual_cost) = count(*) THEN sum(actual_cost) END AS actual_cost
+            FROM cost {where} GROUP BY night ORDER BY night""", params)
+    return {"rows": rows, "nights": nights}

@@ -336,7 +336,9 @@ class ShardWriter:
                 f"({self.route.max_bytes_per_file:,} bytes).",
                 "Raise max_bytes_per_file for this route (up to the provider's limit) or lower its caps.",
             )
-        if self.file is not None and (self.n + 1 > self.route.max_requests_per_file or self.bytes + size > self.route.max_bytes_per_file):
+        # A route's enqueued-token quota also caps a file: a batch bigger than the queue could never go.
+        over_tokens = self.route.max_enqueued_tokens is not None and self.est_in + est_in > self.route.max_enqueued_tokens
+        if self.file is not None and (self.n + 1 > self.route.max_requests_per_file or self.bytes + size > self.route.max_bytes_per_file or over_tokens):
             self.finish()
         if self.file is None:
             self._open()

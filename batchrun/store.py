@@ -101,7 +101,7 @@ def m001_initial(db: Database) -> None:
             status TEXT NOT NULL, dir TEXT NOT NULL, request_file TEXT NOT NULL,
             sha256 TEXT, bytes INTEGER, n_requests INTEGER, est_input_tokens INTEGER,
             est_output_tokens INTEGER, est_cost REAL,
-            provider_file_id TEXT, provider_batch_id TEXT, provider_status TEXT,
+            provider_file_id TEXT, provider_batch_id TEXT, provider_status TEXT, provider_state TEXT, quota INTEGER,
             counts_json TEXT, error TEXT, last_seen_json TEXT, endpoint_host TEXT,
             run_id INTEGER, created_at REAL NOT NULL, creating_at REAL, submitted_at REAL,
             ended_at REAL, downloaded_at REAL, collected_at REAL, result_files_json TEXT)""",

@@ -10,6 +10,7 @@ submit.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,10 @@ class AnthropicAdapter:
     def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
         from anthropic.types.messages import MessageBatch
 
-        body = _inline_body(path)
+        body = InlineBody(path)
         batch = client.post(
             "/v1/messages/batches", cast_to=MessageBatch, content=body,
-            options={"headers": {"Content-Type": "application/json"}},
+            options={"headers": {"Content-Type": "application/json", "Content-Length": str(body.length)}},
         )
         return self._status(batch)
 
@@ -156,21 +157,37 @@ def _ts(value: Any) -> float | None:
         return None
 
 
-def _inline_body(path: Path) -> bytearray:
-    """`{"requests":[<line>,<line>...]}` built once from the request file's lines."""
-    body = bytearray(b'{"requests":[')
-    first = True
-    with open(path, "rb") as f:
-        for raw in f:
-            line = raw.rstrip(b"\r\n")
-            if not line:
-                continue
-            if not first:
-                body += b","
-            body += line
-            first = False
-    body += b"]}"
-    return body
+class InlineBody:
+    """`{"requests":[<line>,<line>...]}` streamed from the request file, never held whole.
+
+    The lines are already exactly the request entries, so the body is their concatenation with
+    commas; its length is known up front, so it goes out with a Content-Length (not chunked).
+    """
+
+    HEAD, TAIL = b'{"requests":[', b"]}"
+
+    def __init__(self, path: Path):
+        self.path = path
+        n = payload = 0
+        with open(path, "rb") as f:
+            for raw in f:
+                line = raw.rstrip(b"\r\n")
+                if line:
+                    n += 1
+                    payload += len(line)
+        self.length = len(self.HEAD) + payload + max(n - 1, 0) + len(self.TAIL)
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.HEAD
+        first = True
+        with open(self.path, "rb") as f:
+            for raw in f:
+                line = raw.rstrip(b"\r\n")
+                if not line:
+                    continue
+                yield line if first else b"," + line
+                first = False
+        yield self.TAIL
 
 
 def total_requests(counts: dict[str, Any]) -> int:

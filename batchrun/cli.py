@@ -1,0 +1,392 @@
+"""The command line: each command opens the store, calls one library function, prints.
+
+Data goes to stdout, progress to stderr. A `BatchrunError` (a user's mistake, a provider refusal)
+prints its message and hint and exits 1 without a traceback. `collect` and `refresh` exit 2 while
+any route is incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any
+
+import click
+
+from . import __version__
+from .config import Config, load_config
+from .errors import BatchrunError
+from .progress import Progress
+from .store import Store
+
+EXIT_INCOMPLETE = 2
+
+
+class Context:
+    def __init__(self, config_path: str | None, emulator: str | None, quiet: bool):
+        self.config_path = config_path
+        self.emulator = emulator
+        self.quiet = quiet
+
+    def config(self) -> Config:
+        config = load_config(self.config_path)
+        if self.emulator:
+            config = config.with_emulator(self.emulator)
+        return config
+
+    def progress(self) -> Progress:
+        return Progress(quiet=self.quiet)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BatchrunError as e:
+            click.echo(f"Error: {e.message}", err=True)
+            if e.hint:
+                click.echo(f"Hint: {e.hint}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("Interrupted; state.db is consistent and the next run resumes.", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+@contextmanager
+def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
+    """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
+    from .lock import WriterLock
+    from .plan import scan_corpus
+
+    if not config.paths.state.exists():
+        # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
+        scan_corpus(_EmptyStore(), config)
+    lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
+    store = Store(config.paths.state)
+    store.start_run(command)
+    outcome = "error"
+    try:
+        yield store
+        outcome = "ok"
+    finally:
+        store.end_run(outcome)
+        store.close()
+        lock.release()
+
+
+class _EmptyStore:
+    """Stands in for a store that does not exist yet (no cache to consult)."""
+
+    class _DB:
+        @staticmethod
+        def table_names() -> list[str]:
+            return []
+
+    db = _DB()
+
+
+def wait_lock_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--wait-lock", is_flag=True, help="If another batchrun is writing to this state.db, wait for it instead of exiting.")(fn)
+
+
+def route_stage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--route", "routes", multiple=True, help="Only this route (repeatable).")(fn)
+    fn = click.option("--stage", "stages", multiple=True, type=click.Choice(["gen", "judge"]), help="Only this stage (repeatable).")(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="batchrun")
+@click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default ./batchrun.toml; env BATCHRUN_CONFIG).")
+@click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Send every route to a local emulator at URL (rehearsals; env BATCHRUN_EMULATOR).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet: bool) -> None:
+    """batchrun: run WildTrace leaderboard evaluations through the providers' batch APIs.
+
+    \b
+    batchrun refresh        # submit, poll and collect until done (the cron job)
+    batchrun report         # the leaderboard
+    batchrun demo           # everything on the built-in emulator, no keys needed
+    """
+    ctx.obj = Context(config_path, emulator, quiet)
+
+
+@cli.command()
+@route_stage_options
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json: bool, wait_lock: bool) -> None:
+    """Write the request files for everything missing, under jobs/ (no network)."""
+    from .plan import plan as do_plan
+
+    config = ctx.config()
+    with writer(ctx, "plan", config, wait_lock=wait_lock) as store:
+        result = do_plan(store, config, routes=set(routes) or None, stages=set(stages) or None)
+        _print_plan(config, result, as_json)
+
+
+def _print_plan(config: Config, result: Any, as_json: bool) -> None:
+    from .cost import fmt_money, online_cost, request_cost
+
+    rows = []
+    for r in result.routes:
+        route = config.routes[r.route]
+        d = vars(r).copy()
+        d["est_cost_batch"] = request_cost(route, r.est_input_tokens, r.est_output_tokens)
+        d["est_cost_online"] = online_cost(route, r.est_input_tokens, r.est_output_tokens)
+        rows.append(d)
+    if as_json:
+        click.echo(json.dumps({"routes": rows, "batches": result.batches, "warnings": result.warnings}, indent=2))
+        return
+    for w in result.warnings:
+        click.echo(f"Warning: {w}", err=True)
+    header = f"{'route':24} {'stage':5} {'tasks':>5} {'ooc':>4} {'to send':>7} {'files':>5} {'bytes':>13} {'est in tok':>11} {'est out tok':>11} {'est batch':>10} {'online':>10}"
+    click.echo(header)
+    for d in rows:
+        click.echo(f"{d['route'][:24]:24} {d['stage']:5} {d['tasks']:>5} {d['out_of_context']:>4} {d['to_send']:>7} {d['files']:>5} "
+                   f"{d['bytes']:>13,} {d['est_input_tokens']:>11,} {d['est_output_tokens']:>11,} {fmt_money(d['est_cost_batch']):>10} {fmt_money(d['est_cost_online']):>10}")
+    if not result.batches and not any(d["to_send"] for d in rows):
+        click.echo("Nothing new to write.", err=True)
+
+
+@cli.command()
+@route_stage_options
+@click.option("--dry-run", is_flag=True, help="Plan only: print what would be sent and its estimated cost.")
+@click.option("--budget", type=float, metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_run: bool, budget: float | None, wait_lock: bool) -> None:
+    """Plan what is pending, then upload request files and create batches."""
+    from .submit import submit as do_submit
+
+    config = ctx.config()
+    with writer(ctx, "submit", config, wait_lock=wait_lock) as store:
+        result = do_submit(store, config, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
+                           budget=budget, progress=ctx.progress())
+        if dry_run:
+            _print_plan(config, result.plan, False)
+            return
+        click.echo(f"created {len(result.created)} batch(es), adopted {len(result.adopted)}, held {len(result.held)}")
+        for bid, why in result.held:
+            click.echo(f"  held {bid}: {why}")
+
+
+@cli.command()
+@click.option("--wait", is_flag=True, help="Block until nothing is in flight.")
+@click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between checks with --wait.")
+@click.option("--timeout", type=float, help="With --wait, give up after this many seconds.")
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def poll(ctx: Context, wait: bool, interval: float, timeout: float | None, wait_lock: bool) -> None:
+    """Check batches in flight and download the results of those that ended."""
+    from .poll import poll as do_poll
+
+    config = ctx.config()
+    with writer(ctx, "poll", config, wait_lock=wait_lock) as store:
+        r = do_poll(store, config, wait=wait, interval=interval, timeout=timeout, progress=ctx.progress())
+        click.echo(f"{r.in_flight} batch(es) in flight, {len(r.downloaded)} downloaded")
+
+
+@cli.command()
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def collect(ctx: Context, wait_lock: bool) -> None:
+    """Reconcile downloaded results into state.db, queue judging and retries, write results/.
+
+    Exits 0 when every route is complete, 2 otherwise (after writing what it has).
+    """
+    from .collect import collect as do_collect
+
+    config = ctx.config()
+    with writer(ctx, "collect", config, wait_lock=wait_lock) as store:
+        r = do_collect(store, config, progress=ctx.progress())
+        click.echo(f"collected {len(r.batches)} batch(es), {r.lines} result line(s); {r.new_judge_requests} judge request(s) queued")
+    if not r.complete:
+        sys.exit(EXIT_INCOMPLETE)
+
+
+@cli.command()
+@click.option("--timeout", "timeout_", metavar="DURATION", help="Stop cleanly after DURATION (90s, 45m, 6h).")
+@click.option("--until", metavar="HH:MM", help="Stop cleanly at this local time.")
+@click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between checks while batches run.")
+@click.option("--budget", type=float, metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: float, budget: float | None, wait_lock: bool) -> None:
+    """Submit, poll and collect in a loop until every route is complete (the cron job).
+
+    Exit 0: complete. Exit 2: incomplete (time limit, budget, or nothing can progress). Exit 1: a
+    user error (bad config or data).
+    """
+    from .refresh import deadline_from, refresh as do_refresh
+
+    config = ctx.config()
+    deadline = deadline_from(parse_duration(timeout_) if timeout_ else None, _check_until(until))
+    with writer(ctx, "refresh", config, wait_lock=wait_lock) as store:
+        outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, progress=ctx.progress())
+        from .report import render
+        from .scoring import report_data
+
+        click.echo(render(report_data(store, config), "md"))
+        click.echo(f"refresh: {outcome.reason}", err=True)
+    if not outcome.complete:
+        sys.exit(EXIT_INCOMPLETE)
+
+
+def parse_duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in units:
+            return float(t[:-1]) * units[t[-1]]
+        return float(t)
+    except ValueError:
+        raise BatchrunError(f"--timeout {text!r} is not a duration.", "Use a number with s, m, h or d, like 90s, 45m or 6h.")
+
+
+def _check_until(until: str | None) -> str | None:
+    if until is None:
+        return None
+    parts = until.split(":")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not (0 <= int(parts[0]) < 24 and 0 <= int(parts[1]) < 60):
+        raise BatchrunError(f"--until {until!r} is not a time of day.", "Use HH:MM in local time, like 06:30.")
+    return until
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+@handle_errors
+def status(ctx: Context, as_json: bool) -> None:
+    """Cells per route and batches in flight (read-only; works while a writer runs)."""
+    from .status import status_data
+
+    config = ctx.config()
+    store = Store(config.paths.state, readonly=True)
+    data = status_data(store)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for route, counts in data["cells"].items():
+        click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    click.echo(f"{len(data['in_flight'])} batch(es) live")
+    for b in data["in_flight"]:
+        click.echo(f"  {b['id']}: {b['status']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)")
+
+
+@cli.command()
+@click.option("--batch", metavar="ID", help="A local batch id (see status).")
+@click.option("--route", metavar="NAME", help="Every live batch of a route.")
+@click.option("--all", "all_", is_flag=True, help="Every live batch.")
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_lock: bool) -> None:
+    """Cancel a batch, a route's batches, or all."""
+    from .status import cancel as do_cancel
+
+    config = ctx.config()
+    with writer(ctx, "cancel", config, wait_lock=wait_lock) as store:
+        for bid in do_cancel(store, config, batch=batch, route=route, all_=all_):
+            click.echo(f"cancelled {bid}")
+
+
+@cli.command()
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+@pass_ctx
+@handle_errors
+def report(ctx: Context, fmt: str, out: str | None) -> None:
+    """The leaderboard (read-only), sorted by All-tasks, with its provenance."""
+    from .report import render
+    from .scoring import report_data
+
+    config = ctx.config()
+    store = Store(config.paths.state, readonly=True)
+    text = render(report_data(store, config), fmt)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+        click.echo(f"wrote {out}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command()
+@click.option("--since", metavar="YYYY-MM-DD", help="Only nights from this date on.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+@handle_errors
+def cost(ctx: Context, since: str | None, as_json: bool) -> None:
+    """Spend per route and per night: estimate vs actual (read-only)."""
+    from .cost import cost_report, fmt_money
+
+    config = ctx.config()
+    store = Store(config.paths.state, readonly=True)
+    data = cost_report(store, since)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"{'night':10} {'route':24} {'stage':5} {'batches':>7} {'in tok':>12} {'out tok':>12} {'estimate':>10} {'actual':>10}")
+    for r in data["rows"]:
+        click.echo(f"{r['night']:10} {r['route'][:24]:24} {r['stage']:5} {r['batches']:>7} {r['input_tokens']:>12,} {r['output_tokens']:>12,} "
+                   f"{fmt_money(r['estimated_cost']):>10} {fmt_money(r['actual_cost']):>10}")
+    for n in data["nights"]:
+        click.echo(f"{n['night']:10} {'TOTAL':24} {'':5} {n['batches']:>7} {'':>12} {'':>12} {fmt_money(n['estimated_cost']):>10} {fmt_money(n['actual_cost']):>10}")
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to bind.")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port (0 = any free port).")
+@click.option("--latency", type=float, default=1.0, show_default=True, help="Seconds before a batch finishes.")
+@click.option("--responder", metavar="FILE.py:FUNCTION", help="Answer requests with your own function (or module:function).")
+@click.option("--fault", "faults_", multiple=True, metavar="JSON", help="Inject a fault (repeatable), e.g. '{\"kind\":\"http_error\",\"status\":429,\"count\":3}'.")
+@handle_errors
+def emulator(host: str, port: int, latency: float, responder: str | None, faults_: tuple[str, ...]) -> None:
+    """Serve a local emulator of the OpenAI, Anthropic and Gemini batch APIs (for rehearsals and tests)."""
+    from .emulator import run_emulator
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise BatchrunError(f"--host {host} is not a loopback address.", "The emulator only serves loopback: use 127.0.0.1.")
+    try:
+        parsed = [json.loads(f) for f in faults_]
+    except ValueError as e:
+        raise BatchrunError(f"--fault is not JSON: {e}", "Quote the JSON, e.g. --fault '{\"kind\":\"http_error\",\"status\":500}'.")
+    run_emulator(host, port, latency, responder, parsed)
+
+
+@cli.command()
+@click.option("--dir", "directory", default="demo-run", show_default=True, type=click.Path(file_okay=False), help="Working folder to create/use.")
+@pass_ctx
+@handle_errors
+def demo(ctx: Context, directory: str) -> None:
+    """Run a whole leaderboard refresh on the built-in emulator, no keys needed."""
+    from .demo import run_demo
+
+    code = run_demo(directory, progress=ctx.progress(), echo=click.echo)
+    sys.exit(code)
+
+
+def main() -> None:  # pragma: no cover
+    cli()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    cli()

@@ -1,0 +1,150 @@
+"""Collect: reconcile every downloaded result line into state.db, then score and write results.
+
+Each result line becomes one `results` row keyed by (batch, custom_id): reconciling a line twice
+changes nothing, and a collect killed halfway resumes where it stopped. Judge lines are parsed
+into `judgments`. Requests a batch ended without answering get a row saying why (`expired`,
+`cancelled`, `missing`, `batch_failed`), so the retry policy can count them. A batch the provider
+refused for a queue quota gets no rows at all: its requests are simply pending again.
+
+After reconciling, judge requests are queued for new valid answers, and results/ and the
+leaderboard are rewritten from the views.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import faults, jsonl
+from .config import Config
+from .cost import billed_output, request_cost
+from .grading import parse_verdict, score
+from .plan import queue_judgments, sync_state
+from .progress import SILENT, Progress
+from .providers import get_adapter
+from .store import Store
+
+CHUNK = 2000  # result lines per transaction
+
+_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed"}
+
+
+@dataclass
+class CollectResult:
+    batches: list[str] = field(default_factory=list)
+    lines: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    new_judge_requests: int = 0
+    complete: bool = False
+    leaderboard: list[dict[str, Any]] = field(default_factory=list)
+
+
+def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_outputs: bool = True) -> CollectResult:
+    result = CollectResult()
+    sync_state(store, config)
+    for b in store.rows("SELECT * FROM batches WHERE status = 'downloaded' ORDER BY seq"):
+        collect_batch(store, config, b, result)
+        progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items())))
+    with store.db.atomic():
+        result.new_judge_requests = queue_judgments(store, config)
+    if result.new_judge_requests:
+        progress.event(f"queued {result.new_judge_requests} judge request(s)")
+    from .scoring import leaderboard, write_results
+
+    result.leaderboard = leaderboard(store)
+    result.complete = bool(result.leaderboard) and all(r["complete"] for r in result.leaderboard)
+    if write_outputs:
+        write_results(store, config)
+    return result
+
+
+def _kinds(store: Store, batch_id: str) -> dict[str, int]:
+    return {r[0]: r[1] for r in store.db.execute("SELECT kind, count(*) FROM results WHERE batch_id = ? GROUP BY kind", [batch_id])}
+
+
+def collect_batch(store: Store, config: Config, b: dict[str, Any], result: CollectResult) -> None:
+    adapter = get_adapter(b["provider"])
+    route = config.routes.get(b["route"])
+    members = {
+        r[0]: (r[1], r[2])
+        for r in store.db.execute(
+            """SELECT br.custom_id, q.stage, coalesce(t.rubric_total, 0) FROM batch_requests br
+               JOIN requests q ON q.custom_id = br.custom_id LEFT JOIN tasks t ON t.task_id = q.task_id
+               WHERE br.batch_id = ?""", [b["id"]])
+    }
+    if b["quota"]:
+        # "Not now": the provider's queue was full. No result rows: the requests are pending again.
+        with store.db.atomic():
+            store.db.execute("UPDATE batches SET status = 'refused', collected_at = ? WHERE id = ?", [time.time(), b["id"]])
+        result.batches.append(b["id"])
+        return
+    seen: set[str] = {r[0] for r in store.db.execute("SELECT custom_id FROM results WHERE batch_id = ?", [b["id"]])}
+    rows: list[tuple[Any, ...]] = []
+    verdicts: list[tuple[str, Any, float]] = []
+    now = time.time()
+
+    def flush(final: bool = False) -> None:
+        with store.db.atomic():
+            store.db.conn.executemany(
+                """INSERT OR IGNORE INTO results (batch_id, custom_id, kind, text, finish_reason, input_tokens, output_tokens,
+                   reasoning_tokens, cached_tokens, error_type, error_message, raw_json, collected_at, run_id, cost)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
+            if verdicts:
+                ids = dict(store.db.execute(
+                    f"SELECT custom_id, id FROM results WHERE batch_id = ? AND custom_id IN ({','.join('?' * len(verdicts))})",
+                    [b["id"], *[v[0] for v in verdicts]]).fetchall())
+                store.db.conn.executemany(
+                    "INSERT OR IGNORE INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(ids[cid], cid, v.total, rt, None if v.total is None else score(v.total, rt),
+                      json.dumps(v.points_awarded) if v.points_awarded is not None else None, v.error)
+                     for cid, v, rt in verdicts if cid in ids])
+            if final:
+                store.db.execute("UPDATE batches SET status = 'collected', collected_at = ? WHERE id = ?", [now, b["id"]])
+        rows.clear()
+        verdicts.clear()
+
+    for path in json.loads(b["result_files_json"] or "[]"):
+        if not Path(path).exists():
+            continue
+        for _, raw, complete in jsonl.iter_lines(Path(path)):
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue  # a truncated last line: that request gets a 'missing' row below
+            line = adapter.parse_line(obj)
+            member = members.get(line.custom_id)
+            if member is None or line.custom_id in seen:
+                continue  # not ours (or a duplicate line): never attributed
+            seen.add(line.custom_id)
+            stage, rubric_total = member
+            kind = line.kind
+            if stage == "judge" and kind == "ok":
+                verdict = parse_verdict(line.text)
+                if verdict.total is None:
+                    kind = "unparseable"
+                verdicts.append((line.custom_id, verdict, rubric_total))
+            u = line.usage
+            cost = None
+            if route is not None:
+                cost = request_cost(route, u.input_tokens, billed_output(route, u.output_tokens, u.reasoning_tokens))
+            rows.append((b["id"], line.custom_id, kind, line.text, line.finish_reason, u.input_tokens, u.output_tokens,
+                         u.reasoning_tokens, u.cached_tokens, line.error_type, line.error_message,
+                         raw.decode("utf-8", "replace"), now, store.run_id, cost))
+            result.lines += 1
+            result.by_kind[kind] = result.by_kind.get(kind, 0) + 1
+            if len(rows) >= CHUNK:
+                flush()
+                faults.point("collect.mid_batch")
+    # Requests the batch never answered: say why, so the retry policy can count them.
+    missing_kind = _MISSING_KIND.get(b["provider_state"] or "", "missing")
+    for cid in members:
+        if cid not in seen:
+            message = b["error"] if missing_kind == "batch_failed" else f"no result line in batch ({b['provider_status']})"
+            rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id, None))
+            result.by_kind[missing_kind] = result.by_kind.get(missing_kind, 0) + 1
+    flush(final=True)
+    faults.point("collect.after_batch")
+    result.batches.append(b["id"])

@@ -1,0 +1,70 @@
+"""`batchrun demo`: a whole leaderboard refresh on the built-in emulator, no keys needed.
+
+Creates a working folder with the shipped demo dataset, corpus and config, starts the emulator
+in-process on a free loopback port, points every route at it, runs `refresh`, and prints the
+leaderboard and where state.db, jobs/ and results/ are. Running it again finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from ..config import load_config
+from ..lock import WriterLock
+from ..progress import Progress
+from ..store import Store
+
+DEMO_KEY_ENV = "BATCHRUN_DEMO_KEY"
+
+
+def prepare(directory: Path) -> Path:
+    """Copy the demo files into `directory` (keeping an existing config); return the config path."""
+    src = resources.files("batchrun.demo")
+    (directory / "data").mkdir(parents=True, exist_ok=True)
+    (directory / "corpus").mkdir(parents=True, exist_ok=True)
+    with resources.as_file(src) as root:
+        shutil.copyfile(root / "dataset.json", directory / "data" / "dataset.json")
+        for doc in sorted((root / "corpus").glob("*.txt")):
+            target = directory / "corpus" / doc.name
+            if not target.exists() or target.read_bytes() != doc.read_bytes():
+                shutil.copyfile(doc, target)
+        config = directory / "batchrun.toml"
+        if not config.exists():
+            shutil.copyfile(root / "batchrun.toml", config)
+    return config
+
+
+def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
+             interval: float = 0.2) -> int:
+    from ..emulator import Emulator
+    from ..refresh import refresh
+    from ..report import render
+    from ..scoring import report_data
+
+    folder = Path(directory).resolve()
+    config_path = prepare(folder)
+    os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-a-secret")
+    emu = Emulator(host="127.0.0.1", port=0, latency=latency).start()
+    try:
+        config = load_config(config_path).with_emulator(emu.url)
+        progress.event(f"emulator listening on {emu.url}; working folder {folder}")
+        lock = WriterLock(config.paths.state, "demo").acquire()
+        store = Store(config.paths.state)
+        store.start_run("demo")
+        try:
+            outcome = refresh(store, config, interval=interval, progress=progress)
+            store.end_run("ok")
+            echo(render(report_data(store, config), "md"))
+        finally:
+            store.close()
+            lock.release()
+    finally:
+        emu.stop()
+    echo(f"refresh: {outcome.reason}", err=True)
+    echo(f"state.db: {config.paths.state}\njobs/:    {config.paths.jobs}\nresults/: {config.paths.results}", err=True)
+    echo(f"Try: sqlite-utils {config.paths.state} \"select * from leaderboard\"", err=True)
+    return 0 if outcome.complete else 2

@@ -1,0 +1,79 @@
+"""Judge verdicts: read `total` robustly, never invent a zero.
+
+Judges answer `{"points_awarded":[...],"total":N}`, but real judges wrap it in a fenced code
+block, put text around it, or write numbers as strings. All of those parse. A reply with no
+parseable total is an infrastructure failure (the caller re-queues it), never a score of 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_DECODER = json.JSONDecoder()
+_TOTAL_RE = re.compile(r'"?total"?\s*[:=]\s*"?\s*(-?\d+(?:\.\d+)?)')
+
+
+@dataclass(frozen=True)
+class Verdict:
+    total: float | None
+    points_awarded: list[Any] | None = None
+    error: str | None = None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip().rstrip("%"))
+        except ValueError:
+            return None
+    return None
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object that can be decoded starting at some '{' in the text."""
+    found = []
+    i = text.find("{")
+    while i != -1:
+        try:
+            obj, end = _DECODER.raw_decode(text, i)
+        except ValueError:
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+        i = text.find("{", end)
+    return found
+
+
+def parse_verdict(text: str | None) -> Verdict:
+    if not text or not text.strip():
+        return Verdict(None, error="empty reply")
+    # Fenced blocks first (```json ... ```), then the whole text.
+    candidates = re.findall(r"```(?:json|JSON)?\s*(.*?)```", text, flags=re.S) + [text]
+    for chunk in candidates:
+        for obj in reversed(_objects(chunk)):  # the last verdict in the reply wins
+            if "total" in obj:
+                total = _number(obj["total"])
+                if total is not None:
+                    points = obj.get("points_awarded")
+                    return Verdict(total, points if isinstance(points, list) else None)
+    match = None
+    for match in _TOTAL_RE.finditer(text):
+        pass
+    if match:
+        return Verdict(float(match.group(1)), error=None)
+    return Verdict(None, error="no parseable total in the judge's reply")
+
+
+def score(total: float, rubric_total: float) -> float:
+    """clamp(total / sum of the rubric's points, 0, 1) — spec §4."""
+    if rubric_total <= 0:
+        return 0.0
+    return min(max(total / rubric_total, 0.0), 1.0)

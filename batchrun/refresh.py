@@ -1,0 +1,93 @@
+"""Refresh: submit → poll → collect in a loop until done, stuck, or out of time.
+
+Stops when (a) every route is complete (exit 0); (b) nothing can progress: nothing in flight and
+nothing sendable — only final failures left, or judges that keep failing this run (a persistent
+infrastructure failure), or everything held by the budget or a quota (exit 2, said plainly);
+(c) the time limit is reached: in-flight batches are left for the next run to pick up (exit 2).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .collect import collect
+from .config import Config
+from .plan import pending_requests
+from .poll import poll_once
+from .progress import SILENT, Progress
+from .store import LIVE_BATCH_STATUSES, Store, sql_list
+from .submit import submit
+
+
+@dataclass
+class RefreshOutcome:
+    complete: bool
+    reason: str
+    batches_created: int = 0
+    requests_sent: int = 0
+    leaderboard: list[dict] = field(default_factory=list)
+
+
+def deadline_from(timeout: float | None, until: str | None) -> float | None:
+    """--timeout seconds or --until HH:MM (local time; tomorrow if already past)."""
+    limits = []
+    if timeout is not None:
+        limits.append(time.time() + timeout)
+    if until:
+        hh, mm = (int(x) for x in until.split(":"))
+        now = datetime.now()
+        target = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+        if target <= now:
+            target += timedelta(days=1)
+        limits.append(target.timestamp())
+    return min(limits) if limits else None
+
+
+def refresh(store: Store, config: Config, *, deadline: float | None = None, interval: float = 30.0,
+            budget: float | None = None, progress: Progress = SILENT) -> RefreshOutcome:
+    created = sent = 0
+    while True:
+        s = submit(store, config, budget=budget, progress=progress)
+        created += len(s.created) + len(s.adopted)
+        sent += sum(b for b in (store.scalar("SELECT n_requests FROM batches WHERE id = ?", [bid]) or 0 for bid in s.created))
+        p = poll_once(store, config, progress=progress)
+        c = collect(store, config, progress=progress)
+        if c.complete:
+            reason = "every route is complete" if created else "nothing to do: every route is already complete"
+            return RefreshOutcome(True, reason, created, sent, c.leaderboard)
+        live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)}") or 0
+        sendable = len(pending_requests(store, config))
+        if live == 0:
+            if s.held:
+                why = "; ".join(sorted({r for _, r in s.held}))
+                return RefreshOutcome(False, f"held back: {why}", created, sent, c.leaderboard)
+            if sendable == 0 and not c.new_judge_requests:
+                return RefreshOutcome(False, _stuck_reason(store, config), created, sent, c.leaderboard)
+            continue  # something new became sendable (retries, judgments): submit it now
+        if deadline is not None and time.time() + interval > deadline:
+            return RefreshOutcome(False, f"time limit reached with {live} batch(es) in flight; the next run picks them up",
+                                  created, sent, c.leaderboard)
+        if not (s.created or p.ended or p.downloaded or c.batches):
+            waited = 0.0
+            while waited < interval:
+                progress.status(f"{p.in_flight} batch(es) in flight ({p.requests_in_flight} requests); next check in {interval - waited:.0f}s")
+                step = min(1.0, interval - waited)
+                time.sleep(step)
+                waited += step
+            progress.done()
+
+
+def _stuck_reason(store: Store, config: Config) -> str:
+    judging = store.scalar("SELECT count(*) FROM cell_status WHERE status = 'judging'") or 0
+    pending = store.scalar("SELECT count(*) FROM cell_status WHERE status = 'pending'") or 0
+    if judging:
+        last = store.scalar(
+            """SELECT r.kind || coalesce(': ' || r.error_message, '') FROM results r JOIN requests q ON q.custom_id = r.custom_id
+               WHERE q.stage = 'judge' AND r.kind != 'ok' ORDER BY r.id DESC LIMIT 1""")
+        return (f"nothing can progress: {judging} answer(s) wait for judges that keep failing this run "
+                f"(persistent infrastructure failure; last: {last}). Run refresh again later.")
+    if pending:
+        return f"nothing can progress: {pending} cell(s) pending with nothing sendable"
+    return "nothing can progress"

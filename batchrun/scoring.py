@@ -1,0 +1,169 @@
+"""Scores, results files and provenance, read from the views (never recomputed differently).
+
+`leaderboard` and `cell_status` in state.db are the definition; this module only shapes them
+into results/<route>.responses.json, results/<route>.scores.json and the report's rows, adding
+per-judge details, the matched panel (a robustness view) and the provenance block that must
+accompany every published number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import Config
+from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from .store import Store
+
+RESPONSE_STATUS = {"judging": "ok"}  # for responses files, an answer being judged is an ok answer
+
+
+def leaderboard(store: Store) -> list[dict[str, Any]]:
+    rows = store.rows("SELECT * FROM leaderboard")
+    for r in rows:
+        r["complete"] = bool(r["complete"])
+        r["overall"] = r["all_tasks_overall"]
+        for k in ("scored_n", "out_of_context_n", "failed_n", "pending_n"):
+            r[k] = r[k] or 0
+    return rows
+
+
+def matched_panel(store: Store) -> dict[str, Any]:
+    """Tasks scored by every contestant route, and each route's mean over them (robustness only)."""
+    rows = store.rows("SELECT route, task_id, status, score FROM cell_status")
+    routes = sorted({r["route"] for r in rows})
+    scored: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        if r["status"] == "ok":
+            scored[r["route"]][r["task_id"]] = r["score"]
+    common = set.intersection(*(set(scored[r]) for r in routes)) if routes else set()
+    return {
+        "n_tasks": len(common),
+        "routes": {r: (round(sum(scored[r][t] for t in common) / len(common), 6) if common else None) for r in routes},
+    }
+
+
+def _judge_details(store: Store, route: str) -> dict[str, dict[str, Any]]:
+    rows = store.rows(
+        """SELECT cs.task_id, jr.route AS judge, jm.total, jm.score, jm.points_awarded_json
+           FROM cell_status cs
+           JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
+           JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
+           JOIN request_status s ON s.custom_id = jr.custom_id AND s.state = 'ok'
+           JOIN judgments jm ON jm.result_id = s.ok_result_id
+           WHERE cs.route = ?""", [route])
+    out: dict[str, dict[str, Any]] = defaultdict(dict)
+    for r in rows:
+        out[r["task_id"]][r["judge"]] = {
+            "total": r["total"], "score": r["score"],
+            "points_awarded": json.loads(r["points_awarded_json"]) if r["points_awarded_json"] else None,
+        }
+    return out
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds") if ts else None
+
+
+def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
+    route = config.routes[route_name]
+    dates = store.one(
+        """SELECT min(b.submitted_at) AS first, max(b.ended_at) AS last FROM cell_status cs
+           JOIN results r ON r.id = cs.result_id JOIN batches b ON b.id = r.batch_id WHERE cs.route = ?""", [route_name]) or {}
+    temperature = config.generation_temperature(route)
+    return {
+        "route": route.name,
+        "model": route.model,
+        "provider": route.provider,
+        "transport": route.transport,
+        "endpoint": route.endpoint_label,
+        "endpoint_host": route.endpoint_host,
+        "api_version": route.api_version,
+        "endpoint_dates": {"first_submitted": _iso(dates.get("first")), "last_ended": _iso(dates.get("last"))},
+        "context_policy": {"en_cap": route.caps.en, "cjk_cap": route.caps.cjk, "source": route.caps.source,
+                           "cjk_rule": ">20 ideographs U+4E00-U+9FFF in the first 4000 characters"},
+        "decoding": {"temperature": temperature if temperature is not None else "omitted",
+                     "temperature_source": route.send_temperature_source,
+                     "max_tokens": config.generation_max_tokens(route), "reasoning": route.reasoning},
+        "retry_policy": {"max_retries": config.generation.max_retries, "max_resubmits": config.generation.max_resubmits},
+        "judge_panel": [{"route": j.name, "model": j.model, "provider": j.provider,
+                         "temperature": config.judge_temperature(j) if config.judge_temperature(j) is not None else "omitted",
+                         "max_tokens": config.judging.max_tokens} for j in config.judges],
+        "prompt_templates": {"generation_sha256": GENERATION_TEMPLATE_SHA256, "judge_sha256": JUDGE_TEMPLATE_SHA256},
+        "dataset_sha256": store.meta("dataset_sha256"),
+        "batchrun_version": __version__,
+    }
+
+
+def route_scores(store: Store, config: Config, board_row: dict[str, Any]) -> dict[str, Any]:
+    route = board_row["route"]
+    judges = _judge_details(store, route)
+    tasks = []
+    for cs in store.rows("SELECT cs.* FROM cell_status cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? ORDER BY t.position", [route]):
+        status = "pending" if cs["status"] == "judging" else cs["status"]
+        score = cs["score"] if status == "ok" else (0.0 if status in ("out_of_context_scope", "refusal", "empty", "error") else None)
+        tasks.append({"task_id": cs["task_id"], "status": status, "score": score, "judges": judges.get(cs["task_id"], {})})
+    keys = ("overall", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks", "out_of_context_n", "failed_n", "pending_n", "complete")
+    return {"route": route, "model": board_row["model"], "provider": board_row["provider"],
+            **{k: board_row[k] for k in keys}, "tasks": tasks, "provenance": provenance(store, config, route)}
+
+
+def route_responses(store: Store, config: Config, route: str) -> dict[str, Any]:
+    r = config.routes[route]
+    tasks = []
+    for row in store.rows(
+        """SELECT cs.task_id, cs.status, cs.custom_id, res.text, res.finish_reason, res.input_tokens, res.output_tokens,
+                  res.reasoning_tokens, res.cached_tokens, res.batch_id, b.ended_at, res.error_message,
+                  (SELECT count(*) FROM results a WHERE a.custom_id = cs.custom_id) AS attempts
+           FROM cell_status cs JOIN tasks t ON t.task_id = cs.task_id
+           LEFT JOIN results res ON res.id = cs.result_id LEFT JOIN batches b ON b.id = res.batch_id
+           WHERE cs.route = ? ORDER BY t.position""", [route]):
+        status = RESPONSE_STATUS.get(row["status"], row["status"])
+        has_answer = status in ("ok", "refusal", "empty", "error")
+        tasks.append({
+            "task_id": row["task_id"], "status": status, "custom_id": row["custom_id"],
+            "response": row["text"] if has_answer else None,
+            "finish_reason": row["finish_reason"] if has_answer else None,
+            "error": row["error_message"] if status == "error" else None,
+            "usage": {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"],
+                      "reasoning_tokens": row["reasoning_tokens"], "cached_tokens": row["cached_tokens"]} if has_answer else None,
+            "attempts": row["attempts"], "batch_id": row["batch_id"] if has_answer else None,
+            "completed_at": _iso(row["ended_at"]) if has_answer else None,
+        })
+    return {"route": route, "model": r.model, "provider": r.provider, "tasks": tasks}
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Atomic: a reader never sees half a results file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def write_results(store: Store, config: Config) -> list[Path]:
+    written = []
+    for row in leaderboard(store):
+        if row["route"] not in config.routes:
+            continue
+        base = config.paths.results / row["route"].replace("/", "_")
+        _write_json(Path(f"{base}.responses.json"), route_responses(store, config, row["route"]))
+        _write_json(Path(f"{base}.scores.json"), route_scores(store, config, row))
+        written += [Path(f"{base}.responses.json"), Path(f"{base}.scores.json")]
+    return written
+
+
+def report_data(store: Store, config: Config) -> dict[str, Any]:
+    routes = [route_scores(store, config, row) for row in leaderboard(store) if row["route"] in config.routes]
+    for r in routes:
+        r.pop("tasks")
+    return {"routes": routes, "matched_panel": matched_panel(store), "dataset_sha256": store.meta("dataset_sha256"),
+            "batchrun_version": __version__}

@@ -1,0 +1,52 @@
+"""Status and cancel: what is where, and stopping batches."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .clients import make_client
+from .config import Config
+from .errors import BatchrunError
+from .providers import get_adapter
+from .store import LIVE_BATCH_STATUSES, Store, sql_list
+
+
+def status_data(store: Store) -> dict[str, Any]:
+    cells = store.rows("SELECT route, status, count(*) AS n FROM cell_status GROUP BY route, status ORDER BY route, status")
+    routes: dict[str, dict[str, int]] = {}
+    for r in cells:
+        routes.setdefault(r["route"], {})[r["status"]] = r["n"]
+    batches = store.rows("SELECT route, stage, status, count(*) AS n, coalesce(sum(n_requests), 0) AS requests FROM batches GROUP BY route, stage, status ORDER BY route, stage, status")
+    live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_batch_id, n_requests FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)} ORDER BY seq")
+    return {"cells": routes, "batches": batches, "in_flight": live}
+
+
+def cancel(store: Store, config: Config, *, batch: str | None = None, route: str | None = None, all_: bool = False) -> list[str]:
+    """Cancel live batches. Not-yet-created ones are withdrawn locally; created ones are cancelled
+    at the provider (their unfinished requests come back as cancelled and are resubmitted by the
+    next submit, per the protocol; remove a route from the config to stop it for good)."""
+    if not (batch or route or all_):
+        raise BatchrunError("Say what to cancel.", "Use --batch ID, --route NAME or --all.")
+    where, params = [f"status IN {sql_list(LIVE_BATCH_STATUSES)}"], []
+    if batch:
+        where.append("id = ?")
+        params.append(batch)
+    if route:
+        where.append("route = ?")
+        params.append(route)
+    rows = store.rows(f"SELECT * FROM batches WHERE {' AND '.join(where)} ORDER BY seq", params)
+    if batch and not rows:
+        raise BatchrunError(f"No live batch {batch!r}.", "See `batchrun status` for the batches in flight.")
+    done = []
+    for b in rows:
+        if b["status"] in ("planned", "uploading", "uploaded") or b["transport"] == "sync":
+            with store.db.atomic():
+                store.db.execute("UPDATE batches SET status = 'withdrawn', error = 'cancelled by the user before creation', collected_at = ? WHERE id = ?", [time.time(), b["id"]])
+        elif b["status"] == "in_flight":
+            r = config.routes[b["route"]]
+            get_adapter(r.provider).cancel(make_client(r), r, b["provider_batch_id"])
+        else:
+            continue
+        done.append(b["id"])
+    return done

@@ -1,0 +1,276 @@
+"""Submit: plan, then upload and create batches, recording every step before the next needs it.
+
+A local batch moves `planned → uploading → uploaded → creating → in_flight`. Each arrow is
+committed to state.db before the provider call that depends on it, so a crash anywhere leaves a
+state the next run can finish without paying twice:
+
+- killed while `uploading`: upload again (an orphan uploaded file costs nothing);
+- killed while `creating`: the provider may or may not have created the batch. OpenAI batches
+  carry our local id in `metadata` and Gemini batches in `displayName`: list the provider's
+  recent batches and adopt the tagged one, or create if there is none. Anthropic batches carry no
+  tag: candidates created in the window with our request count are held until they end, then the
+  one whose results carry our custom_ids is adopted; only when no candidate can be ours are the
+  requests sent again.
+
+SDK retries are off for creates (clients.py): the OpenAI SDK retries `POST /v1/batches` after a
+dropped connection without an idempotency key, which would create duplicates. We retry through
+the adoption path instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import faults
+from .clients import api_key, classify, make_client, provider_error
+from .config import Config, Route
+from .cost import fmt_money
+from .errors import ProviderError, StateError
+from .plan import PlanResult, plan
+from .progress import SILENT, Progress
+from .providers import BatchStatus, get_adapter
+from .providers.anthropic import total_requests
+from .store import Store
+
+# How far before our recorded create intent a provider's clock may place the batch.
+ADOPTION_WINDOW_SECONDS = 600
+CREATE_ATTEMPTS = 4
+IN_FLIGHT = ("uploading", "uploaded", "creating", "in_flight", "ended", "downloaded")
+
+
+@dataclass
+class SubmitResult:
+    plan: PlanResult
+    created: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    held: list[tuple[str, str]] = field(default_factory=list)  # (batch id, reason)
+    bytes_uploaded: int = 0
+
+
+def tag_for(store: Store, batch_id: str) -> dict[str, str]:
+    """What identifies a provider batch as this state.db's local batch."""
+    return {
+        "batchrun_batch": batch_id,
+        "batchrun_store": store.store_id,
+        "display_name": f"batchrun-{store.store_id}-{batch_id}",
+    }
+
+
+def _matches_tag(store: Store, batch_id: str, status: BatchStatus) -> bool:
+    if status.tag is None:
+        return False
+    tag = tag_for(store, batch_id)
+    if status.tag == tag["display_name"]:
+        return True
+    meta = status.raw.get("metadata") or {}
+    return status.tag == batch_id and meta.get("batchrun_store") == store.store_id
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_request_file(batch: dict[str, Any]) -> None:
+    path = Path(batch["request_file"])
+    if not path.exists():
+        raise StateError(
+            f"Request file {path} of batch {batch['id']} is missing.",
+            "Do not delete files under jobs/ while batches are planned. Run `batchrun cancel --batch "
+            f"{batch['id']}` to drop this batch; its requests will be planned again.",
+        )
+    actual = file_sha256(path)
+    if actual != batch["sha256"]:
+        raise StateError(
+            f"Request file {path} of batch {batch['id']} was changed after it was planned (sha256 {actual[:12]}… "
+            f"but state.db recorded {batch['sha256'][:12]}…). Refusing to upload it.",
+            f"Files under jobs/ must not be edited. Run `batchrun cancel --batch {batch['id']}` to drop this batch; "
+            "its requests will be planned again from the dataset.",
+        )
+
+
+def _set(store: Store, batch_id: str, **fields: Any) -> None:
+    cols = ", ".join(f"{k} = ?" for k in fields)
+    with store.db.atomic():
+        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*fields.values(), batch_id])
+
+
+def _record_status(store: Store, batch_id: str, seen: BatchStatus, **extra: Any) -> None:
+    _set(store, batch_id, provider_batch_id=seen.provider_batch_id, provider_status=seen.raw_status,
+         counts_json=json.dumps(seen.counts), last_seen_json=json.dumps(seen.raw, default=str), **extra)
+
+
+def submit(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
+           dry_run: bool = False, budget: float | None = None, progress: Progress = SILENT) -> SubmitResult:
+    """Plan what is pending, then upload and create every planned batch that may go now."""
+    result_plan = plan(store, config, routes=routes, stages=stages, write=not dry_run)
+    result = SubmitResult(plan=result_plan)
+    for bid in result_plan.batches:
+        progress.counters["files_written"] += 1
+        b = store.one("SELECT n_requests, bytes, route FROM batches WHERE id = ?", [bid])
+        progress.event(f"wrote {bid}: {b['n_requests']} requests, {b['bytes']:,} bytes")
+    if dry_run:
+        return result
+
+    resolve_uncertain_creations(store, config, result, progress)
+    batches = store.rows("SELECT * FROM batches WHERE status IN ('planned', 'uploading', 'uploaded') ORDER BY seq")
+    batches = [b for b in batches if b["route"] in config.routes and (not routes or b["route"] in routes or b["stage"] == "judge")
+               and (not stages or b["stage"] in stages)]
+    # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
+    for b in batches:
+        api_key(config.routes[b["route"]])
+
+    from .quota import Gate, submission_order
+
+    batches = submission_order(batches, store)
+    gate = Gate(store, config, budget if budget is not None else config.budget)
+    for b in batches:
+        route = config.routes[b["route"]]
+        reason = gate.check(b)
+        if reason:
+            result.held.append((b["id"], reason))
+            progress.event(f"held {b['id']}: {reason}")
+            continue
+        if b["transport"] == "sync":
+            verify_request_file(b)
+            # The sync transport has no provider batch: poll sends its lines online.
+            _set(store, b["id"], status="in_flight", provider_batch_id=f"sync-{b['id']}", submitted_at=time.time(), run_id=store.run_id)
+            gate.admit(b)
+            result.created.append(b["id"])
+            progress.event(f"started {b['id']} ({b['n_requests']} requests, online with concurrency {route.sync_concurrency})")
+            continue
+        created = _upload_and_create(store, config, route, b, result, progress)
+        if created:
+            gate.admit(b)
+    return result
+
+
+def _upload_and_create(store: Store, config: Config, route: Route, b: dict[str, Any], result: SubmitResult, progress: Progress) -> bool:
+    adapter = get_adapter(route.provider)
+    client = make_client(route)
+    path = Path(b["request_file"])
+    file_id = b["provider_file_id"]
+    if b["status"] in ("planned", "uploading") or not file_id:
+        verify_request_file(b)
+        _set(store, b["id"], status="uploading")
+        faults.point("submit.before_upload")
+        file_id = adapter.upload(client, route, path)
+        faults.point("submit.after_upload")
+        _set(store, b["id"], status="uploaded", provider_file_id=file_id)
+        if file_id:
+            result.bytes_uploaded += b["bytes"] or 0
+            progress.counters["bytes_uploaded"] += b["bytes"] or 0
+            progress.event(f"uploaded {b['id']} ({b['bytes']:,} bytes) as {file_id}")
+    return _create(store, route, adapter, client, b, file_id, result, progress)
+
+
+def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], file_id: str | None,
+            result: SubmitResult, progress: Progress) -> bool:
+    """Create the provider batch, never twice: every uncertain failure goes through adoption."""
+    path = Path(b["request_file"])
+    for attempt in range(CREATE_ATTEMPTS):
+        if route.provider == "anthropic":
+            # Anthropic reads the requests inline: check the file once more right before sending.
+            verify_request_file(b)
+        _set(store, b["id"], status="creating", creating_at=time.time())
+        faults.point("submit.before_create")
+        try:
+            status = adapter.create(client, route, file_id=file_id, path=path, tag=tag_for(store, b["id"]))
+        except Exception as exc:  # noqa: BLE001 - classified; unknown errors propagate
+            c = classify(exc)
+            if c is None:
+                raise
+            if c.failure in ("client", "auth", "not_found", "quota"):
+                # Certain: the provider refused, nothing was created.
+                _set(store, b["id"], status="uploaded", error=f"create refused: HTTP {c.status}: {c.message}")
+                if c.failure == "quota":
+                    result.held.append((b["id"], f"provider quota: {c.message}"))
+                    progress.event(f"held {b['id']}: the provider's queue is full ({c.message}); will retry later")
+                    return False
+                raise provider_error(c, what="Creating the batch", route=route)
+            progress.event(f"creating {b['id']} gave no clear answer ({c.message}); checking whether the provider created it")
+            outcome = _adopt(store, route, adapter, client, store.one("SELECT * FROM batches WHERE id = ?", [b["id"]]), progress)
+            if outcome == "adopted":
+                result.adopted.append(b["id"])
+                return True
+            if outcome == "hold":
+                result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
+                return False
+            time.sleep(min(2 ** attempt, 10) * float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0")))
+            continue
+        faults.point("submit.after_create")
+        _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None)
+        result.created.append(b["id"])
+        progress.event(f"created {b['id']} as {status.provider_batch_id} ({b['n_requests']} requests, est. {fmt_money(b['est_cost'])})")
+        return True
+    raise ProviderError(
+        f"Creating batch {b['id']} for route {route.name!r} at {route.base_url or route.endpoint_host} failed {CREATE_ATTEMPTS} times.",
+        "The provider may be down; the next run will check for the batch before trying again.",
+    )
+
+
+def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], progress: Progress) -> str:
+    """Find the provider batch an uncertain create may have made. Returns adopted | hold | absent."""
+    since = (b["creating_at"] or b["created_at"]) - ADOPTION_WINDOW_SECONDS
+    recent = adapter.list_recent(client, route, since)
+    if route.provider != "anthropic":
+        for status in recent:
+            if _matches_tag(store, b["id"], status):
+                _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None)
+                progress.event(f"adopted {status.provider_batch_id} for {b['id']} (created before a crash or a dropped connection)")
+                return "adopted"
+        return "absent"
+    # Anthropic: no tag. Candidates: created in the window, same request count, not already ours.
+    known = {r[0] for r in store.db.execute("SELECT provider_batch_id FROM batches WHERE provider_batch_id IS NOT NULL").fetchall()}
+    candidates = [s for s in recent if s.provider_batch_id not in known and total_requests(s.counts) == b["n_requests"]]
+    if not candidates:
+        return "absent"
+    ours = {r[0] for r in store.db.execute("SELECT custom_id FROM batch_requests WHERE batch_id = ?", [b["id"]]).fetchall()}
+    waiting = False
+    for cand in candidates:
+        if cand.state not in ("done", "cancelled"):
+            waiting = True
+            continue
+        dest = Path(b["dir"]) / f"candidate-{cand.provider_batch_id}"
+        dest.mkdir(parents=True, exist_ok=True)
+        files = adapter.download(client, route, cand, dest)
+        ids = set()
+        for f in files:
+            with open(f, "rb") as fh:
+                for raw in fh:
+                    try:
+                        ids.add(json.loads(raw).get("custom_id"))
+                    except ValueError:
+                        continue
+        if ids and ids <= ours:
+            _record_status(store, b["id"], cand, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None)
+            progress.event(f"adopted {cand.provider_batch_id} for {b['id']}: its results carry our custom_ids")
+            return "adopted"
+    return "hold" if waiting else "absent"
+
+
+def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResult, progress: Progress) -> None:
+    """Batches left in 'creating' by a crash or a dropped connection: adopt, hold, or release."""
+    for b in store.rows("SELECT * FROM batches WHERE status = 'creating' ORDER BY seq"):
+        route = config.routes.get(b["route"])
+        if route is None:
+            continue
+        adapter = get_adapter(route.provider)
+        client = make_client(route)
+        outcome = _adopt(store, route, adapter, client, b, progress)
+        if outcome == "adopted":
+            result.adopted.append(b["id"])
+        elif outcome == "hold":
+            result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
+        else:
+            # Nothing at the provider is ours: it is safe to create it now.
+            _set(store, b["id"], status="uploaded")
