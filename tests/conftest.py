@@ -1,0 +1,171 @@
+"""Shared fixtures: a temporary project folder, the emulator, the CLI.
+
+Everything is real: SQLite files on disk, the official SDKs over HTTP to the emulator on
+loopback. Nothing here depends on ../shared.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from batchrun.cli import cli
+from batchrun.config import Config, load_config
+from batchrun.emulator import Emulator
+from batchrun.store import Store
+
+KEY_ENV = "BATCHRUN_TEST_KEY"
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Isolate every test from the machine's provider settings; fast backoff."""
+    for var in (
+        "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_API_KEY", "GEMINI_API_KEY",
+        "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "BATCHRUN_CONFIG", "BATCHRUN_EMULATOR",
+        "BATCHRUN_DIE_AT", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_API_VERSION", "OPENAI_CUSTOM_HEADERS",
+        "ANTHROPIC_CUSTOM_HEADERS",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("BATCHRUN_RETRY_BASE", "0.01")
+    monkeypatch.setenv(KEY_ENV, "test-key-not-secret")
+
+
+@pytest.fixture
+def emulator() -> Any:
+    emu = Emulator(host="127.0.0.1", port=0, latency=0.0).start()
+    yield emu
+    emu.stop()
+
+
+def route(provider: str, model: str, **extra: Any) -> dict[str, Any]:
+    """A route table for the config; every route reads the test key variable."""
+    r: dict[str, Any] = {"provider": provider, "model": model, "api_key_env": KEY_ENV}
+    if provider == "openai-compatible":
+        r["base_url"] = "http://127.0.0.1:9/v1"  # replaced by --emulator in tests
+    r.update(extra)
+    return r
+
+
+def task(task_id: str, question: str, corpus_file: str, rubric: list[tuple[Any, str]] | None = None, **extra: Any) -> dict[str, Any]:
+    rubric = rubric or [(60, "first detail"), (40, "second detail")]
+    return {
+        "task_id": task_id, "question_text": question, "corpus_file": corpus_file,
+        "ground_truth": {"answer": f"GOLD ANSWER for {task_id}", "clues": [f"CLUE for {task_id}"],
+                         "scoring_rubric": [{"points": p, "correct_criterion": c} for p, c in rubric]},
+        **extra,
+    }
+
+
+DEFAULT_ROUTES = {
+    "gpt": route("openai", "gpt-5.5"),
+    "claude": route("anthropic", "claude-opus-4.8"),
+    "gemini": route("gemini", "gemini-2.5-pro"),
+    "judge-a": route("anthropic", "claude-sonnet-4-6"),
+    "judge-g": route("gemini", "gemini-2.5-flash"),
+}
+DEFAULT_PANEL = ["judge-a", "judge-g"]
+
+
+class Project:
+    """A batchrun project in a temporary folder: config, dataset, corpus, state.db."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        (root / "corpus").mkdir(parents=True, exist_ok=True)
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        self.config_path = root / "batchrun.json"
+        self.dataset_path = root / "data" / "tasks.json"
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / "state.db"
+
+    def doc(self, name: str, text: str) -> Path:
+        path = self.root / "corpus" / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def tasks(self, records: list[dict[str, Any]], fmt: str = "json") -> Path:
+        if fmt == "jsonl":
+            self.dataset_path = self.root / "data" / "tasks.jsonl"
+            lines = []
+            for r in records:
+                r = dict(r)
+                r["ground_truth"] = json.dumps(r["ground_truth"], ensure_ascii=False)
+                lines.append(json.dumps(r, ensure_ascii=False))
+            self.dataset_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        else:
+            self.dataset_path = self.root / "data" / "tasks.json"
+            self.dataset_path.write_text(json.dumps(records, ensure_ascii=False, indent=1), encoding="utf-8")
+        if self.config_path.exists():
+            cfg = json.loads(self.config_path.read_text())
+            cfg.setdefault("paths", {})["dataset"] = str(self.dataset_path.relative_to(self.root))
+            self.config_path.write_text(json.dumps(cfg, indent=1))
+        return self.dataset_path
+
+    def config(self, routes: dict[str, Any] | None = None, panel: list[str] | None = None, **sections: Any) -> Path:
+        cfg: dict[str, Any] = {
+            "paths": {"dataset": str(self.dataset_path.relative_to(self.root))},
+            "judging": {"panel": DEFAULT_PANEL if panel is None else panel},
+            "routes": DEFAULT_ROUTES if routes is None else routes,
+        }
+        for k, v in sections.items():
+            if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+                cfg[k].update(v)
+            else:
+                cfg[k] = v
+        self.config_path.write_text(json.dumps(cfg, indent=1))
+        return self.config_path
+
+    def load(self, emulator: Any = None) -> Config:
+        config = load_config(self.config_path)
+        return config.with_emulator(emulator.url) if emulator is not None else config
+
+    def store(self) -> Store:
+        return Store(self.state_path)
+
+    def run(self, *args: str, emulator: Any = None, input: str | None = None) -> Any:
+        """Run the CLI in-process with this project's config (and the emulator, if given)."""
+        base = ["--config", str(self.config_path)]
+        if emulator is not None:
+            base += ["--emulator", emulator.url]
+        return CliRunner().invoke(cli, [*base, *args], input=input, catch_exceptions=False)
+
+    def sql(self, query: str, params: Any = ()) -> list[dict[str, Any]]:
+        conn = sqlite3.connect(self.state_path)
+        conn.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in conn.execute(query, params).fetchall()]
+        finally:
+            conn.close()
+
+    def jobs_files(self) -> list[Path]:
+        return sorted((self.root / "jobs").glob("*/requests.jsonl"))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path / "proj")
+
+
+def small_project(project: Project, **config_kw: Any) -> Project:
+    """Two English documents, one Chinese, four tasks, the default routes and panel."""
+    project.doc("harbor.txt", "The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist. "
+                "Wind speed reached 41 knots before the failure. Repairs took nine days.\n" * 5)
+    project.doc("lab.txt", "The freezer alarm sounded at 22:05. Dr. Ilse Varga moved 340 samples to unit B. "
+                "The compressor relay was replaced by Tomasz Reyes.\n" * 5)
+    project.doc("zh.txt", "港口起重机在凌晨三点十四分发生故障。操作员是马拉。风速达到四十一节。维修用了九天。\n" * 5)
+    project.tasks([
+        task("t1", "When did the harbor crane fail and who was the operator?", "harbor.txt", [(60, "failed at 03:14 on Tuesday"), (40, "operator was Mara Quist")]),
+        task("t2", "How long did the crane repairs take and what was the wind speed?", "harbor.txt", [(50, "Repairs took nine days"), (50, "41 knots")]),
+        task("t3", "Who moved the freezer samples and how many?", "lab.txt", [(70, "Ilse Varga moved 340 samples"), (30, "unit B")]),
+        task("t4", "起重机何时发生故障？", "zh.txt", [(100, "凌晨三点十四分发生故障")]),
+    ])
+    project.config(**config_kw)
+    return project

@@ -1,0 +1,106 @@
+"""Issue 5: refresh end to end, incremental, time-limited; the demo twice."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from batchrun.cli import cli
+from batchrun.emulator import Emulator
+
+from conftest import DEFAULT_ROUTES, Project, route, small_project
+
+
+def test_demo_runs_and_second_run_sends_nothing(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "demo"
+    runner = CliRunner()
+    first = runner.invoke(cli, ["demo", "--dir", str(folder)], catch_exceptions=False)
+    assert first.exit_code == 0, first.output
+    assert "| # | Route |" in first.output
+    assert "every route is complete" in first.output
+    for name in ("state.db", "jobs", "results"):
+        assert (folder / name).exists()
+        assert str(folder / name) in first.output
+
+    # The leaderboard: 5 contestant routes, complete, with out-of-context cells for the small-cap route.
+    import sqlite3
+
+    conn = sqlite3.connect(folder / "state.db")
+    board = {r[0]: r[1:] for r in conn.execute("SELECT route, complete, all_tasks_overall, out_of_context_n, n_tasks FROM leaderboard")}
+    assert len(board) == 5
+    assert all(r[0] == 1 and r[1] is not None for r in board.values())
+    assert board["kimi-k2.6"][2] > 0  # the long document exceeds its demo cap
+    assert all(r[3] >= 20 for r in board.values())
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    scores = json.loads((folder / "results" / "kimi-k2.6.scores.json").read_text())
+    assert scores["complete"] is True and scores["out_of_context_n"] > 0
+    assert scores["all_tasks_overall"] < scores["scored_overall"]
+    assert (folder / "results" / "gpt-5.5.responses.json").exists()
+
+    second = runner.invoke(cli, ["demo", "--dir", str(folder)], catch_exceptions=False)
+    assert second.exit_code == 0
+    assert "nothing to do" in second.output
+    conn = sqlite3.connect(folder / "state.db")
+    runs = conn.execute("SELECT id FROM runs WHERE command = 'demo' ORDER BY id").fetchall()
+    last_run = runs[-1][0]
+    # The second run created no batch and collected no result line.
+    assert conn.execute("SELECT count(*) FROM batches WHERE run_id = ?", [last_run]).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM results WHERE run_id = ?", [last_run]).fetchone()[0] == 0
+    conn.close()
+
+
+def test_refresh_then_nothing_to_do(project: Project, emulator: Emulator) -> None:
+    small_project(project)
+    first = project.run("refresh", "--interval", "0.05", emulator=emulator)
+    assert first.exit_code == 0, first.output
+    sent = len(emulator.requests)
+    assert sent > 0
+    second = project.run("refresh", "--interval", "0.05", emulator=emulator)
+    assert second.exit_code == 0
+    assert "nothing to do" in second.output
+    assert len(emulator.requests) == sent  # nothing reached the emulator
+
+
+def test_incremental_refresh_sends_exactly_the_new_route(project: Project, emulator: Emulator) -> None:
+    small_project(project)
+    assert project.run("refresh", "--interval", "0.05", emulator=emulator).exit_code == 0
+    before = len(emulator.requests)
+
+    routes = dict(DEFAULT_ROUTES)
+    routes["newcomer"] = route("openai", "gpt-4.1")
+    project.config(routes=routes)
+    result = project.run("refresh", "--interval", "0.05", emulator=emulator)
+    assert result.exit_code == 0, result.output
+    new = emulator.requests[before:]
+    gen_ids = {r["custom_id"] for r in project.sql("SELECT custom_id FROM requests WHERE route = 'newcomer' AND stage = 'gen'")}
+    judge_ids = {r["custom_id"] for r in project.sql(
+        "SELECT j.custom_id FROM requests j JOIN requests g ON g.custom_id = j.parent_custom_id WHERE g.route = 'newcomer'")}
+    assert len(gen_ids) == 4 and len(judge_ids) == 4 * 2
+    assert Counter(r["custom_id"] for r in new) == Counter({cid: 1 for cid in gen_ids | judge_ids})
+    assert {r["model"] for r in new if r["custom_id"] in gen_ids} == {"gpt-4.1"}
+
+
+def test_refresh_timeout_stops_cleanly_and_resumes_without_resubmitting(project: Project, tmp_path: Path) -> None:
+    small_project(project)
+    emu = Emulator(port=0, latency=4.0).start()  # batches take longer than the time limit
+    try:
+        first = project.run("refresh", "--timeout", "1s", "--interval", "0.2", emulator=emu)
+        assert first.exit_code == 2, first.output
+        assert "time limit reached" in first.output
+        live = project.sql("SELECT id, status FROM batches WHERE status = 'in_flight'")
+        assert len(live) == 3  # one generation batch per contestant route
+        accepted = Counter(r["custom_id"] for r in emu.requests)
+
+        emu.set_latency(0.0)  # retries and judge batches created from now on finish at once
+        second = project.run("refresh", "--interval", "0.1", "--timeout", "60s", emulator=emu)
+        assert second.exit_code == 0, second.output
+        again = Counter(r["custom_id"] for r in emu.requests)
+        gen = {cid for cid in accepted}
+        # The in-flight generation requests were not sent a second time.
+        assert all(again[cid] == 1 for cid in gen)
+    finally:
+        emu.stop()
