@@ -71,6 +71,14 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     if not config.paths.state.exists():
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
         scan_corpus(_EmptyStore(), config)
+    elif command in _READS_DATASET:
+        # Likewise before recording a run in an existing state.db: a bad dataset changes nothing.
+        # (Read-only: the document cache makes this a stat per unchanged document.)
+        ro = Store(config.paths.state, readonly=True)
+        try:
+            scan_corpus(ro, config)
+        finally:
+            ro.close()
     lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
     store = Store(config.paths.state)
     store.start_run(command)
@@ -82,6 +90,10 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         store.end_run(outcome)
         store.close()
         lock.release()
+
+
+# Commands that read the dataset and corpus (poll and cancel don't: they keep working on a broken dataset).
+_READS_DATASET = frozenset({"plan", "submit", "collect", "refresh"})
 
 
 class _EmptyStore:
@@ -309,7 +321,7 @@ def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_
 
 
 @cli.command()
-@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True, help="Output format: Markdown table, CSV or JSON.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
 @pass_ctx
 @handle_errors

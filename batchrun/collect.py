@@ -44,12 +44,15 @@ class CollectResult:
 
 def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_outputs: bool = True) -> CollectResult:
     result = CollectResult()
+    # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
+    judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
     sync_state(store, config)
     for b in store.rows("SELECT * FROM batches WHERE status = 'downloaded' ORDER BY seq"):
         collect_batch(store, config, b, result)
         progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items())))
     with store.db.atomic():
-        result.new_judge_requests = queue_judgments(store, config)
+        queue_judgments(store, config)
+    result.new_judge_requests = (store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0) - judge_requests_before
     if result.new_judge_requests:
         progress.event(f"queued {result.new_judge_requests} judge request(s)")
     from .scoring import leaderboard, write_results

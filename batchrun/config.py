@@ -406,9 +406,9 @@ def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
     else:
         route_caps = capslib.Caps(*capslib.DEFAULT_CAPS, "default (unlisted model)")
         warnings.append(
-            f"Route {name!r}: model {model!r} is not in the built-in caps table; using the default "
+            f"{c.path}: Route {name!r}: model {model!r} is not in the built-in caps table; using the default "
             f"{route_caps.en:,} / {route_caps.cjk:,} characters. Probe its real context window and set "
-            f"caps = {{ en = ..., cjk = ... }} (spec §3: never inherit an older version's cap)."
+            f"caps = {{ en = ..., cjk = ... }} under [routes.\"{name}\"] (spec §3: never inherit an older version's cap)."
         )
 
     transport = c.string(r, "transport", where, "batch", ("batch", "sync"))

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _DECODER = json.JSONDecoder()
-_TOTAL_RE = re.compile(r'"?total"?\s*[:=]\s*"?\s*(-?\d+(?:\.\d+)?)')
+# `total` as a whole word: "max_total": 50 or "subtotal": 5 is not the verdict's total.
+_TOTAL_RE = re.compile(r'(?<![\w])"?total"?\s*[:=]\s*"?\s*(-?\d+(?:\.\d+)?)')
 
 
 @dataclass(frozen=True)

@@ -417,7 +417,9 @@ def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped:
     line = jsonl.dumps(adapter.build_line(route, spec))
     if document_escaped is None:
         return [line.encode(), b"\n"]
-    head, sep, tail = line.partition(_DOC_SENTINEL_ESCAPED)
+    # The document is the last part of the prompt: splice at the last occurrence, so a question
+    # that happens to contain the placeholder text cannot move the document.
+    head, sep, tail = line.rpartition(_DOC_SENTINEL_ESCAPED)
     assert sep, "document placeholder missing from the request line"
     return [head.encode(), document_escaped, tail.encode(), b"\n"]
 

@@ -192,8 +192,14 @@ def _truncate_partial_line(path: Path) -> None:
 def poll(store: Store, config: Config, *, wait: bool = False, interval: float = 30.0, timeout: float | None = None,
          progress: Progress = SILENT) -> PollResult:
     start = time.monotonic()
+    ended: list[str] = []
+    downloaded: list[str] = []
     while True:
         result = poll_once(store, config, progress=progress)
+        # Report what this whole call ended and downloaded, not only its last round.
+        ended += result.ended
+        downloaded += result.downloaded
+        result.ended, result.downloaded = list(ended), list(downloaded)
         if not wait or result.in_flight == 0:
             progress.done()
             return result

@@ -163,7 +163,13 @@ def _upload_and_create(store: Store, config: Config, route: Route, b: dict[str, 
         verify_request_file(b)
         _set(store, b["id"], status="uploading")
         faults.point("submit.before_upload")
-        file_id = adapter.upload(client, route, path)
+        try:
+            file_id = adapter.upload(client, route, path)
+        except Exception:
+            # The upload failed (and was retried) in this process: nothing is half-done, the
+            # batch is simply still to upload. Only a crash leaves 'uploading' behind.
+            _set(store, b["id"], status="planned")
+            raise
         faults.point("submit.after_upload")
         _set(store, b["id"], status="uploaded", provider_file_id=file_id)
         if file_id:
@@ -189,6 +195,13 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
             c = classify(exc)
             if c is None:
                 raise
+            if c.failure == "uncertain" and _never_connected(exc):
+                # Certain too: the connection itself failed (refused, DNS), nothing was sent.
+                _set(store, b["id"], status="uploaded")
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise provider_error(c, what="Creating the batch", route=route)
+                time.sleep(min(2 ** attempt, 10) * float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0")))
+                continue
             if c.failure in ("client", "auth", "not_found", "quota"):
                 # Certain: the provider refused, nothing was created.
                 _set(store, b["id"], status="uploaded", error=f"create refused: HTTP {c.status}: {c.message}")
@@ -216,6 +229,22 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
         f"Creating batch {b['id']} for route {route.name!r} at {route.base_url or route.endpoint_host} failed {CREATE_ATTEMPTS} times.",
         "The provider may be down; the next run will check for the batch before trying again.",
     )
+
+
+def _never_connected(exc: BaseException) -> bool:
+    """True when the SDK failed to open a connection at all (refused, DNS): the request was never sent.
+
+    Matched by name along the cause chain: the SDKs wrap their HTTP library's ConnectError
+    (httpx, httpx2, httpcore...), which wraps the OS error.
+    """
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError) or type(seen).__name__ == "ConnectError":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], progress: Progress) -> str:

@@ -20,6 +20,10 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# Sent with every online (sync-transport) request: providers ignore unknown headers, and it lets
+# a provider's logs (or the emulator's request log) tie an online call to its custom_id.
+TRACE_HEADER = "X-Batchrun-Custom-Id"
+
 BatchState = Literal["pending", "running", "done", "failed", "expired", "cancelled"]
 TERMINAL_STATES: tuple[str, ...] = ("done", "failed", "expired", "cancelled")
 

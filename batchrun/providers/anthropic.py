@@ -17,7 +17,7 @@ from typing import Any
 
 from ..clients import call
 from ..config import Route
-from . import BatchStatus, LineResult, RequestSpec, Usage
+from . import TRACE_HEADER, BatchStatus, LineResult, RequestSpec, Usage
 
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks
 # `invalid_request`); anything else (api_error, overloaded_error, rate_limit_error...) is transient.
@@ -118,7 +118,7 @@ class AnthropicAdapter:
 
     def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
         custom_id, params = self.online_body(line)
-        raw = client.post("/v1/messages", body=params, cast_to=object)
+        raw = client.post("/v1/messages", body=params, cast_to=object, options={"headers": {TRACE_HEADER: custom_id}})
         return {"custom_id": custom_id, "result": {"type": "succeeded", "message": raw}}
 
     def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..clients import call
 from ..config import Route
-from . import BatchStatus, LineResult, RequestSpec, Usage
+from . import TRACE_HEADER, BatchStatus, LineResult, RequestSpec, Usage
 
 _STATES = {
     "PENDING": "pending", "QUEUED": "pending", "UNSPECIFIED": "pending",
@@ -140,7 +140,10 @@ class GeminiAdapter:
 
         custom_id, request = self.online_body(line)
         gc = request.get("generationConfig") or {}
-        config = types.GenerateContentConfig(max_output_tokens=gc.get("maxOutputTokens"), temperature=gc.get("temperature"))
+        config = types.GenerateContentConfig(
+            max_output_tokens=gc.get("maxOutputTokens"), temperature=gc.get("temperature"),
+            http_options=types.HttpOptions(headers={TRACE_HEADER: custom_id}),
+        )
         response = client.models.generate_content(model=route.model, contents=request["contents"], config=config)
         raw = response.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
         return {"key": custom_id, "response": raw}

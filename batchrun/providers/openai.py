@@ -13,7 +13,7 @@ from typing import Any
 
 from ..clients import call
 from ..config import Route
-from . import BatchStatus, LineResult, RequestSpec, Usage, error_kind_for_status
+from . import TRACE_HEADER, BatchStatus, LineResult, RequestSpec, Usage, error_kind_for_status
 
 _STATES = {
     "validating": "pending",
@@ -139,7 +139,7 @@ class OpenAIAdapter:
         path = route.endpoint_path
         # The SDK's base URL already ends in /v1 (or /v4 ...): post the endpoint's last segments.
         rel = "/responses" if path.endswith("/responses") else "/chat/completions"
-        raw = client.post(rel, body=body, cast_to=object)
+        raw = client.post(rel, body=body, cast_to=object, options={"headers": {TRACE_HEADER: custom_id}})
         return {"custom_id": custom_id, "response": {"status_code": 200, "body": raw}, "error": None}
 
     def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:

@@ -1,0 +1,361 @@
+"""Every config and dataset error through the CLI: a clear message naming the file, the key or
+field and a fix; exit 1; no traceback; and state.db untouched (not created when absent, the same
+rows and bytes when present). Plus `batchrun --help`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from batchrun.cli import cli
+
+from conftest import Project, route, small_project, task
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def snapshot(project: Project) -> Any:
+    """Everything a failed command must leave alone: state.db (rows and bytes), its lock, jobs/."""
+    state = project.state_path
+    jobs = sorted(str(p.relative_to(project.root)) for p in (project.root / "jobs").rglob("*")) if (project.root / "jobs").exists() else None
+    if not state.exists():
+        return {"state": None, "jobs": jobs, "lock": Path(str(state) + ".lock").exists()}
+    conn = sqlite3.connect(state)
+    try:
+        dump = list(conn.iterdump())
+    finally:
+        conn.close()
+    return {"state": (dump, state.read_bytes()), "jobs": jobs, "lock": Path(str(state) + ".lock").exists()}
+
+
+def prepare(project: Project, with_state: bool) -> Any:
+    small_project(project)
+    if with_state:
+        first = project.run("plan")
+        assert first.exit_code == 0, first.output
+        assert project.state_path.exists()
+    return snapshot(project)
+
+
+def assert_clean_error(result: Any, *needles: str) -> None:
+    assert result.exit_code == 1, result.output
+    out = result.output
+    assert "Traceback" not in out and "Exception" not in out
+    assert result.stderr.startswith("Error: "), out
+    assert "\nHint: " in result.stderr, "every error says how to fix it"
+    assert result.stdout == "", "errors go to stderr"
+    for needle in needles:
+        assert needle in out, f"{needle!r} not in:\n{out}"
+
+
+def edit_config(project: Project, mutate: Callable[[dict[str, Any]], None]) -> None:
+    cfg = json.loads(project.config_path.read_text())
+    mutate(cfg)
+    project.config_path.write_text(json.dumps(cfg, indent=1))
+
+
+def set_route(name: str, **values: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(cfg: dict[str, Any]) -> None:
+        cfg["routes"][name].update(values)
+    return mutate
+
+
+def _drop(cfg: dict[str, Any], name: str, key: str) -> None:
+    del cfg["routes"][name][key]
+
+
+WITH_STATE = pytest.mark.parametrize("with_state", [False, True], ids=["no-state", "existing-state"])
+
+# --- config validation ----------------------------------------------------------------------------
+
+CONFIG_ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]]] = {
+    # name: (mutation, strings the message must contain: the key, the problem, the fix)
+    "unknown_provider": (set_route("gpt", provider="openia"),
+                         ('routes."gpt".provider', "'openia'", "Use one of: openai, anthropic, gemini, openai-compatible")),
+    "unknown_route_key": (set_route("claude", temprature=0.1),
+                          ('routes."claude".temprature', "is not a known key", "Remove it or correct the spelling", "send_temperature")),
+    "unknown_top_key": (lambda cfg: cfg.update(genration={"temperature": 0.1}),
+                        ("`genration`", "is not a known key", "Remove it or correct the spelling")),
+    "unknown_section_key": (lambda cfg: cfg.update(generation={"max_token": 100}),
+                            ("generation.max_token", "is not a known key", "max_tokens")),
+    "panel_missing_route": (lambda cfg: cfg["judging"].update(panel=["judge-a", "judge-x"]),
+                            ("judging.panel", "'judge-x'", "not defined", 'Add a [routes."judge-x"] table')),
+    "negative_cap": (set_route("gpt", caps={"en": -5, "cjk": 850000}),
+                     ('routes."gpt".caps.en', "at least 1", "-5", "Use a value >= 1")),
+    "zero_cjk_cap": (set_route("gemini", caps={"cjk": 0}),
+                     ('routes."gemini".caps.cjk', "at least 1")),
+    "cap_not_a_number": (set_route("gpt", caps={"en": "lots"}),
+                         ('routes."gpt".caps.en', "must be an integer", "'lots'", "Set en = <an integer>")),
+    "temperature_not_a_number": (lambda cfg: cfg.update(generation={"temperature": "hot"}),
+                                 ("generation.temperature", "must be a number", "'hot'")),
+    "max_tokens_not_integer": (lambda cfg: cfg.update(generation={"max_tokens": 8192.5}),
+                               ("generation.max_tokens", "must be an integer", "8192.5")),
+    "bool_is_not_a_number": (set_route("gpt", max_requests_per_file=True),
+                             ('routes."gpt".max_requests_per_file', "must be an integer", "True")),
+    "reasoning_not_bool": (set_route("gpt", reasoning="yes"),
+                           ('routes."gpt".reasoning', "must be true or false", "'yes'")),
+    "anthropic_2026_with_temperature": (set_route("judge-a", api_version="2026-10-21", send_temperature=True),
+                                        ('routes."judge-a"', 'api_version = "2026-10-21"', "rejects temperature",
+                                         '"2023-06-01"', "send_temperature = false")),
+    "anthropic_2026_default_temperature": (set_route("judge-a", api_version="2026-10-21"),
+                                           ('routes."judge-a"', "2026-10-21", "rejects temperature")),
+    "compatible_without_key_env": (lambda cfg: cfg["routes"].update(qwen={"provider": "openai-compatible", "model": "qwen3.6-plus",
+                                                                           "base_url": "https://dashscope.example/v1"}),
+                                   ('routes."qwen".api_key_env', "is required for openai-compatible", "api_key_env = ")),
+    "compatible_without_base_url": (lambda cfg: (cfg["routes"].update(qwen=route("openai-compatible", "qwen3.6-plus")), _drop(cfg, "qwen", "base_url")),
+                                    ('routes."qwen".base_url', "is required", "base_url = ")),
+    "missing_model": (lambda cfg: _drop(cfg, "gemini", "model"), ('routes."gemini".model', "is missing")),
+    "responses_on_anthropic": (set_route("claude", endpoint="responses"), ('routes."claude".endpoint', 'only for provider = "openai"')),
+    "limit_above_provider": (set_route("gpt", max_requests_per_file=60_000), ('routes."gpt"', "above the provider's", "50,000")),
+    "panel_not_a_list": (lambda cfg: cfg["judging"].update(panel="judge-a"), ("judging.panel", "must be a list of route names")),
+}
+
+
+@WITH_STATE
+@pytest.mark.parametrize("case", list(CONFIG_ERRORS))
+def test_config_errors_are_clear_and_leave_state_untouched(project: Project, case: str, with_state: bool) -> None:
+    before = prepare(project, with_state)
+    mutate, needles = CONFIG_ERRORS[case]
+    edit_config(project, mutate)
+    result = project.run("plan")
+    assert_clean_error(result, str(project.config_path), *needles)
+    assert snapshot(project) == before
+
+
+@WITH_STATE
+def test_toml_syntax_error_names_the_file(project: Project, with_state: bool) -> None:
+    before = prepare(project, with_state)
+    bad = project.root / "batchrun.toml"
+    bad.write_text('[routes.gpt]\nprovider = "openai"\nmodel = gpt-5.5\n', encoding="utf-8")
+    project.config_path = bad
+    result = project.run("plan")
+    assert_clean_error(result, str(bad), "invalid TOML", "line 3", "Fix the TOML syntax")
+    assert snapshot(project) == before
+
+
+def test_json_config_syntax_error_and_missing_config(project: Project) -> None:
+    small_project(project)
+    project.config_path.write_text('{"routes": {"gpt": {"provider": "openai",}}}')
+    assert_clean_error(project.run("plan"), str(project.config_path), "invalid JSON", "line 1", "column")
+    project.config_path = project.root / "nope.toml"
+    assert_clean_error(project.run("plan"), "nope.toml", "not found", "--config")
+    assert not project.state_path.exists()
+
+
+def test_unlisted_model_is_a_warning_naming_file_route_and_fix(project: Project) -> None:
+    small_project(project)
+    edit_config(project, set_route("gpt", model="gpt-9-preview"))
+    result = project.run("plan")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    warnings = [line for line in result.stderr.splitlines() if "gpt-9-preview" in line]
+    assert len(warnings) == 1
+    (w,) = warnings
+    assert w.startswith("Warning: ") and str(project.config_path) in w
+    assert "'gpt'" in w and 'routes."gpt"' in w and "caps = { en = ..., cjk = ... }" in w and "Probe" in w
+    # The plan goes ahead with the default row, recorded as such.
+    sources = {r["cap_source"] for r in project.sql("SELECT cap_source FROM cells WHERE route = 'gpt'")}
+    assert sources == {"default (unlisted model)"}
+    # With --json the warning is in the document, and stdout stays pure JSON.
+    data = json.loads(project.run("plan", "--json").stdout)
+    assert any("gpt-9-preview" in w for w in data["warnings"])
+
+
+# --- dataset and corpus validation ------------------------------------------------------------------
+
+
+def _write_json_text(text: str) -> Callable[[Project], None]:
+    def apply(p: Project) -> None:
+        p.dataset_path.write_text(text, encoding="utf-8")
+    return apply
+
+
+def _records(p: Project) -> list[dict[str, Any]]:
+    return json.loads(p.dataset_path.read_text(encoding="utf-8"))
+
+
+def _mutate_records(fn: Callable[[list[dict[str, Any]]], None], fmt: str = "json") -> Callable[[Project], None]:
+    def apply(p: Project) -> None:
+        recs = _records(p)
+        fn(recs)
+        p.tasks(recs, fmt=fmt)
+    return apply
+
+
+def _broken_jsonl_line3(p: Project) -> None:
+    recs = _records(p)
+    p.tasks(recs, fmt="jsonl")
+    lines = p.dataset_path.read_text(encoding="utf-8").split("\n")
+    lines[2] = lines[2][:40]  # line 3 cut in the middle
+    p.dataset_path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _bad_ground_truth_string(p: Project) -> None:
+    recs = _records(p)
+    p.tasks(recs, fmt="jsonl")
+    lines = p.dataset_path.read_text(encoding="utf-8").split("\n")
+    rec = json.loads(lines[1])
+    rec["ground_truth"] = rec["ground_truth"][:-3]  # serialized JSON that no longer parses
+    lines[1] = json.dumps(rec, ensure_ascii=False)
+    p.dataset_path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _secret(p: Project) -> None:
+    (p.root / "secret.txt").write_text("TOP-SECRET-CONTENT", encoding="utf-8")
+
+
+def _traversal(path_of: Callable[[Project], str]) -> Callable[[Project], None]:
+    def apply(p: Project) -> None:
+        _secret(p)
+        recs = _records(p)
+        recs[2]["corpus_file"] = path_of(p)
+        p.tasks(recs)
+    return apply
+
+
+def _not_utf8(p: Project) -> None:
+    (p.root / "corpus" / "lab.txt").write_bytes("Le congélateur a sonné à 22h05, température −20 °C.\n".encode("latin-1", "replace"))
+
+
+def _gb18030(p: Project) -> None:
+    (p.root / "corpus" / "zh.txt").write_bytes("港口起重机在凌晨发生故障，维修用了很多天。\n".encode("gb18030"))
+
+
+def _set(i: int, **kv: Any) -> Callable[[list[dict[str, Any]]], None]:
+    def fn(recs: list[dict[str, Any]]) -> None:
+        recs[i].update(kv)
+    return fn
+
+
+def _delete(i: int, key: str) -> Callable[[list[dict[str, Any]]], None]:
+    def fn(recs: list[dict[str, Any]]) -> None:
+        del recs[i][key]
+    return fn
+
+
+def _gt(i: int, **kv: Any) -> Callable[[list[dict[str, Any]]], None]:
+    def fn(recs: list[dict[str, Any]]) -> None:
+        for k, v in kv.items():
+            if v is None:
+                recs[i]["ground_truth"].pop(k, None)
+            else:
+                recs[i]["ground_truth"][k] = v
+    return fn
+
+
+DATA_ERRORS: dict[str, tuple[Callable[[Project], None], tuple[str, ...]]] = {
+    # name: (break the project, strings the message must contain beyond the dataset path)
+    "json_syntax": (_write_json_text('[{"task_id": "t1", "question_text": "Q?",,}]'), ("invalid JSON", "line 1", "column")),
+    "json_syntax_multiline": (_write_json_text('[\n {"task_id": "t1"},\n {"task_id": }\n]'), ("invalid JSON", "line 3")),
+    "jsonl_line_3_broken": (_broken_jsonl_line3, ("tasks.jsonl, line 3", "invalid JSON", "fix or remove that line")),
+    "jsonl_ground_truth_not_json": (_bad_ground_truth_string, ("line 2", "task t2", "`ground_truth`", "not valid JSON")),
+    "missing_question_text": (_mutate_records(_delete(1, "question_text")), ("record 1", "task t2", "`question_text`")),
+    "empty_question_text": (_mutate_records(_set(2, question_text="  ")), ("record 2", "task t3", "`question_text`")),
+    "missing_question_text_jsonl": (_mutate_records(_delete(1, "question_text"), "jsonl"), ("line 2", "task t2", "`question_text`")),
+    "missing_corpus_file": (_mutate_records(_delete(0, "corpus_file")), ("record 0", "task t1", "`corpus_file`")),
+    "missing_task_id": (_mutate_records(_delete(3, "task_id")), ("record 3", "`task_id`")),
+    "missing_rubric": (_mutate_records(_gt(1, scoring_rubric=None)), ("task t2", "`ground_truth.scoring_rubric`", "missing")),
+    "missing_ground_truth": (_mutate_records(_delete(1, "ground_truth")), ("task t2", "`ground_truth`")),
+    "rubric_not_a_list": (_mutate_records(_gt(2, scoring_rubric={"points": 50, "correct_criterion": "x"})),
+                          ("task t3", "`ground_truth.scoring_rubric`", "must be a non-empty list", "dict")),
+    "rubric_string_not_a_list": (_mutate_records(_gt(2, scoring_rubric='"just text"')),
+                                 ("task t3", "`ground_truth.scoring_rubric`", "must be a non-empty list", "str")),
+    "rubric_string_bad_json": (_mutate_records(_gt(2, scoring_rubric="[{points: 1}]")),
+                               ("task t3", "`ground_truth.scoring_rubric`", "not valid JSON")),
+    "points_not_a_number": (_mutate_records(_gt(0, scoring_rubric=[{"points": "60", "correct_criterion": "a"}])),
+                            ("task t1", "`ground_truth.scoring_rubric[0].points`", "must be a number", "'60'")),
+    "points_null": (_mutate_records(_gt(0, scoring_rubric=[{"points": 60, "correct_criterion": "a"}, {"correct_criterion": "b"}])),
+                    ("task t1", "`ground_truth.scoring_rubric[1].points`", "must be a number", "None")),
+    "points_negative": (_mutate_records(_gt(0, scoring_rubric=[{"points": -5, "correct_criterion": "a"}])),
+                        ("task t1", "scoring_rubric[0].points", "negative")),
+    "criterion_missing": (_mutate_records(_gt(0, scoring_rubric=[{"points": 5}])), ("task t1", "scoring_rubric[0].correct_criterion")),
+    "duplicate_ids": (_mutate_records(_set(3, task_id="t1")), ("record 3", "duplicate task id 't1'", "first seen at", "record 0")),
+    "duplicate_ids_jsonl": (_mutate_records(_set(3, task_id="t1"), "jsonl"), ("line 4", "duplicate task id 't1'", "line 1")),
+    "missing_corpus_document": (lambda p: (p.root / "corpus" / "lab.txt").unlink(), ("task t3", "lab.txt", "does not exist")),
+    "document_not_utf8": (_not_utf8, ("task t3", "lab.txt", "not UTF-8", "offset", "iconv")),
+    "document_gb18030": (_gb18030, ("task t4", "zh.txt", "not UTF-8")),
+    "traversal_dotdot": (_traversal(lambda p: "../secret.txt"), ("task t3", "'../secret.txt'", "outside the corpus folder", "corpus_file")),
+    "traversal_absolute": (_traversal(lambda p: str(p.root / "secret.txt")), ("task t3", "outside the corpus folder", "corpus_file")),
+    "traversal_prefixed": (_traversal(lambda p: "corpus/../../secret.txt"), ("task t3", "outside the corpus folder")),
+    "dataset_missing": (lambda p: p.dataset_path.unlink(), ("does not exist", "[paths] dataset")),
+    "dataset_not_utf8": (lambda p: p.dataset_path.write_bytes(b'[{"task_id": "t\xff"}]'), ("not UTF-8", "offset")),
+    "dataset_not_a_list": (_write_json_text('{"task_id": "t1"}'), ("expected a JSON list",)),
+    "dataset_empty": (_write_json_text("[]"), ("holds no task",)),
+}
+
+
+@WITH_STATE
+@pytest.mark.parametrize("case", list(DATA_ERRORS))
+def test_dataset_errors_are_clear_and_leave_state_untouched(project: Project, case: str, with_state: bool) -> None:
+    before = prepare(project, with_state)
+    breaker, needles = DATA_ERRORS[case]
+    breaker(project)
+    if with_state:
+        # Re-snapshot: the breaker may rewrite the dataset path but never touches state.db.
+        assert snapshot(project) == before
+    result = project.run("plan")
+    assert_clean_error(result, str(project.dataset_path), *needles)
+    assert snapshot(project) == before
+    for f in project.jobs_files():
+        assert b"TOP-SECRET" not in f.read_bytes()
+
+
+@pytest.mark.parametrize("command", ["submit", "collect"])
+def test_other_dataset_reading_commands_also_leave_state_untouched(project: Project, command: str) -> None:
+    before = prepare(project, True)
+    _mutate_records(_set(3, task_id="t1"))(project)
+    result = project.run(command)
+    assert_clean_error(result, "duplicate task id 't1'")
+    assert snapshot(project) == before
+
+
+def test_symlink_out_of_the_corpus_is_refused(project: Project) -> None:
+    before = prepare(project, False)
+    _secret(project)
+    (project.root / "corpus" / "lab.txt").unlink()
+    (project.root / "corpus" / "lab.txt").symlink_to(project.root / "secret.txt")
+    result = project.run("plan")
+    assert_clean_error(result, "task t3", "outside the corpus folder")
+    assert snapshot(project) == before
+
+
+def test_unknown_route_filter_is_a_clear_error(project: Project) -> None:
+    small_project(project)
+    result = project.run("plan", "--route", "gtp")
+    assert_clean_error(result, "'gtp'", "Known routes: gpt, claude, gemini")
+
+
+# --- help --------------------------------------------------------------------------------------
+
+
+def test_help_lists_every_command_and_each_has_help_text() -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--help"], prog_name="batchrun")
+    assert result.exit_code == 0 and result.output.startswith("Usage: batchrun")
+    commands = cli.commands
+    for name in ("plan", "submit", "poll", "collect", "refresh", "status", "report", "cost", "cancel", "emulator", "demo"):
+        assert name in commands, f"missing command {name}"
+    listed = result.output.split("Commands:", 1)[1]
+    for name, command in commands.items():
+        summary = command.get_short_help_str(limit=200)
+        assert summary.strip(), f"{name} has no help text"
+        assert any(line.split()[:1] == [name] for line in listed.splitlines()), f"{name} not listed in --help"
+        sub = runner.invoke(cli, [name, "--help"], prog_name="batchrun")
+        assert sub.exit_code == 0, name
+        assert sub.output.startswith(f"Usage: batchrun {name}")
+        assert command.help and " ".join(command.help.split("\n")[0].split()) in " ".join(sub.output.split())
+        for param in command.params:
+            if param.param_type_name == "option" and not param.hidden and "--help" not in param.opts:
+                assert param.help, f"{name} {param.opts} has no help"
+
+
+def test_version_option() -> None:
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0 and "batchrun" in result.output
