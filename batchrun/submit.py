@@ -202,6 +202,16 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                     raise provider_error(c, what="Creating the batch", route=route)
                 time.sleep(min(2 ** attempt, 10) * float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0")))
                 continue
+            if route.provider == "anthropic" and c.failure == "client" and c.status in (400, 413, 422):
+                # Anthropic has no "failed" batch state: the requests travel in the create body,
+                # so a batch that fails validation is a 400 on create. Record it as a batch the
+                # provider failed as a whole; collect re-queues its requests once, then fails them
+                # with the provider's message (protocol: same as OpenAI/Gemini validation failures).
+                now = time.time()
+                _set(store, b["id"], status="downloaded", provider_state="failed", provider_status=f"HTTP {c.status}",
+                     error=c.message, creating_at=now, ended_at=now, downloaded_at=now, result_files_json="[]", run_id=store.run_id)
+                progress.event(f"{b['id']} refused by the provider as a whole (HTTP {c.status}): {c.message}")
+                return False
             if c.failure in ("client", "auth", "not_found", "quota"):
                 # Certain: the provider refused, nothing was created.
                 _set(store, b["id"], status="uploaded", error=f"create refused: HTTP {c.status}: {c.message}")
