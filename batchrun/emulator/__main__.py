@@ -1,0 +1,42 @@
+"""``python -m batchrun.emulator``: serve the emulator until SIGTERM/SIGINT.
+
+    python -m batchrun.emulator --host 127.0.0.1 --port 0 --latency 0.5 \\
+        --responder my_responder.py:answer --fault '{"kind": "request_error", "status": 429}'
+
+Prints ``listening on http://HOST:PORT`` to stderr once the socket is bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .faults import normalize_fault
+from .server import run_emulator
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m batchrun.emulator", description="Serve the local OpenAI / Anthropic / Gemini batch API emulator until SIGTERM or SIGINT.")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port (default 0 = pick a free one)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds from batch creation until it is ready")
+    parser.add_argument("--responder", default=None, help="FILE.py:FUNC or package.module:FUNC (default: built-in)")
+    parser.add_argument("--fault", action="append", default=[], metavar="JSON", help="a fault to arm (repeatable)")
+    args = parser.parse_args(argv)
+    faults = []
+    for text in args.fault:
+        try:
+            faults.append(normalize_fault(json.loads(text)))
+        except ValueError as exc:
+            parser.error(f"--fault {text!r}: {exc}")
+    try:
+        run_emulator(host=args.host, port=args.port, latency=args.latency, responder=args.responder, faults=faults)
+    except (OSError, ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

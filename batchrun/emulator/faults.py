@@ -1,0 +1,151 @@
+"""Fault injection for the emulator.
+
+A fault is a dict with a ``kind``, optional matchers and a ``count`` (how many times it fires;
+default 1; -1 = forever). Kinds and where they are consumed:
+
+=================  ======================================================  ====================
+kind               effect                                                  consumed
+=================  ======================================================  ====================
+http_error         answer the API call with ``status`` in the provider's   per matching HTTP call
+                   error envelope (retry-after headers set); not processed
+drop               close the connection without a response; ``when``       per matching HTTP call
+                   ``"before"`` (not processed) or ``"after"`` (processed)
+request_error      one request (batch line or online call) gets ``status``  per processed request
+garbage            the answer text becomes ``"I think it is fine."``        per processed request
+expire / cancel    the batch processes the first floor(fraction*n) lines,  per created batch
+                   then ends expired / cancelled
+fail_validation    the batch fails as a whole (Anthropic: create -> 400)    per created batch
+slow               the batch gets ``latency`` seconds                      per created batch
+quota              batch creation refused for quota                        per created batch
+truncate           a result-file download is cut inside its last line      per result download
+=================  ======================================================  ====================
+
+Matchers: ``method`` (exact, case-insensitive), ``path`` (``re.search`` on the URL path, no query),
+``provider``, ``model`` (exact, bare name), ``custom_id`` (exact), ``prompt_contains`` (substring).
+A matcher that is absent matches everything; a matcher the event does not carry (``model`` on an
+HTTP call, ``path`` on a batch line) never matches. HTTP faults see method, path and provider;
+request faults see provider, model, custom_id and prompt; batch faults see provider and model;
+``truncate`` sees provider. Faults are tried in the order they were added.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+from typing import Any, Optional
+
+KINDS = {
+    "http_error",
+    "drop",
+    "request_error",
+    "garbage",
+    "expire",
+    "cancel",
+    "fail_validation",
+    "slow",
+    "truncate",
+    "quota",
+}
+HTTP_KINDS = {"http_error", "drop"}
+REQUEST_KINDS = {"request_error", "garbage"}
+BATCH_KINDS = {"expire", "cancel", "fail_validation", "slow", "quota"}
+MATCHERS = ("method", "path", "provider", "model", "custom_id", "prompt_contains")
+
+
+def normalize_fault(fault: Any) -> dict:
+    """Validate a fault dict and fill in defaults. Raises ValueError with the reason."""
+    if not isinstance(fault, dict):
+        raise ValueError(f"a fault must be a JSON object, got {type(fault).__name__}")
+    fault = copy.deepcopy(fault)
+    kind = fault.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown fault kind {kind!r}; expected one of {sorted(KINDS)}")
+    count = fault.setdefault("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or (count < 1 and count != -1):
+        raise ValueError(f"fault count must be a positive integer or -1 (forever), got {count!r}")
+    if kind in ("http_error", "request_error"):
+        fault.setdefault("status", 500 if kind == "http_error" else 429)
+        if not isinstance(fault["status"], int):
+            raise ValueError(f"{kind} needs an integer status, got {fault['status']!r}")
+    if kind == "drop":
+        when = fault.setdefault("when", "before")
+        if when not in ("before", "after"):
+            raise ValueError(f"drop fault 'when' must be 'before' or 'after', got {when!r}")
+    if kind in ("expire", "cancel"):
+        fraction = fault.setdefault("complete_fraction", 0.5)
+        if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise ValueError(f"complete_fraction must be between 0 and 1, got {fraction!r}")
+    if kind == "slow":
+        latency = fault.get("latency")
+        if not isinstance(latency, (int, float)) or latency < 0:
+            raise ValueError(f"slow fault needs a non-negative 'latency' in seconds, got {latency!r}")
+    if "path" in fault and fault["path"] is not None:
+        try:
+            re.compile(fault["path"])
+        except re.error as exc:
+            raise ValueError(f"fault path is not a valid regex: {exc}") from None
+    return fault
+
+
+class FaultSet:
+    """Thread-safe list of armed faults; ``take*`` atomically matches and consumes one firing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[dict] = []
+
+    def add(self, fault: Any) -> dict:
+        fault = normalize_fault(fault)
+        with self._lock:
+            self._faults.append(fault)
+        return copy.deepcopy(fault)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def list(self) -> list[dict]:
+        with self._lock:
+            return copy.deepcopy(self._faults)
+
+    @staticmethod
+    def _matches(fault: dict, info: dict) -> bool:
+        for key in MATCHERS:
+            want = fault.get(key)
+            if want is None:
+                continue
+            have = info.get(key)
+            if key == "method":
+                if have is None or str(have).upper() != str(want).upper():
+                    return False
+            elif key == "path":
+                if have is None or not re.search(want, have):
+                    return False
+            elif key == "prompt_contains":
+                if have is None or str(want) not in have:
+                    return False
+            elif key == "model":
+                if have is None or _bare_model(str(have)) != _bare_model(str(want)):
+                    return False
+            elif have != want:
+                return False
+        return True
+
+    def take(self, kinds: set[str] | str, info: dict) -> Optional[dict]:
+        """Find the first armed fault of one of ``kinds`` matching ``info``; consume and return it."""
+        if isinstance(kinds, str):
+            kinds = {kinds}
+        with self._lock:
+            for i, fault in enumerate(self._faults):
+                if fault["kind"] in kinds and self._matches(fault, info):
+                    if fault["count"] != -1:
+                        fault["count"] -= 1
+                        if fault["count"] <= 0:
+                            del self._faults[i]
+                    return copy.deepcopy(fault)
+        return None
+
+
+def _bare_model(model: str) -> str:
+    return model[len("models/") :] if model.startswith("models/") else model
