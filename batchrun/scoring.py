@@ -162,8 +162,7 @@ def write_results(store: Store, config: Config) -> list[Path]:
 
 
 def report_data(store: Store, config: Config) -> dict[str, Any]:
+    # The same keys as the scores files (tasks included), plus the matched panel.
     routes = [route_scores(store, config, row) for row in leaderboard(store) if row["route"] in config.routes]
-    for r in routes:
-        r.pop("tasks")
     return {"routes": routes, "matched_panel": matched_panel(store), "dataset_sha256": store.meta("dataset_sha256"),
             "batchrun_version": __version__}
