@@ -70,6 +70,7 @@ class Classified:
     status: int | None
     message: str
     retry_after: float | None = None
+    connected: bool = True  # False: the connection itself failed (refused, DNS): nothing was sent
 
 
 def classify(exc: BaseException) -> Classified | None:
@@ -81,8 +82,9 @@ def classify(exc: BaseException) -> Classified | None:
     module = type(exc).__module__
     if module.startswith(("openai", "anthropic")):
         if "Connection" in name or "Timeout" in name:
-            # The request may have reached the provider: a create may have happened.
-            return Classified("uncertain", None, _short(message) or name)
+            # The request may have reached the provider: a create may have happened -- unless
+            # the connection was never opened.
+            return Classified("uncertain", None, _short(message) or name, connected=not never_connected(exc))
         status = getattr(exc, "status_code", None)
         response = getattr(exc, "response", None)
         if response is not None:
@@ -95,7 +97,7 @@ def classify(exc: BaseException) -> Classified | None:
         status = getattr(exc, "code", None)
         message = getattr(exc, "message", None) or message
     elif isinstance(exc, (ConnectionError, TimeoutError, OSError)) or "httpx" in module or "httpcore" in module:
-        return Classified("uncertain", None, _short(message) or name)
+        return Classified("uncertain", None, _short(message) or name, connected=not never_connected(exc))
     else:
         return None
     if status is None:
@@ -112,6 +114,22 @@ def classify(exc: BaseException) -> Classified | None:
     return Classified("client", status, _short(message), retry_after)
 
 
+def never_connected(exc: BaseException) -> bool:
+    """True when the SDK failed to open a connection at all (refused, DNS): the request was never sent.
+
+    Matched by name along the cause chain: the SDKs wrap their HTTP library's ConnectError
+    (httpx, httpx2, httpcore...), which wraps the OS error.
+    """
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError) or type(seen).__name__ == "ConnectError":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _short(message: str) -> str:
     return " ".join(message.split())[:500]
 
@@ -124,7 +142,7 @@ def retry_base() -> float:
         return 1.0
 
 
-def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 6, retry_quota: bool = True) -> T:
+def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 8, retry_quota: bool = True) -> T:
     """Run an idempotent provider call, retrying transient failures with backoff.
 
     Raises ProviderError with the route, the URL and the provider's message when it gives up.
@@ -144,7 +162,7 @@ def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 6, ret
             if not retryable or attempt == attempts - 1:
                 break
             delay = c.retry_after if c.retry_after is not None else retry_base() * (2 ** attempt) * (0.5 + random.random() / 2)
-            time.sleep(min(delay, 30.0))
+            time.sleep(min(delay, 60.0))
     assert last is not None
     raise provider_error(last, what=what, route=route)
 
@@ -161,3 +179,15 @@ def provider_error(c: Classified, *, what: str, route: Route) -> ProviderError:
     err = ProviderError(f"{what} for route {route.name!r} at {where} failed ({status}): {c.message}", hint)
     err.classified = c  # type: ignore[attr-defined]
     return err
+
+
+def is_transient(err: BaseException) -> bool:
+    """A ProviderError that may go away by itself (429, 5xx, a dropped connection): "not now"."""
+    c = getattr(err, "classified", None)
+    return c is not None and c.failure in ("transient", "quota", "uncertain")
+
+
+def is_unreachable(err: BaseException) -> bool:
+    """A ProviderError after the connection could not even be opened: a wrong or down base URL."""
+    c = getattr(err, "classified", None)
+    return c is not None and not c.connected

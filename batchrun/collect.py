@@ -90,6 +90,9 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     now = time.time()
 
     def flush(final: bool = False) -> None:
+        if final and (rows or verdicts):
+            flush()  # commit the last rows first: a crash here must leave a batch half-collected
+            faults.point("collect.mid_batch")
         with store.db.atomic():
             store.db.conn.executemany(
                 """INSERT OR IGNORE INTO results (batch_id, custom_id, kind, text, finish_reason, input_tokens, output_tokens,
@@ -140,7 +143,6 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
             result.by_kind[kind] = result.by_kind.get(kind, 0) + 1
             if len(rows) >= CHUNK:
                 flush()
-                faults.point("collect.mid_batch")
     # Requests the batch never answered: say why, so the retry policy can count them.
     missing_kind = _MISSING_KIND.get(b["provider_state"] or "", "missing")
     for cid in members:

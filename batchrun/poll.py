@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import faults, jsonl
-from .clients import classify, make_client
+from .clients import classify, is_transient, make_client
 from .config import Config, Route
 from .errors import ProviderError
 from .progress import SILENT, Progress
@@ -37,6 +37,7 @@ class PollResult:
     ended: list[str] = field(default_factory=list)
     downloaded: list[str] = field(default_factory=list)
     requests_in_flight: int = 0
+    provider_errors: int = 0
 
 
 def _set(store: Store, batch_id: str, **fields: Any) -> None:
@@ -58,7 +59,17 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> P
             continue
         adapter = get_adapter(route.provider)
         client = make_client(route)
-        status = _load_status(b) if b["status"] == "ended" else adapter.retrieve(client, route, b["provider_batch_id"])
+        try:
+            status = _load_status(b) if b["status"] == "ended" else adapter.retrieve(client, route, b["provider_batch_id"])
+        except ProviderError as e:
+            if not is_transient(e):
+                raise
+            # Checking failed even after retries: the batch is still wherever it was; next poll.
+            progress.event(f"{b['id']}: could not check it ({e.message}); will try again")
+            result.provider_errors += 1
+            result.in_flight += 1
+            result.requests_in_flight += b["n_requests"] or 0
+            continue
         faults.point("poll.after_retrieve")
         if b["status"] == "in_flight":
             fields: dict[str, Any] = dict(provider_status=status.raw_status, counts_json=json.dumps(status.counts),
@@ -72,7 +83,24 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> P
             result.in_flight += 1
             result.requests_in_flight += b["n_requests"] or 0
             continue
-        files = _download(adapter, client, route, status, Path(b["dir"]))
+        try:
+            files = _download(adapter, client, route, status, Path(b["dir"]))
+        except ProviderError as e:
+            if not is_transient(e):
+                raise
+            progress.event(f"{b['id']}: download failed ({e.message}); will try again")
+            result.provider_errors += 1
+            result.in_flight += 1
+            result.requests_in_flight += b["n_requests"] or 0
+            continue
+        if not all(_complete(f) for f in files):
+            # The provider still holds the results: never resubmit (and pay for) what it returned.
+            # Keep the batch 'ended' and fetch again on the next poll.
+            _set(store, b["id"], error=f"result download truncated; retrying ({', '.join(f.name for f in files)})")
+            progress.event(f"{b['id']}: result download was cut short; will fetch it again")
+            result.in_flight += 1
+            result.requests_in_flight += b["n_requests"] or 0
+            continue
         faults.point("poll.after_download")
         _set(store, b["id"], status="downloaded", downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]))
         result.downloaded.append(b["id"])
@@ -110,7 +138,7 @@ def _download(adapter: Any, client: Any, route: Route, status: BatchStatus, dest
         files = adapter.download(client, route, status, dest)
         if all(_complete(f) for f in files):
             return files
-    return files  # still truncated: collect keeps what parses and resubmits the rest
+    return files  # still truncated: the caller keeps the batch 'ended' and tries again later
 
 
 def _complete(path: Path) -> bool:

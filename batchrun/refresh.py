@@ -12,13 +12,19 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from .clients import is_transient
 from .collect import collect
 from .config import Config
+from .errors import ProviderError
 from .plan import pending_requests
 from .poll import poll_once
 from .progress import SILENT, Progress
 from .store import LIVE_BATCH_STATUSES, Store, sql_list
 from .submit import submit
+
+
+# Rounds in a row with nothing but provider errors before refresh says the failure is persistent.
+MAX_STALLED_ROUNDS = 10
 
 
 @dataclass
@@ -48,18 +54,41 @@ def deadline_from(timeout: float | None, until: str | None) -> float | None:
 def refresh(store: Store, config: Config, *, deadline: float | None = None, interval: float = 30.0,
             budget: float | None = None, progress: Progress = SILENT) -> RefreshOutcome:
     created = sent = 0
+    stalled = 0  # consecutive rounds where the providers only answered with errors
+    last_error = ""
     while True:
-        s = submit(store, config, budget=budget, progress=progress)
+        try:
+            s = submit(store, config, budget=budget, progress=progress)
+            p = poll_once(store, config, progress=progress)
+        except ProviderError as e:
+            if not is_transient(e):
+                raise
+            # A provider outage is "not now" for an unattended run, unless it persists.
+            stalled += 1
+            last_error = e.message
+            progress.event(f"provider error: {e.message}")
+            if stalled >= MAX_STALLED_ROUNDS or (deadline is not None and time.time() + interval > deadline):
+                c = collect(store, config, progress=progress)
+                return RefreshOutcome(False, f"persistent infrastructure failure: {last_error}", created, sent, c.leaderboard)
+            time.sleep(interval)
+            continue
         created += len(s.created) + len(s.adopted)
         sent += sum(b for b in (store.scalar("SELECT n_requests FROM batches WHERE id = ?", [bid]) or 0 for bid in s.created))
-        p = poll_once(store, config, progress=progress)
         c = collect(store, config, progress=progress)
+        progressed = bool(s.created or s.adopted or p.ended or p.downloaded or c.batches)
+        if s.provider_errors or p.provider_errors:
+            stalled = 0 if progressed else stalled + 1
+            if stalled >= MAX_STALLED_ROUNDS:
+                why = "; ".join(sorted({r for _, r in s.held})) or "checking or downloading batches keeps failing"
+                return RefreshOutcome(False, f"persistent infrastructure failure: {why}", created, sent, c.leaderboard)
+        else:
+            stalled = 0
         if c.complete:
             reason = "every route is complete" if created else "nothing to do: every route is already complete"
             return RefreshOutcome(True, reason, created, sent, c.leaderboard)
         live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)}") or 0
         sendable = len(pending_requests(store, config))
-        if live == 0:
+        if live == 0 or (s.held and not p.in_flight and not s.provider_errors and not progressed):
             if s.held:
                 why = "; ".join(sorted({r for _, r in s.held}))
                 return RefreshOutcome(False, f"held back: {why}", created, sent, c.leaderboard)
@@ -69,7 +98,7 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
         if deadline is not None and time.time() + interval > deadline:
             return RefreshOutcome(False, f"time limit reached with {live} batch(es) in flight; the next run picks them up",
                                   created, sent, c.leaderboard)
-        if not (s.created or p.ended or p.downloaded or c.batches):
+        if not progressed:
             waited = 0.0
             while waited < interval:
                 progress.status(f"{p.in_flight} batch(es) in flight ({p.requests_in_flight} requests); next check in {interval - waited:.0f}s")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import faults
-from .clients import api_key, classify, make_client, provider_error
+from .clients import api_key, classify, is_transient, is_unreachable, make_client, provider_error
 from .config import Config, Route
 from .cost import fmt_money
 from .errors import ProviderError, StateError
@@ -51,6 +51,7 @@ class SubmitResult:
     adopted: list[str] = field(default_factory=list)
     held: list[tuple[str, str]] = field(default_factory=list)  # (batch id, reason)
     bytes_uploaded: int = 0
+    provider_errors: int = 0
 
 
 def tag_for(store: Store, batch_id: str) -> dict[str, str]:
@@ -148,7 +149,16 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
             result.created.append(b["id"])
             progress.event(f"started {b['id']} ({b['n_requests']} requests, online with concurrency {route.sync_concurrency})")
             continue
-        created = _upload_and_create(store, config, route, b, result, progress)
+        try:
+            created = _upload_and_create(store, config, route, b, result, progress)
+        except ProviderError as e:
+            if not is_transient(e) or is_unreachable(e):
+                raise  # a wrong or down base URL is reported, not waited for
+            # The provider is overloaded or flaky right now: this batch waits, the others go on.
+            result.held.append((b["id"], f"provider error: {e.message}"))
+            result.provider_errors += 1
+            progress.event(f"held {b['id']}: {e.message}; will retry")
+            continue
         if created:
             gate.admit(b)
     return result
@@ -195,7 +205,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
             c = classify(exc)
             if c is None:
                 raise
-            if c.failure == "uncertain" and _never_connected(exc):
+            if c.failure == "uncertain" and not c.connected:
                 # Certain too: the connection itself failed (refused, DNS), nothing was sent.
                 _set(store, b["id"], status="uploaded")
                 if attempt == CREATE_ATTEMPTS - 1:
@@ -217,6 +227,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                 _set(store, b["id"], status="uploaded", error=f"create refused: HTTP {c.status}: {c.message}")
                 if c.failure == "quota":
                     result.held.append((b["id"], f"provider quota: {c.message}"))
+                    result.provider_errors += 1
                     progress.event(f"held {b['id']}: the provider's queue is full ({c.message}); will retry later")
                     return False
                 raise provider_error(c, what="Creating the batch", route=route)
@@ -239,22 +250,6 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
         f"Creating batch {b['id']} for route {route.name!r} at {route.base_url or route.endpoint_host} failed {CREATE_ATTEMPTS} times.",
         "The provider may be down; the next run will check for the batch before trying again.",
     )
-
-
-def _never_connected(exc: BaseException) -> bool:
-    """True when the SDK failed to open a connection at all (refused, DNS): the request was never sent.
-
-    Matched by name along the cause chain: the SDKs wrap their HTTP library's ConnectError
-    (httpx, httpx2, httpcore...), which wraps the OS error.
-    """
-    seen: BaseException | None = exc
-    for _ in range(6):
-        if seen is None:
-            return False
-        if isinstance(seen, ConnectionRefusedError) or type(seen).__name__ == "ConnectError":
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], progress: Progress) -> str:
