@@ -151,25 +151,25 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
 
 
 def _print_plan(config: Config, result: Any, as_json: bool) -> None:
-    from .cost import fmt_money, online_cost, request_cost
+    from .cost import fmt_money
 
-    rows = []
-    for r in result.routes:
-        route = config.routes[r.route]
-        d = vars(r).copy()
-        d["est_cost_batch"] = request_cost(route, r.est_input_tokens, r.est_output_tokens)
-        d["est_cost_online"] = online_cost(route, r.est_input_tokens, r.est_output_tokens)
-        rows.append(d)
+    rows = [vars(r).copy() for r in result.routes]
     if as_json:
         click.echo(json.dumps({"routes": rows, "batches": result.batches, "warnings": result.warnings}, indent=2))
         return
     for w in result.warnings:
         click.echo(f"Warning: {w}", err=True)
-    header = f"{'route':24} {'stage':5} {'tasks':>5} {'ooc':>4} {'to send':>7} {'files':>5} {'bytes':>13} {'est in tok':>11} {'est out tok':>11} {'est batch':>10} {'online':>10}"
+    header = (f"{'route':24} {'stage':5} {'tasks':>5} {'ooc':>4} {'to send':>7} {'files':>5} {'bytes':>13} "
+              f"{'est in tok':>11} {'est out tok':>11} {'judge req':>9} {'est batch':>10} {'online':>10}")
     click.echo(header)
     for d in rows:
         click.echo(f"{d['route'][:24]:24} {d['stage']:5} {d['tasks']:>5} {d['out_of_context']:>4} {d['to_send']:>7} {d['files']:>5} "
-                   f"{d['bytes']:>13,} {d['est_input_tokens']:>11,} {d['est_output_tokens']:>11,} {fmt_money(d['est_cost_batch']):>10} {fmt_money(d['est_cost_online']):>10}")
+                   f"{d['bytes']:>13,} {d['est_input_tokens']:>11,} {d['est_output_tokens']:>11,} {d['judge_requests_expected']:>9} "
+                   f"{fmt_money(d['est_cost_batch']):>10} {fmt_money(d['est_cost_online']):>10}")
+    known = [d["est_cost_batch"] for d in rows if d["est_input_tokens"]]
+    total = None if any(c is None for c in known) else sum(known)
+    click.echo(f"total estimated: {fmt_money(total)} at the batch rate"
+               + ("" if total is not None else " (some routes have no price: set price to know)"))
     if not result.batches and not any(d["to_send"] for d in rows):
         click.echo("Nothing new to write.", err=True)
 

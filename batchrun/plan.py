@@ -32,7 +32,7 @@ from typing import Any
 from . import jsonl
 from .caps import is_cjk
 from .config import Config, Route, fingerprint
-from .cost import request_cost
+from .cost import online_cost, request_cost
 from .corpus import DocumentInfo, measure, read_text, resolve
 from .dataset import Dataset, RubricItem, Task, load_dataset
 from .errors import DataError
@@ -59,6 +59,9 @@ class RouteSummary:
     bytes: int = 0
     est_input_tokens: int = 0
     est_output_tokens: int = 0
+    judge_requests_expected: int = 0  # judge prompts the answers to send will need (if all are valid)
+    est_cost_batch: float | None = 0.0  # summed per request (long-context tiers are per request); None = unknown price
+    est_cost_online: float | None = 0.0
 
 
 @dataclass
@@ -280,6 +283,7 @@ def pending_requests(store: Store, config: Config, *, routes: set[str] | None = 
             ORDER BY s.stage DESC, s.route, t.position"""
     )
     held = judge_held(store, config)
+    observed = observed_output_tokens(store)
     out = []
     for r in rows:
         if routes and r["route"] not in routes and not (r["stage"] == "judge" and _judged_route(store, r) in routes):
@@ -288,8 +292,26 @@ def pending_requests(store: Store, config: Config, *, routes: set[str] | None = 
             continue
         if r["custom_id"] in held:
             continue
+        avg = observed.get((r["route"], r["stage"]))
+        if avg is not None:
+            r["est_output_tokens"] = min(avg, r["est_output_tokens"])
         out.append(r)
     return out
+
+
+# Successful results a route needs before its observed average replaces the budget as the estimate.
+OBSERVED_MIN_RESULTS = 5
+
+
+def observed_output_tokens(store: Store) -> dict[tuple[str, str], int]:
+    """Average output tokens per (route, stage) over its successful results, once there are enough."""
+    rows = store.db.execute(
+        f"""SELECT q.route, q.stage, count(*), avg(coalesce(r.output_tokens, 0) + coalesce(r.reasoning_tokens, 0) * (b.provider = 'gemini'))
+            FROM results r JOIN requests q ON q.custom_id = r.custom_id JOIN batches b ON b.id = r.batch_id
+            WHERE r.kind = 'ok' AND r.output_tokens IS NOT NULL GROUP BY q.route, q.stage
+            HAVING count(*) >= {OBSERVED_MIN_RESULTS}"""
+    ).fetchall()
+    return {(route, stage): math.ceil(avg) for route, stage, _, avg in rows}
 
 
 def _judged_route(store: Store, req: dict[str, Any]) -> str | None:
@@ -456,6 +478,15 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
         if s:
             s.est_input_tokens += p["est_input_tokens"]
             s.est_output_tokens += p["est_output_tokens"]
+            route = config.routes[p["route"]]
+            batch = request_cost(route, p["est_input_tokens"], p["est_output_tokens"])
+            online = online_cost(route, p["est_input_tokens"], p["est_output_tokens"])
+            s.est_cost_batch = None if (batch is None or s.est_cost_batch is None) else s.est_cost_batch + batch
+            s.est_cost_online = None if (online is None or s.est_cost_online is None) else s.est_cost_online + online
+    panel = len(config.judging.panel)
+    for p in pending:
+        if p["stage"] == "gen":
+            summaries[(p["route"], "gen")].judge_requests_expected += panel
     if not write or not pending:
         if not write:
             for p in pending:

@@ -54,6 +54,7 @@ def deadline_from(timeout: float | None, until: str | None) -> float | None:
 def refresh(store: Store, config: Config, *, deadline: float | None = None, interval: float = 30.0,
             budget: float | None = None, progress: Progress = SILENT) -> RefreshOutcome:
     created = sent = 0
+    started = time.time()
     stalled = 0  # consecutive rounds where the providers only answered with errors
     last_error = ""
     while True:
@@ -101,7 +102,10 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
         if not progressed:
             waited = 0.0
             while waited < interval:
-                progress.status(f"{p.in_flight} batch(es) in flight ({p.requests_in_flight} requests); next check in {interval - waited:.0f}s")
+                progress.status(
+                    f"{progress.counters['files_written']} file(s) written, {progress.counters['bytes_uploaded']:,} bytes uploaded; "
+                    f"{p.in_flight} batch(es) in flight ({p.requests_in_flight} requests); "
+                    f"waited {time.time() - started:.0f}s, next check in {interval - waited:.0f}s")
                 step = min(1.0, interval - waited)
                 time.sleep(step)
                 waited += step

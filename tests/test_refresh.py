@@ -104,3 +104,33 @@ def test_refresh_timeout_stops_cleanly_and_resumes_without_resubmitting(project:
         assert all(again[cid] == 1 for cid in gen)
     finally:
         emu.stop()
+
+
+def test_progress_is_one_line_per_event_off_a_terminal_and_live_on_one(project: Project) -> None:
+    import io
+
+    from batchrun.progress import Progress
+    from batchrun.refresh import refresh
+
+    small_project(project)
+    emu = Emulator(port=0, latency=0.6).start()
+    try:
+        config = project.load(emu)
+        for live in (False, True):
+            buf = io.StringIO()
+            store = project.store()
+            store.start_run("refresh")
+            refresh(store, config, interval=0.2, progress=Progress(buf, live=live))
+            store.close()
+            out = buf.getvalue()
+            if live:
+                assert "\r" in out and "batch(es) in flight" in out and "bytes uploaded" in out and "waited" in out
+            else:
+                assert "\r" not in out
+                lines = out.splitlines()
+                assert any("created" in line for line in lines) and all(line.startswith("[") for line in lines)
+            project.state_path.unlink()
+            for f in project.root.glob("state.db*"):
+                f.unlink()
+    finally:
+        emu.stop()
