@@ -31,7 +31,7 @@ DOCUMENT = (
 )
 QUESTION = "Who designed the Harbor Bridge and when did it open?"
 # Models whose built-in answers keep every word and take >= 3 sentences (see model_quality).
-OPENAI_MODEL, ANTHROPIC_MODEL, GEMINI_MODEL = "gpt-5.4", "claude-opus-4.5", "gemini-2.5-flash"
+OPENAI_MODEL, ANTHROPIC_MODEL, GEMINI_MODEL = "gpt-x", "claude-opus-4.5", "gemini-x"
 
 
 def gen_prompt(question: str = QUESTION, document: str = DOCUMENT) -> str:
@@ -344,7 +344,7 @@ def test_gemini_file_batch_roundtrip(emu, tmp_path):
     assert name.startswith("files/") and client.files.get(name=name).size_bytes > 0
     job = client.batches.create(model=GEMINI_MODEL, src=name, config={"display_name": "file-job"})
     assert job.state.name == "JOB_STATE_PENDING" and job.display_name == "file-job"
-    assert job.model == "models/gemini-2.5-flash"
+    assert job.model == f"models/{GEMINI_MODEL}"
     job = client.batches.get(name=job.name)
     assert job.state.name == "JOB_STATE_SUCCEEDED" and job.end_time is not None
     lines = jsonl(client.files.download(file=job.dest.file_name).decode())
@@ -437,7 +437,7 @@ def test_builtin_responder_extractive_and_deterministic():
     assert answer == builtin_responder(dict(request))
     assert "Calder" in answer or "1932" in answer
     k, _ = model_quality("m")
-    assert 1 <= k <= 4
+    assert 1 <= k <= 5
     assert [model_quality(m) for m in (OPENAI_MODEL, ANTHROPIC_MODEL, GEMINI_MODEL)] == [(3, False), (4, False), (3, False)]
     # Different model names extract different amounts: the leaderboard is not flat.
     answers = {builtin_responder({**request, "model": f"model-{i}"}) for i in range(12)}

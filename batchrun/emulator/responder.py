@@ -20,7 +20,7 @@ and the reply is one of
 * **Generation** (``"Answer using ONLY the document below. ..."``): extractive. The document is
   split into sentences (on ``.!?`` followed by whitespace, on ``。！？`` and on newlines); each
   sentence is scored by how many distinct question tokens it contains; the top ``k`` sentences
-  (ties broken by position) are returned in document order. ``k = 1 + stable_hash(model) % 4`` and
+  (ties broken by position) are returned in document order. ``k = 1 + (stable_hash(model) >> 32) % 5`` and
   some models also drop every fourth word, so different model names score differently on a
   leaderboard while the same request always gets the same answer. One pass over the document, no
   quadratic work: a 3 MB document takes well under a second.
@@ -111,8 +111,10 @@ def stable_hash(text: str) -> int:
 
 def model_quality(model: str) -> tuple[int, bool]:
     """``(k, drop_words)`` for a model name: how many sentences it extracts, whether it drops words."""
-    h = stable_hash(model or "")
-    return 1 + h % 4, (h // 4) % 3 == 0
+    # Bits 32.. of the hash: spreads the demo's five model names over k = 1..5 (a leaderboard
+    # with ties everywhere would not show anything).
+    h = stable_hash(model or "") >> 32
+    return 1 + h % 5, (h >> 3) % 3 == 0
 
 
 def split_sentences(document: str) -> list[str]:
