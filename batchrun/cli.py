@@ -8,7 +8,6 @@ any route is incomplete.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager

@@ -115,7 +115,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     for path in json.loads(b["result_files_json"] or "[]"):
         if not Path(path).exists():
             continue
-        for _, raw, complete in jsonl.iter_lines(Path(path)):
+        for _, raw, _ in jsonl.iter_lines(Path(path)):
             try:
                 obj = json.loads(raw)
             except ValueError:

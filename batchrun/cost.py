@@ -11,7 +11,10 @@ for Gemini routes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .config import Route
+from .store import Store
 
 
 def request_cost(route: Route, input_tokens: int | None, output_tokens: int | None) -> float | None:
@@ -48,7 +51,7 @@ def fmt_money(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.2f}"
 
 
-def cost_report(store: "Store", since: str | None = None) -> dict:  # type: ignore[name-defined]
+def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
     """Per night and route: estimate vs actual, from the `cost` view."""
     where, params = "", []
     if since:

@@ -65,11 +65,9 @@ def parse_verdict(text: str | None) -> Verdict:
                 if total is not None:
                     points = obj.get("points_awarded")
                     return Verdict(total, points if isinstance(points, list) else None)
-    match = None
-    for match in _TOTAL_RE.finditer(text):
-        pass
-    if match:
-        return Verdict(float(match.group(1)), error=None)
+    matches = list(_TOTAL_RE.finditer(text))
+    if matches:  # malformed JSON, but a `total` is written out: the last one wins
+        return Verdict(float(matches[-1].group(1)), error=None)
     return Verdict(None, error="no parseable total in the judge's reply")
 
 

@@ -34,11 +34,11 @@ from .caps import is_cjk
 from .config import Config, Route, fingerprint
 from .cost import online_cost, request_cost
 from .corpus import DocumentInfo, measure, read_text, resolve
-from .dataset import Dataset, RubricItem, Task, load_dataset
+from .dataset import Dataset, Task, load_dataset
 from .errors import DataError
 from .prompts import generation_prompt, generation_prompt_overhead, judge_prompt
 from .providers import RequestSpec, get_adapter
-from .store import LIVE_BATCH_STATUSES, Store, sql_list
+from .store import Store
 
 # Stands in for the document while a line is serialised; the escaped document replaces it.
 _DOC_SENTINEL = "\x01BATCHRUN-DOCUMENT-9f1c2e\x01"

@@ -60,7 +60,8 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> P
         adapter = get_adapter(route.provider)
         client = make_client(route)
         try:
-            status = _load_status(b) if b["status"] == "ended" else adapter.retrieve(client, route, b["provider_batch_id"])
+            # An 'ended' batch whose download did not finish is simply retrieved again (idempotent).
+            status = adapter.retrieve(client, route, b["provider_batch_id"])
         except ProviderError as e:
             if not is_transient(e):
                 raise
@@ -109,32 +110,11 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> P
     return result
 
 
-def _load_status(b: dict[str, Any]) -> BatchStatus:
-    """Rebuild the last-seen status of an ended batch (download interrupted) without a provider call."""
-    raw = json.loads(b["last_seen_json"] or "{}")
-    from .providers.anthropic import AnthropicAdapter
-    from .providers.gemini import GeminiAdapter
-    from .providers.openai import OpenAIAdapter
-
-    if b["provider"] == "anthropic":
-        refs = (raw.get("results_url") or "",)
-        return BatchStatus(b["provider_batch_id"], "done", b["provider_status"] or "ended", result_refs=refs, raw=raw)
-    if b["provider"] == "gemini":
-        dest = raw.get("dest") or {}
-        ref = dest.get("file_name")
-        from .providers.gemini import state_of
-
-        return BatchStatus(b["provider_batch_id"], state_of(b["provider_status"] or ""), b["provider_status"] or "", result_refs=(ref,) if ref else (), raw=raw)
-    _ = (AnthropicAdapter, GeminiAdapter)
-    state = {"completed": "done", "failed": "failed", "expired": "expired", "cancelled": "cancelled"}.get(raw.get("status"), "done")
-    return BatchStatus(b["provider_batch_id"], state, raw.get("status") or "", result_refs=(raw.get("output_file_id") or "", raw.get("error_file_id") or ""), raw=raw)  # type: ignore[arg-type]
-
-
 def _download(adapter: Any, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
     if not any(status.result_refs):
         return []  # failed at validation, or expired with no results (Gemini)
     files: list[Path] = []
-    for attempt in range(DOWNLOAD_ATTEMPTS):
+    for _ in range(DOWNLOAD_ATTEMPTS):
         files = adapter.download(client, route, status, dest)
         if all(_complete(f) for f in files):
             return files
@@ -169,7 +149,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
     out_path = Path(b["dir"]) / "results.jsonl"
     done: set[str] = set()
     if out_path.exists():
-        for _, raw, complete in jsonl.iter_lines(out_path):
+        for _, raw, _complete_line in jsonl.iter_lines(out_path):
             try:
                 obj = json.loads(raw)
             except ValueError:

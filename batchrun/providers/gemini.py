@@ -130,7 +130,7 @@ class GeminiAdapter:
             if not ref:
                 continue
             target = dest / "results.jsonl"
-            data = call(lambda: client.files.download(file=ref), what=f"Downloading result file {ref}", route=route)
+            data = call(lambda ref=ref: client.files.download(file=ref), what=f"Downloading result file {ref}", route=route)
             target.write_bytes(data)
             paths.append(target)
         return paths
