@@ -39,6 +39,11 @@ class PollResult:
     requests_in_flight: int = 0
     provider_errors: int = 0
 
+    def waiting(self, b: dict[str, Any]) -> None:
+        """Count a batch as still in flight (running, or results not yet fetched)."""
+        self.in_flight += 1
+        self.requests_in_flight += b["n_requests"] or 0
+
 
 def _set(store: Store, batch_id: str, **fields: Any) -> None:
     cols = ", ".join(f"{k} = ?" for k in fields)
@@ -57,57 +62,50 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> P
             run_sync_batch(store, route, b, progress)
             result.downloaded.append(b["id"])
             continue
-        adapter = get_adapter(route.provider)
-        client = make_client(route)
         try:
-            # An 'ended' batch whose download did not finish is simply retrieved again (idempotent).
-            status = adapter.retrieve(client, route, b["provider_batch_id"])
+            _follow(store, route, b, result, progress)
         except ProviderError as e:
             if not is_transient(e):
                 raise
-            # Checking failed even after retries: the batch is still wherever it was; next poll.
-            progress.event(f"{b['id']}: could not check it ({e.message}); will try again")
+            # Checking or downloading failed even after retries: the batch is still wherever it
+            # was at the provider; the next poll tries again.
+            progress.event(f"{b['id']}: {e.message}; will try again")
             result.provider_errors += 1
-            result.in_flight += 1
-            result.requests_in_flight += b["n_requests"] or 0
-            continue
-        faults.point("poll.after_retrieve")
-        if b["status"] == "in_flight":
-            fields: dict[str, Any] = dict(provider_status=status.raw_status, counts_json=json.dumps(status.counts),
-                                          last_seen_json=json.dumps(status.raw, default=str))
-            if status.state in TERMINAL_STATES:
-                fields.update(status="ended", ended_at=time.time(), error=status.error, provider_state=status.state, quota=int(status.quota))
-                result.ended.append(b["id"])
-                progress.event(f"{b['id']} ended: {status.raw_status}" + (f" ({status.error})" if status.error else ""))
-            _set(store, b["id"], **fields)
-        if status.state not in TERMINAL_STATES:
-            result.in_flight += 1
-            result.requests_in_flight += b["n_requests"] or 0
-            continue
-        try:
-            files = _download(adapter, client, route, status, Path(b["dir"]))
-        except ProviderError as e:
-            if not is_transient(e):
-                raise
-            progress.event(f"{b['id']}: download failed ({e.message}); will try again")
-            result.provider_errors += 1
-            result.in_flight += 1
-            result.requests_in_flight += b["n_requests"] or 0
-            continue
-        if not all(_complete(f) for f in files):
-            # The provider still holds the results: never resubmit (and pay for) what it returned.
-            # Keep the batch 'ended' and fetch again on the next poll.
-            _set(store, b["id"], error=f"result download truncated; retrying ({', '.join(f.name for f in files)})")
-            progress.event(f"{b['id']}: result download was cut short; will fetch it again")
-            result.in_flight += 1
-            result.requests_in_flight += b["n_requests"] or 0
-            continue
-        faults.point("poll.after_download")
-        _set(store, b["id"], status="downloaded", downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]))
-        result.downloaded.append(b["id"])
-        if files:
-            progress.event(f"downloaded {b['id']}: {', '.join(f.name for f in files)}")
+            result.waiting(b)
     return result
+
+
+def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, progress: Progress) -> None:
+    """Retrieve one batch; once terminal, record it and download its results."""
+    adapter = get_adapter(route.provider)
+    client = make_client(route)
+    # An 'ended' batch whose download did not finish is simply retrieved again (idempotent).
+    status = adapter.retrieve(client, route, b["provider_batch_id"])
+    faults.point("poll.after_retrieve")
+    if b["status"] == "in_flight":
+        fields: dict[str, Any] = dict(provider_status=status.raw_status, counts_json=json.dumps(status.counts),
+                                      last_seen_json=json.dumps(status.raw, default=str))
+        if status.state in TERMINAL_STATES:
+            fields.update(status="ended", ended_at=time.time(), error=status.error, provider_state=status.state, quota=int(status.quota))
+            result.ended.append(b["id"])
+            progress.event(f"{b['id']} ended: {status.raw_status}" + (f" ({status.error})" if status.error else ""))
+        _set(store, b["id"], **fields)
+    if status.state not in TERMINAL_STATES:
+        result.waiting(b)
+        return
+    files = _download(adapter, client, route, status, Path(b["dir"]))
+    if not all(_complete(f) for f in files):
+        # The provider still holds the results: never resubmit (and pay for) what it returned.
+        # Keep the batch 'ended' and fetch again on the next poll.
+        _set(store, b["id"], error=f"result download truncated; retrying ({', '.join(f.name for f in files)})")
+        progress.event(f"{b['id']}: result download was cut short; will fetch it again")
+        result.waiting(b)
+        return
+    faults.point("poll.after_download")
+    _set(store, b["id"], status="downloaded", downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]))
+    result.downloaded.append(b["id"])
+    if files:
+        progress.event(f"downloaded {b['id']}: {', '.join(f.name for f in files)}")
 
 
 def _download(adapter: Any, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
