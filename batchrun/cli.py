@@ -376,10 +376,15 @@ def emulator(host: str, port: int, latency: float, responder: str | None, faults
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise BatchrunError(f"--host {host} is not a loopback address.", "The emulator only serves loopback: use 127.0.0.1.")
-    try:
-        parsed = [json.loads(f) for f in faults_]
-    except ValueError as e:
-        raise BatchrunError(f"--fault is not JSON: {e}", "Quote the JSON, e.g. --fault '{\"kind\":\"http_error\",\"status\":500}'.")
+    from .emulator import normalize_fault
+
+    parsed = []
+    for f in faults_:
+        try:
+            parsed.append(normalize_fault(json.loads(f)))
+        except ValueError as e:  # JSONDecodeError is a ValueError too
+            raise BatchrunError(f"--fault {f!r} is not a valid fault: {e}",
+                                "Pass a JSON object, e.g. --fault '{\"kind\":\"http_error\",\"status\":500,\"count\":3}'.")
     run_emulator(host, port, latency, responder, parsed)
 
 
