@@ -136,6 +136,8 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
             cost = None
             if route is not None:
                 cost = request_cost(route, u.input_tokens, billed_output(route, u.output_tokens, u.reasoning_tokens))
+                if cost is None and kind != "ok" and route.price.known and u.input_tokens is None and u.output_tokens is None:
+                    cost = 0.0  # a failed line the provider reports no usage for is not billed: $0, not unknown
             rows.append((b["id"], line.custom_id, kind, line.text, line.finish_reason, u.input_tokens, u.output_tokens,
                          u.reasoning_tokens, u.cached_tokens, line.error_type, line.error_message,
                          raw.decode("utf-8", "replace"), now, store.run_id, cost))
@@ -148,7 +150,8 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     for cid in members:
         if cid not in seen:
             message = b["error"] if missing_kind == "batch_failed" else f"no result line in batch ({b['provider_status']})"
-            rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id, None))
+            unbilled = 0.0 if route is not None and route.price.known else None  # never processed: nothing billed
+            rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id, unbilled))
             result.by_kind[missing_kind] = result.by_kind.get(missing_kind, 0) + 1
     flush(final=True)
     faults.point("collect.after_batch")

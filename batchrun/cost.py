@@ -48,14 +48,19 @@ def batch_estimate_cost(route: Route, est_input: int, est_output: int) -> float 
 
 
 def fmt_money(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}"
+    if value is None:
+        return "unknown"
+    if 0 < abs(value) < 1:
+        return f"${value:.4f}"  # small but real: never let it read as $0.00
+    return f"${value:,.2f}"
 
 
 def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
     """Per night and route: estimate vs actual, from the `cost` view."""
-    where, params = "", []
+    # A batch the provider refused for a queue quota never ran (its requests went again in another batch).
+    where, params = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = 'refused')", []
     if since:
-        where, params = "WHERE night >= ?", [since]
+        where, params = where + " AND night >= ?", [since]
     rows = store.rows(
         f"""SELECT night, route, stage, count(*) AS batches, coalesce(sum(input_tokens), 0) AS input_tokens,
                coalesce(sum(output_tokens), 0) AS output_tokens,

@@ -458,6 +458,8 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
     summaries: dict[tuple[str, str], RouteSummary] = {}
     for route in config.contestants:
         s = RouteSummary(route.name, "gen", route.provider, route.transport)
+        if not route.price.known:  # unknown, even with nothing to send: never shown as $0
+            s.est_cost_batch = s.est_cost_online = None
         row = store.one(
             """SELECT count(*) AS tasks, sum(scope = 'out_of_context_scope') AS ooc, sum(scope = 'send') AS send
                FROM cells c JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp
@@ -466,6 +468,8 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
         summaries[(route.name, "gen")] = s
     for route in config.judges:
         s = RouteSummary(route.name, "judge", route.provider, route.transport)
+        if not route.price.known:
+            s.est_cost_batch = s.est_cost_online = None
         s.requests = store.scalar(
             "SELECT count(*) FROM requests r JOIN config_routes j ON j.route = r.route AND j.policy_fp = r.policy_fp WHERE r.stage = 'judge' AND j.role = 'judge' AND r.route = ?",
             [route.name]) or 0

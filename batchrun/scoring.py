@@ -40,7 +40,7 @@ def matched_panel(store: Store) -> dict[str, Any]:
     routes = sorted({r["route"] for r in rows})
     scored: dict[str, dict[str, float]] = defaultdict(dict)
     for r in rows:
-        if r["status"] == "ok":
+        if r["status"] == "ok" and r["score"] is not None:  # no score without a judge panel
             scored[r["route"]][r["task_id"]] = r["score"]
     common = set.intersection(*(set(scored[r]) for r in routes)) if routes else set()
     return {
