@@ -134,3 +134,13 @@ def test_progress_is_one_line_per_event_off_a_terminal_and_live_on_one(project: 
                 f.unlink()
     finally:
         emu.stop()
+
+
+def test_generation_only_config_completes_without_headline_numbers(project: Project, emulator: Emulator) -> None:
+    small_project(project, panel=[], routes={"gpt": DEFAULT_ROUTES["gpt"]})
+    result = project.run("refresh", "--interval", "0.05", emulator=emulator)
+    assert result.exit_code == 0, result.output
+    (row,) = project.sql("SELECT * FROM leaderboard")
+    assert row["complete"] == 1 and row["all_tasks_overall"] is None and row["scored_overall"] is None
+    report = json.loads(project.run("report", "--format", "json").output)
+    assert report["routes"][0]["overall"] is None
