@@ -69,7 +69,7 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
 
     if not config.paths.state.exists():
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
-        scan_corpus(_EmptyStore(), config)
+        scan_corpus(None, config)
     elif command in _READS_DATASET:
         # Likewise before recording a run in an existing state.db: a bad dataset changes nothing.
         # (Read-only: the document cache makes this a stat per unchanged document.)
@@ -93,17 +93,6 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
 
 # Commands that read the dataset and corpus (poll and cancel don't: they keep working on a broken dataset).
 _READS_DATASET = frozenset({"plan", "submit", "collect", "refresh"})
-
-
-class _EmptyStore:
-    """Stands in for a store that does not exist yet (no cache to consult)."""
-
-    class _DB:
-        @staticmethod
-        def table_names() -> list[str]:
-            return []
-
-    db = _DB()
 
 
 def wait_lock_option(fn: Callable[..., Any]) -> Callable[..., Any]:

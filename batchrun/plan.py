@@ -112,14 +112,17 @@ class Corpus:
     paths: dict[str, Path]  # by corpus_file
 
 
-def scan_corpus(store: Store, config: Config) -> Corpus:
-    """Load the dataset and measure every document it names (validating all, writing nothing)."""
+def scan_corpus(store: Store | None, config: Config) -> Corpus:
+    """Load the dataset and measure every document it names (validating all, writing nothing).
+
+    `store` supplies the document cache; None (no state.db yet) measures every document."""
     dataset = load_dataset(config.paths.dataset)
     corpus_dir = config.paths.corpus
     if not corpus_dir.is_dir():
         raise DataError(f"Corpus folder {corpus_dir} does not exist.", "Set [paths] corpus in the config, or put the documents in corpus/.")
-    cache = {r["path"]: r for r in store.rows("SELECT * FROM document_files")} if "document_files" in store.db.table_names() else {}
-    known = {r["sha256"]: r for r in store.rows("SELECT * FROM documents")} if "documents" in store.db.table_names() else {}
+    tables = store.db.table_names() if store is not None else []
+    cache = {r["path"]: r for r in store.rows("SELECT * FROM document_files")} if store is not None and "document_files" in tables else {}
+    known = {r["sha256"]: r for r in store.rows("SELECT * FROM documents")} if store is not None and "documents" in tables else {}
     docs: dict[str, DocumentInfo] = {}
     paths: dict[str, Path] = {}
     for task in dataset.tasks:
