@@ -27,7 +27,7 @@ from .progress import SILENT, Progress
 from .providers import get_adapter
 from .store import Store
 
-CHUNK = 2000  # result lines per transaction
+CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
 
 _MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed"}
 

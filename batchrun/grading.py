@@ -56,6 +56,15 @@ def _objects(text: str) -> list[dict[str, Any]]:
 def parse_verdict(text: str | None) -> Verdict:
     if not text or not text.strip():
         return Verdict(None, error="empty reply")
+    stripped = text.strip()
+    if stripped.startswith("{"):  # the common case: the reply is exactly the verdict object
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and "total" in obj and _number(obj["total"]) is not None:
+            points = obj.get("points_awarded")
+            return Verdict(_number(obj["total"]), points if isinstance(points, list) else None)
     # Fenced blocks first (```json ... ```), then the whole text.
     candidates = re.findall(r"```(?:json|JSON)?\s*(.*?)```", text, flags=re.S) + [text]
     for chunk in candidates:

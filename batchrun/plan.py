@@ -211,24 +211,27 @@ def _record_policy(store: Store, fp: str, stage: str, route: Route, policy: dict
 
 
 def queue_judgments(store: Store, config: Config) -> int:
-    """One judge request per valid answer x judge route of the current panel. Returns how many were new."""
+    """One judge request per valid answer x judge route of the current panel. Returns how many were new.
+
+    Only answers still missing a request from a judge are read (prompts are built only for them),
+    so a collect with nothing new to judge costs one indexed query per judge."""
     judges = {r["route"]: r["policy_fp"] for r in store.rows("SELECT route, policy_fp FROM config_routes WHERE role = 'judge'")}
-    if not judges:
-        return 0
-    answers = store.rows(
-        """SELECT c.custom_id, c.task_id, t.question, t.rubric_json, t.task_sha256, res.id AS result_id, res.text
-           FROM cells c
-           JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
-           JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
-           JOIN request_status s ON s.custom_id = c.custom_id AND s.state = 'ok'
-           JOIN results res ON res.id = s.ok_result_id"""
-    )
     now = time.time()
     new = 0
-    for a in answers:
-        rubric = [_Item(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
-        for judge_name, jfp in judges.items():
-            route = config.routes[judge_name]
+    for judge_name, jfp in judges.items():
+        route = config.routes[judge_name]
+        answers = store.rows(
+            """SELECT c.custom_id, c.task_id, t.question, t.rubric_json, t.task_sha256, res.id AS result_id, res.text
+               FROM cells c
+               JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+               JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+               JOIN request_status s ON s.custom_id = c.custom_id AND s.state = 'ok'
+               JOIN results res ON res.id = s.ok_result_id
+               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = c.custom_id
+                                 AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = res.id)""",
+            [judge_name, jfp])
+        for a in answers:
+            rubric = [_Item(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
             cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["task_sha256"])
             prompt_chars = len(judge_prompt(a["question"], rubric, a["text"]))
             cur = store.db.execute(

@@ -21,7 +21,17 @@ from .config import Config
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store
 
-RESPONSE_STATUS = {"judging": "ok"}  # for responses files, an answer being judged is an ok answer
+RESPONSE_STATUS = {"judging": "ok"}
+
+
+def snapshot_cells(store: Store) -> None:
+    """Evaluate the `cell_status` view once into a temporary table, indexed by route.
+
+    Filtering the view by route is not pushed down into it by SQLite, so per-route queries
+    against the view would evaluate it once per route (30 routes x 481 tasks x 3 judges)."""
+    store.db.execute("DROP TABLE IF EXISTS temp.cells_now")
+    store.db.execute("CREATE TEMP TABLE cells_now AS SELECT * FROM cell_status")
+    store.db.execute("CREATE INDEX temp.cells_now_route ON cells_now (route)")  # for responses files, an answer being judged is an ok answer
 
 
 def leaderboard(store: Store) -> list[dict[str, Any]]:
@@ -36,7 +46,7 @@ def leaderboard(store: Store) -> list[dict[str, Any]]:
 
 def matched_panel(store: Store) -> dict[str, Any]:
     """Tasks scored by every contestant route, and each route's mean over them (robustness only)."""
-    rows = store.rows("SELECT route, task_id, status, score FROM cell_status")
+    rows = store.rows("SELECT route, task_id, status, score FROM cells_now")
     routes = sorted({r["route"] for r in rows})
     scored: dict[str, dict[str, float]] = defaultdict(dict)
     for r in rows:
@@ -52,7 +62,7 @@ def matched_panel(store: Store) -> dict[str, Any]:
 def _judge_details(store: Store, route: str) -> dict[str, dict[str, Any]]:
     rows = store.rows(
         """SELECT cs.task_id, jr.route AS judge, jm.total, jm.score, jm.points_awarded_json
-           FROM cell_status cs
+           FROM cells_now cs
            JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
            JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
            JOIN request_status s ON s.custom_id = jr.custom_id AND s.state = 'ok'
@@ -74,7 +84,7 @@ def _iso(ts: float | None) -> str | None:
 def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
     route = config.routes[route_name]
     dates = store.one(
-        """SELECT min(b.submitted_at) AS first, max(b.ended_at) AS last FROM cell_status cs
+        """SELECT min(b.submitted_at) AS first, max(b.ended_at) AS last FROM cells_now cs
            JOIN results r ON r.id = cs.result_id JOIN batches b ON b.id = r.batch_id WHERE cs.route = ?""", [route_name]) or {}
     temperature = config.generation_temperature(route)
     return {
@@ -105,7 +115,7 @@ def route_scores(store: Store, config: Config, board_row: dict[str, Any]) -> dic
     route = board_row["route"]
     judges = _judge_details(store, route)
     tasks = []
-    for cs in store.rows("SELECT cs.* FROM cell_status cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? ORDER BY t.position", [route]):
+    for cs in store.rows("SELECT cs.* FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? ORDER BY t.position", [route]):
         status = "pending" if cs["status"] == "judging" else cs["status"]
         score = cs["score"] if status == "ok" else (0.0 if status in ("out_of_context_scope", "refusal", "empty", "error") else None)
         tasks.append({"task_id": cs["task_id"], "status": status, "score": score, "judges": judges.get(cs["task_id"], {})})
@@ -121,7 +131,7 @@ def route_responses(store: Store, config: Config, route: str) -> dict[str, Any]:
         """SELECT cs.task_id, cs.status, cs.custom_id, res.text, res.finish_reason, res.input_tokens, res.output_tokens,
                   res.reasoning_tokens, res.cached_tokens, res.batch_id, b.ended_at, res.error_message,
                   (SELECT count(*) FROM results a WHERE a.custom_id = cs.custom_id) AS attempts
-           FROM cell_status cs JOIN tasks t ON t.task_id = cs.task_id
+           FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id
            LEFT JOIN results res ON res.id = cs.result_id LEFT JOIN batches b ON b.id = res.batch_id
            WHERE cs.route = ? ORDER BY t.position""", [route]):
         status = RESPONSE_STATUS.get(row["status"], row["status"])
@@ -150,6 +160,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def write_results(store: Store, config: Config) -> list[Path]:
+    snapshot_cells(store)
     written = []
     for row in leaderboard(store):
         if row["route"] not in config.routes:
@@ -163,6 +174,7 @@ def write_results(store: Store, config: Config) -> list[Path]:
 
 def report_data(store: Store, config: Config) -> dict[str, Any]:
     # The same keys as the scores files (tasks included), plus the matched panel.
+    snapshot_cells(store)
     routes = [route_scores(store, config, row) for row in leaderboard(store) if row["route"] in config.routes]
     return {"routes": routes, "matched_panel": matched_panel(store), "dataset_sha256": store.meta("dataset_sha256"),
             "batchrun_version": __version__}

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_schema_doc_is_generated_from_migrations() -> None:
     assert (ROOT / "docs" / "schema.md").read_text(encoding="utf-8") == schema_markdown(), (
-        "docs/schema.md is stale: run `python -m batchrun.store --schema-doc > docs/schema.md`"
+        "docs/schema.md is stale: run `python -m batchrun.schema_doc > docs/schema.md`"
     )
 
 

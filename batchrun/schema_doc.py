@@ -1,0 +1,8 @@
+"""Write docs/schema.md's content to stdout: `python -m batchrun.schema_doc > docs/schema.md`."""
+
+import sys
+
+from .store import schema_markdown
+
+if __name__ == "__main__":
+    sys.stdout.write(schema_markdown())
