@@ -6,12 +6,18 @@ Its identity is the sha256 of its bytes, which goes into every custom_id built f
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .caps import is_cjk
+from .caps import CJK_WINDOW, is_cjk
 from .errors import DataError
+from .jsonl import escape_str
+
+# Documents are streamed in pieces of this size: memory does not grow with the document.
+CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -61,3 +67,51 @@ def read_text(path: Path, *, where: str) -> tuple[str, bytes]:
 
 def measure(name: str, text: str, data: bytes) -> DocumentInfo:
     return DocumentInfo(name=name, sha256=hashlib.sha256(data).hexdigest(), chars=len(text), nbytes=len(data), cjk=is_cjk(text))
+
+
+def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
+    """(raw piece, decoded text) pairs for a document, decoded strictly as UTF-8 in pieces."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    offset = 0
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
+    except OSError as e:
+        raise DataError(f"{where}: cannot read corpus file {path}: {e.strerror}.", "Check the file's permissions.")
+    with f:
+        while True:
+            piece = f.read(CHUNK_BYTES)
+            try:
+                text = decoder.decode(piece, final=not piece)
+            except UnicodeDecodeError as e:
+                raise DataError(
+                    f"{where}: corpus file {path} is not UTF-8 (invalid byte at offset {offset + e.start}).",
+                    "Convert it to UTF-8 (for example with iconv -f GB18030 -t UTF-8).",
+                )
+            yield piece, text
+            if not piece:
+                return
+            offset += len(piece)
+
+
+def measure_file(name: str, path: Path, *, where: str) -> DocumentInfo:
+    """sha256, length in characters, size and CJK flag, streamed (the same values as `measure`)."""
+    h = hashlib.sha256()
+    chars = nbytes = 0
+    head = ""
+    for piece, text in _decoded_chunks(path, where=where):
+        h.update(piece)
+        nbytes += len(piece)
+        chars += len(text)
+        if len(head) < CJK_WINDOW:
+            head += text[: CJK_WINDOW - len(head)]
+    return DocumentInfo(name=name, sha256=h.hexdigest(), chars=chars, nbytes=nbytes, cjk=is_cjk(head))
+
+
+def escaped_pieces(path: Path, *, where: str) -> list[bytes]:
+    """The document JSON-escaped (line-safe, UTF-8), as pieces to splice into request lines.
+
+    Escaping is per character, so escaping the pieces separately gives the escaping of the whole;
+    only this one escaped copy of the document is held."""
+    return [escape_str(text).encode() for _, text in _decoded_chunks(path, where=where) if text]

@@ -33,7 +33,7 @@ from . import jsonl
 from .caps import is_cjk
 from .config import Config, Route, fingerprint
 from .cost import online_cost, request_cost
-from .corpus import DocumentInfo, measure, read_text, resolve
+from .corpus import DocumentInfo, escaped_pieces, measure_file, resolve
 from .dataset import Dataset, Task, load_dataset
 from .errors import DataError
 from .prompts import generation_prompt, generation_prompt_overhead, judge_prompt
@@ -141,9 +141,7 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
         else:
             if not os.access(path, os.R_OK):
                 raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
-            text, data = read_text(path, where=where)
-            info = measure(name, text, data)
-            del text, data
+            info = measure_file(name, path, where=where)
         docs[task.corpus_file] = info
         paths[task.corpus_file] = path
     return Corpus(dataset=dataset, docs=docs, paths=paths)
@@ -441,7 +439,7 @@ def recover_interrupted_writes(store: Store) -> None:
             store.db.execute("UPDATE batches SET status = 'abandoned', error = 'interrupted while writing' WHERE id = ?", [row["id"]])
 
 
-def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped: bytes | None) -> list[bytes]:
+def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped: list[bytes] | None) -> list[bytes]:
     line = jsonl.dumps(adapter.build_line(route, spec))
     if document_escaped is None:
         return [line.encode(), b"\n"]
@@ -449,7 +447,7 @@ def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped:
     # that happens to contain the placeholder text cannot move the document.
     head, sep, tail = line.rpartition(_DOC_SENTINEL_ESCAPED)
     assert sep, "document placeholder missing from the request line"
-    return [head.encode(), document_escaped, tail.encode(), b"\n"]
+    return [head.encode(), *document_escaped, tail.encode(), b"\n"]
 
 
 def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
@@ -528,9 +526,7 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
         by_doc[tasks[p["task_id"]].corpus_file].append(p)
     writers: dict[str, ShardWriter] = {}
     for corpus_file in sorted(by_doc):
-        text, _ = read_text(corpus.paths[corpus_file], where=f"{corpus.dataset.path} (corpus_file {corpus_file})")
-        escaped = jsonl.escape_str(text).encode()
-        del text
+        escaped = escaped_pieces(corpus.paths[corpus_file], where=f"{corpus.dataset.path} (corpus_file {corpus_file})")
         for p in by_doc[corpus_file]:
             route = config.routes[p["route"]]
             writer = writers.get(route.name)
