@@ -99,14 +99,13 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                    reasoning_tokens, cached_tokens, error_type, error_message, raw_json, collected_at, run_id, cost)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
             if verdicts:
-                ids = dict(store.db.execute(
-                    f"SELECT custom_id, id FROM results WHERE batch_id = ? AND custom_id IN ({','.join('?' * len(verdicts))})",
-                    [b["id"], *[v[0] for v in verdicts]]).fetchall())
+                # Each judgment points at its result row, found through the (batch_id, custom_id) key.
                 store.db.conn.executemany(
-                    "INSERT OR IGNORE INTO judgments VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(ids[cid], cid, v.total, rt, None if v.total is None else score(v.total, rt),
-                      json.dumps(v.points_awarded) if v.points_awarded is not None else None, v.error)
-                     for cid, v, rt in verdicts if cid in ids])
+                    """INSERT OR IGNORE INTO judgments (result_id, custom_id, total, rubric_total, score, points_awarded_json, parse_error)
+                       SELECT id, custom_id, ?, ?, ?, ?, ? FROM results WHERE batch_id = ? AND custom_id = ?""",
+                    [(v.total, rt, None if v.total is None else score(v.total, rt),
+                      json.dumps(v.points_awarded) if v.points_awarded is not None else None, v.error, b["id"], cid)
+                     for cid, v, rt in verdicts])
             if final:
                 store.db.execute("UPDATE batches SET status = 'collected', collected_at = ? WHERE id = ?", [now, b["id"]])
         rows.clear()
@@ -116,8 +115,9 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
         if not Path(path).exists():
             continue
         for _, raw, _ in jsonl.iter_lines(Path(path)):
+            text = raw.decode("utf-8", "replace")  # decoded once: parsed, and kept as raw_json
             try:
-                obj = json.loads(raw)
+                obj = json.loads(text)
             except ValueError:
                 continue  # a truncated last line: that request gets a 'missing' row below
             line = adapter.parse_line(obj)
@@ -140,7 +140,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                     cost = 0.0  # a failed line the provider reports no usage for is not billed: $0, not unknown
             rows.append((b["id"], line.custom_id, kind, line.text, line.finish_reason, u.input_tokens, u.output_tokens,
                          u.reasoning_tokens, u.cached_tokens, line.error_type, line.error_message,
-                         raw.decode("utf-8", "replace"), now, store.run_id, cost))
+                         text, now, store.run_id, cost))
             result.lines += 1
             result.by_kind[kind] = result.by_kind.get(kind, 0) + 1
             if len(rows) >= CHUNK:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +18,8 @@ from .caps import CJK_WINDOW, is_cjk
 from .errors import DataError
 from .jsonl import escape_str
 
-# Documents are streamed in pieces of this size: memory does not grow with the document.
-CHUNK_BYTES = 1 << 20
+# Documents are streamed in pieces of this size (256 KiB): memory does not grow with the document.
+CHUNK_BYTES = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,31 @@ def measure_file(name: str, path: Path, *, where: str) -> DocumentInfo:
     return DocumentInfo(name=name, sha256=h.hexdigest(), chars=chars, nbytes=nbytes, cjk=is_cjk(head))
 
 
-def escaped_pieces(path: Path, *, where: str) -> list[bytes]:
-    """The document JSON-escaped (line-safe, UTF-8), as pieces to splice into request lines.
+class EscapedDocument:
+    """A document JSON-escaped once (line-safe, UTF-8) into a scratch file, spliced into request
+    lines by streaming it: no whole document is ever held in memory, however many lines carry it.
 
-    Escaping is per character, so escaping the pieces separately gives the escaping of the whole;
-    only this one escaped copy of the document is held."""
-    return [escape_str(text).encode() for _, text in _decoded_chunks(path, where=where) if text]
+    Escaping is per character, so escaping the pieces separately gives the escaping of the whole."""
+
+    def __init__(self, path: Path, scratch_dir: Path, *, where: str):
+        scratch_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=scratch_dir, suffix=".escaped")
+        self.path = Path(tmp)
+        self.size = 0
+        with os.fdopen(fd, "wb") as f:
+            for _, text in _decoded_chunks(path, where=where):
+                if text:
+                    data = escape_str(text).encode()
+                    f.write(data)
+                    self.size += len(data)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def chunks(self) -> Iterator[bytes]:
+        with open(self.path, "rb") as f:
+            while data := f.read(CHUNK_BYTES):
+                yield data
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)

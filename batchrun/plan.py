@@ -33,7 +33,7 @@ from . import jsonl
 from .caps import is_cjk
 from .config import Config, Route, fingerprint
 from .cost import online_cost, request_cost
-from .corpus import DocumentInfo, escaped_pieces, measure_file, resolve
+from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
 from .dataset import Dataset, Task, load_dataset
 from .errors import DataError
 from .prompts import generation_prompt, generation_prompt_overhead, judge_prompt
@@ -354,7 +354,7 @@ class ShardWriter:
         self.est_out = 0
         self.est_cost: float | None = 0.0
 
-    def write(self, custom_id: str, parts: list[bytes], est_in: int, est_out: int) -> None:
+    def write(self, custom_id: str, parts: list[bytes | EscapedDocument], est_in: int, est_out: int) -> None:
         size = sum(len(p) for p in parts)
         if size > self.route.max_bytes_per_file:
             raise DataError(
@@ -369,8 +369,9 @@ class ShardWriter:
         if self.file is None:
             self._open()
         for p in parts:
-            self.file.write(p)
-            self.sha.update(p)
+            for data in (p,) if isinstance(p, bytes) else p.chunks():
+                self.file.write(data)
+                self.sha.update(data)
         self.n += 1
         self.bytes += size
         self.ids.append(custom_id)
@@ -439,7 +440,7 @@ def recover_interrupted_writes(store: Store) -> None:
             store.db.execute("UPDATE batches SET status = 'abandoned', error = 'interrupted while writing' WHERE id = ?", [row["id"]])
 
 
-def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped: list[bytes] | None) -> list[bytes]:
+def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped: EscapedDocument | None) -> list[bytes | EscapedDocument]:
     line = jsonl.dumps(adapter.build_line(route, spec))
     if document_escaped is None:
         return [line.encode(), b"\n"]
@@ -447,7 +448,7 @@ def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped:
     # that happens to contain the placeholder text cannot move the document.
     head, sep, tail = line.rpartition(_DOC_SENTINEL_ESCAPED)
     assert sep, "document placeholder missing from the request line"
-    return [head.encode(), *document_escaped, tail.encode(), b"\n"]
+    return [head.encode(), document_escaped, tail.encode(), b"\n"]
 
 
 def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
@@ -525,8 +526,9 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
     for p in gen_pending:
         by_doc[tasks[p["task_id"]].corpus_file].append(p)
     writers: dict[str, ShardWriter] = {}
+    scratch = config.paths.jobs / ".scratch"
     for corpus_file in sorted(by_doc):
-        escaped = escaped_pieces(corpus.paths[corpus_file], where=f"{corpus.dataset.path} (corpus_file {corpus_file})")
+        escaped = EscapedDocument(corpus.paths[corpus_file], scratch, where=f"{corpus.dataset.path} (corpus_file {corpus_file})")
         for p in by_doc[corpus_file]:
             route = config.routes[p["route"]]
             writer = writers.get(route.name)
@@ -538,7 +540,7 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
                 config.generation_max_tokens(route), config.generation_temperature(route),
             )
             writer.write(p["custom_id"], _line_parts(get_adapter(route.provider), route, spec, escaped), p["est_input_tokens"], p["est_output_tokens"])
-        del escaped
+        escaped.close()
     for writer in writers.values():
         writer.finish()
     return result
