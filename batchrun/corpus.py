@@ -50,27 +50,6 @@ def resolve(corpus_dir: Path, corpus_file: str, *, where: str) -> tuple[str, Pat
     return candidate.relative_to(root).as_posix(), candidate
 
 
-def read_text(path: Path, *, where: str) -> tuple[str, bytes]:
-    """Decode a document strictly as UTF-8; an error names the byte offset."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
-    except OSError as e:
-        raise DataError(f"{where}: cannot read corpus file {path}: {e.strerror}.", "Check the file's permissions.")
-    try:
-        return data.decode("utf-8"), data
-    except UnicodeDecodeError as e:
-        raise DataError(
-            f"{where}: corpus file {path} is not UTF-8 (invalid byte at offset {e.start}).",
-            "Convert it to UTF-8 (for example with iconv -f GB18030 -t UTF-8).",
-        )
-
-
-def measure(name: str, text: str, data: bytes) -> DocumentInfo:
-    return DocumentInfo(name=name, sha256=hashlib.sha256(data).hexdigest(), chars=len(text), nbytes=len(data), cjk=is_cjk(text))
-
-
 def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
     """(raw piece, decoded text) pairs for a document, decoded strictly as UTF-8 in pieces."""
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
@@ -98,7 +77,7 @@ def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
 
 
 def measure_file(name: str, path: Path, *, where: str) -> DocumentInfo:
-    """sha256, length in characters, size and CJK flag, streamed (the same values as `measure`)."""
+    """sha256 of the bytes, length in characters, size and CJK flag, streamed in pieces."""
     h = hashlib.sha256()
     chars = nbytes = 0
     head = ""

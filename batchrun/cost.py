@@ -43,10 +43,6 @@ def billed_output(route: Route, output_tokens: int | None, reasoning_tokens: int
     return output_tokens
 
 
-def batch_estimate_cost(route: Route, est_input: int, est_output: int) -> float | None:
-    return request_cost(route, est_input, est_output)
-
-
 def fmt_money(value: float | None) -> str:
     if value is None:
         return "unknown"

@@ -22,7 +22,6 @@ import json
 import math
 import os
 import re
-import shutil
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -545,7 +544,3 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
         writer.finish()
     return result
 
-
-def discard_jobs_folder(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path)
