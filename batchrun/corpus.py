@@ -1,4 +1,5 @@
-"""Corpus documents: resolved safely, decoded once, measured once.
+"""Corpus documents: resolved safely, streamed in pieces, measured once (then cached in state.db),
+JSON-escaped once per plan.
 
 A document's length is `len()` of its decoded UTF-8 text (the spec counts characters, not bytes).
 Its identity is the sha256 of its bytes, which goes into every custom_id built from it.

@@ -429,8 +429,10 @@ class ShardWriter:
         self.ids = []
 
 
-def recover_interrupted_writes(store: Store) -> None:
-    """Batches left 'writing' by a crash: their files are incomplete; drop them."""
+def recover_interrupted_writes(store: Store, config: Config) -> None:
+    """Batches left 'writing' by a crash: their files are incomplete; drop them (and stale scratch files)."""
+    for stale in (config.paths.jobs / ".scratch").glob("*.escaped"):
+        stale.unlink(missing_ok=True)
     for row in store.rows("SELECT id, dir FROM batches WHERE status = 'writing'"):
         partial = Path(row["dir"]) / "requests.jsonl.partial"
         if partial.exists():
@@ -456,7 +458,7 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
     for name in routes or ():
         if name not in config.routes:
             raise DataError(f"--route {name!r} is not a route of {config.path}.", f"Known routes: {', '.join(config.routes)}.")
-    recover_interrupted_writes(store)
+    recover_interrupted_writes(store, config)
     corpus = sync_state(store, config, corpus)
     result = PlanResult(warnings=list(config.warnings))
     summaries: dict[tuple[str, str], RouteSummary] = {}
