@@ -12,7 +12,14 @@ __version__ = "0.1.0"
 
 from .collect import collect  # noqa: E402
 from .config import Config, Route, load_config  # noqa: E402
-from .errors import BatchrunError, ConfigError, DataError, LockError, ProviderError, StateError  # noqa: E402
+from .errors import (  # noqa: E402
+    BatchrunError,
+    ConfigError,
+    DataError,
+    LockError,
+    ProviderError,
+    StateError,
+)
 from .plan import plan  # noqa: E402
 from .poll import poll  # noqa: E402
 from .refresh import refresh  # noqa: E402

@@ -235,7 +235,8 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
     Exit 0: complete. Exit 2: incomplete (time limit, budget, or nothing can progress). Exit 1: a
     user error (bad config or data).
     """
-    from .refresh import deadline_from, refresh as do_refresh
+    from .refresh import deadline_from
+    from .refresh import refresh as do_refresh
 
     config = ctx.config()
     deadline = deadline_from(parse_duration(timeout_) if timeout_ else None, _check_until(until))

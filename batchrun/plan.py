@@ -31,8 +31,8 @@ from typing import Any
 from . import jsonl
 from .caps import is_cjk
 from .config import Config, Route, fingerprint
-from .cost import online_cost, request_cost
 from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
+from .cost import online_cost, request_cost
 from .dataset import Dataset, Task, load_dataset
 from .errors import DataError
 from .prompts import generation_prompt, generation_prompt_overhead, judge_prompt

@@ -22,7 +22,6 @@ from .progress import SILENT, Progress
 from .store import LIVE_BATCH_STATUSES, Store, sql_list
 from .submit import submit
 
-
 # Rounds in a row with nothing but provider errors before refresh says the failure is persistent.
 MAX_STALLED_ROUNDS = 10
 

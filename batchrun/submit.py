@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from . import faults
-from .clients import api_key, classify, is_transient, is_unreachable, make_client, provider_error
+from .clients import (
+    api_key,
+    classify,
+    is_transient,
+    is_unreachable,
+    make_client,
+    provider_error,
+)
 from .config import Config, Route
 from .cost import fmt_money
 from .errors import ProviderError, StateError
@@ -36,6 +43,7 @@ from .plan import PlanResult, plan
 from .progress import SILENT, Progress
 from .providers import BatchStatus, get_adapter
 from .providers.anthropic import total_requests
+from .quota import Gate, submission_order
 from .store import Store
 
 # How far before our recorded create intent a provider's clock may place the batch.
@@ -129,8 +137,6 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
     # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
     for b in batches:
         api_key(config.routes[b["route"]])
-
-    from .quota import Gate, submission_order
 
     batches = submission_order(batches, store)
     gate = Gate(store, config, budget if budget is not None else config.budget)

@@ -63,7 +63,14 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import wire
 from .faults import HTTP_KINDS, FaultSet
-from .httpio import CHUNK, BodyError, BodyReader, dumps_line, iter_jsonl, parse_multipart
+from .httpio import (
+    CHUNK,
+    BodyError,
+    BodyReader,
+    dumps_line,
+    iter_jsonl,
+    parse_multipart,
+)
 from .responder import load_responder
 from .wire import Outcome
 

@@ -13,7 +13,14 @@ from typing import Any
 
 from ..clients import call
 from ..config import Route
-from . import TRACE_HEADER, BatchStatus, LineResult, RequestSpec, Usage, error_kind_for_status
+from . import (
+    TRACE_HEADER,
+    BatchStatus,
+    LineResult,
+    RequestSpec,
+    Usage,
+    error_kind_for_status,
+)
 
 _STATES = {
     "validating": "pending",
