@@ -60,7 +60,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     result.leaderboard = leaderboard(store)
     result.complete = bool(result.leaderboard) and all(r["complete"] for r in result.leaderboard)
     if write_outputs:
-        write_results(store, config)
+        write_results(store, config, result.leaderboard)
     return result
 
 

@@ -19,6 +19,7 @@ from .errors import ProviderError
 from .plan import pending_requests
 from .poll import poll_once
 from .progress import SILENT, Progress
+from .scoring import write_results
 from .store import LIVE_BATCH_STATUSES, Store, sql_list
 from .submit import submit
 
@@ -31,7 +32,6 @@ class RefreshOutcome:
     complete: bool
     reason: str
     batches_created: int = 0
-    requests_sent: int = 0
     leaderboard: list[dict] = field(default_factory=list)
 
 
@@ -52,9 +52,10 @@ def deadline_from(timeout: float | None, until: str | None) -> float | None:
 
 def refresh(store: Store, config: Config, *, deadline: float | None = None, interval: float = 30.0,
             budget: float | None = None, progress: Progress = SILENT) -> RefreshOutcome:
-    created = sent = 0
+    created = 0
     started = time.time()
     stalled = 0  # consecutive rounds where the providers only answered with errors
+    first_round = True
     last_error = ""
     while True:
         try:
@@ -69,35 +70,39 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
             progress.event(f"provider error: {e.message}")
             if stalled >= MAX_STALLED_ROUNDS or (deadline is not None and time.time() + interval > deadline):
                 c = collect(store, config, progress=progress)
-                return RefreshOutcome(False, f"persistent infrastructure failure: {last_error}", created, sent, c.leaderboard)
+                return RefreshOutcome(False, f"persistent infrastructure failure: {last_error}", created, c.leaderboard)
             time.sleep(interval)
             continue
         created += len(s.created) + len(s.adopted)
-        sent += sum(b for b in (store.scalar("SELECT n_requests FROM batches WHERE id = ?", [bid]) or 0 for bid in s.created))
-        c = collect(store, config, progress=progress)
+        # results/ changes only when something was collected (or, on the first round, when the
+        # config changed since the last run): rewriting ~2 files per route every tick is waste.
+        c = collect(store, config, progress=progress, write_outputs=False)
+        if first_round or c.batches:
+            write_results(store, config, c.leaderboard)
+        first_round = False
         progressed = bool(s.created or s.adopted or p.ended or p.downloaded or c.batches)
         if s.provider_errors or p.provider_errors:
             stalled = 0 if progressed else stalled + 1
             if stalled >= MAX_STALLED_ROUNDS:
                 why = "; ".join(sorted({r for _, r in s.held})) or "checking or downloading batches keeps failing"
-                return RefreshOutcome(False, f"persistent infrastructure failure: {why}", created, sent, c.leaderboard)
+                return RefreshOutcome(False, f"persistent infrastructure failure: {why}", created, c.leaderboard)
         else:
             stalled = 0
         if c.complete:
             reason = "every route is complete" if created else "nothing to do: every route is already complete"
-            return RefreshOutcome(True, reason, created, sent, c.leaderboard)
+            return RefreshOutcome(True, reason, created, c.leaderboard)
         live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)}") or 0
         sendable = len(pending_requests(store, config))
         if live == 0 or (s.held and not p.in_flight and not s.provider_errors and not progressed):
             if s.held:
                 why = "; ".join(sorted({r for _, r in s.held}))
-                return RefreshOutcome(False, f"held back: {why}", created, sent, c.leaderboard)
+                return RefreshOutcome(False, f"held back: {why}", created, c.leaderboard)
             if sendable == 0 and not c.new_judge_requests:
-                return RefreshOutcome(False, _stuck_reason(store, config), created, sent, c.leaderboard)
+                return RefreshOutcome(False, _stuck_reason(store, config), created, c.leaderboard)
             continue  # something new became sendable (retries, judgments): submit it now
         if deadline is not None and time.time() + interval > deadline:
             return RefreshOutcome(False, f"time limit reached with {live} batch(es) in flight; the next run picks them up",
-                                  created, sent, c.leaderboard)
+                                  created, c.leaderboard)
         if not progressed:
             waited = 0.0
             while waited < interval:

@@ -159,10 +159,11 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def write_results(store: Store, config: Config) -> list[Path]:
+def write_results(store: Store, config: Config, board: list[dict[str, Any]] | None = None) -> list[Path]:
+    """Rewrite results/<route>.{responses,scores}.json; `board` is the leaderboard if already read."""
     snapshot_cells(store)
     written = []
-    for row in leaderboard(store):
+    for row in board if board is not None else leaderboard(store):
         if row["route"] not in config.routes:
             continue
         base = config.paths.results / row["route"].replace("/", "_")
