@@ -42,11 +42,14 @@ class CollectResult:
     leaderboard: list[dict[str, Any]] = field(default_factory=list)
 
 
-def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_outputs: bool = True) -> CollectResult:
+def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_outputs: bool = True,
+            sync: bool = True) -> CollectResult:
+    """`sync=False` when the caller has just synced config and dataset into state.db (refresh's submit)."""
     result = CollectResult()
     # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
     judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
-    sync_state(store, config)
+    if sync:
+        sync_state(store, config)
     for b in store.rows("SELECT * FROM batches WHERE status = 'downloaded' ORDER BY seq"):
         collect_batch(store, config, b, result)
         progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items())))

@@ -76,7 +76,7 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
         created += len(s.created) + len(s.adopted)
         # results/ changes only when something was collected (or, on the first round, when the
         # config changed since the last run): rewriting ~2 files per route every tick is waste.
-        c = collect(store, config, progress=progress, write_outputs=False)
+        c = collect(store, config, progress=progress, write_outputs=False, sync=False)  # submit just synced
         if first_round or c.batches:
             write_results(store, config, c.leaderboard)
         first_round = False
