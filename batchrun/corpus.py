@@ -20,7 +20,7 @@ from .errors import DataError
 from .jsonl import escape_str
 
 # Documents are streamed in pieces of this size (256 KiB): memory does not grow with the document.
-CHUNK_BYTES = 1 << 18
+CHUNK_BYTES = 1 << 15
 
 
 @dataclass(frozen=True)
