@@ -67,6 +67,7 @@ def load_dataset(path: Path) -> Dataset:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 (invalid byte at offset {e.start}).", "Save the dataset as UTF-8.")
+    del data  # the bytes, the text and the parsed records would otherwise all be alive at the peak
     records: list[tuple[str, Any]] = []
     if path.suffix.lower() == ".jsonl":
         for number, line in enumerate(text.split("\n"), start=1):
@@ -84,6 +85,7 @@ def load_dataset(path: Path) -> Dataset:
             raw = json.loads(text)
         except json.JSONDecodeError as e:
             raise DataError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}.", "Fix the JSON syntax at that position (or use the .jsonl release).")
+        del text
         if isinstance(raw, dict):
             for key in ("tasks", "data", "records", "items"):
                 if isinstance(raw.get(key), list):
