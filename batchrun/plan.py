@@ -26,14 +26,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from . import jsonl
 from .caps import is_cjk
 from .config import Config, Route, fingerprint
 from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
 from .cost import online_cost, request_cost
-from .dataset import Dataset, Task, load_dataset
+from .dataset import Dataset, RubricItem, Task, load_dataset
 from .errors import DataError
 from .prompts import generation_prompt, generation_prompt_overhead, judge_prompt
 from .providers import RequestSpec, get_adapter
@@ -111,6 +111,12 @@ class Corpus:
     paths: dict[str, Path]  # by corpus_file
 
 
+# Documents measured by this process, by (path, size, mtime_ns): a command validates the corpus
+# before it opens state.db and then syncs it, and a first run has no state.db cache yet; without
+# this it would read and hash every document twice.
+_measured: dict[tuple[str, int, int], DocumentInfo] = {}
+
+
 def scan_corpus(store: Store | None, config: Config) -> Corpus:
     """Load the dataset and measure every document it names (validating all, writing nothing).
 
@@ -140,7 +146,10 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
         else:
             if not os.access(path, os.R_OK):
                 raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
-            info = measure_file(name, path, where=where)
+            key = (str(path), st.st_size, st.st_mtime_ns)
+            info = _measured.get(key)
+            if info is None or info.name != name:
+                info = _measured[key] = measure_file(name, path, where=where)
         docs[task.corpus_file] = info
         paths[task.corpus_file] = path
     return Corpus(dataset=dataset, docs=docs, paths=paths)
@@ -275,11 +284,24 @@ def _supersede_stale_batches(store: Store) -> None:
 # --- pending requests -----------------------------------------------------------------------
 
 
-def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A request to write: what plan needs to build its line and estimate it (slots: a plan of
+    30 routes holds ~15,000 of these)."""
+
+    custom_id: str
+    stage: Literal["gen", "judge"]
+    route: str
+    task_id: str
+    parent_result_id: int | None  # judge requests: the answer being graded
+    est_input_tokens: int
+    est_output_tokens: int
+
+
+def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None) -> list[Pending]:
     """Current requests with nothing live and something left to try, in a stable order."""
-    rows = store.rows(
-        f"""SELECT s.custom_id, s.stage, s.route, s.task_id, r.policy_fp, r.parent_result_id,
-                   r.est_input_tokens, r.est_output_tokens, r.prompt_chars, t.position
+    cur = store.db.execute(
+        f"""SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens
             FROM request_status s JOIN requests r ON r.custom_id = s.custom_id
             JOIN tasks t ON t.task_id = s.task_id
             WHERE s.state = 'pending' AND s.custom_id IN ({current_requests_sql()})
@@ -288,17 +310,17 @@ def pending_requests(store: Store, config: Config, *, routes: set[str] | None = 
     held = judge_held(store, config)
     observed = observed_output_tokens(store)
     out = []
-    for r in rows:
-        if routes and r["route"] not in routes and not (r["stage"] == "judge" and _judged_route(store, r) in routes):
+    for custom_id, stage, route, task_id, parent_result_id, est_in, est_out in cur:
+        if routes and route not in routes and not (stage == "judge" and _judged_route(store, custom_id) in routes):
             continue
-        if stages and r["stage"] not in stages:
+        if stages and stage not in stages:
             continue
-        if r["custom_id"] in held:
+        if custom_id in held:
             continue
-        avg = observed.get((r["route"], r["stage"]))
+        avg = observed.get((route, stage))
         if avg is not None:
-            r["est_output_tokens"] = min(avg, r["est_output_tokens"])
-        out.append(r)
+            est_out = min(avg, est_out)
+        out.append(Pending(custom_id, stage, route, task_id, parent_result_id, est_in, est_out))
     return out
 
 
@@ -317,8 +339,8 @@ def observed_output_tokens(store: Store) -> dict[tuple[str, str], int]:
     return {(route, stage): math.ceil(avg) for route, stage, _, avg in rows}
 
 
-def _judged_route(store: Store, req: dict[str, Any]) -> str | None:
-    return store.scalar("SELECT g.route FROM requests j JOIN requests g ON g.custom_id = j.parent_custom_id WHERE j.custom_id = ?", [req["custom_id"]])
+def _judged_route(store: Store, custom_id: str) -> str | None:
+    return store.scalar("SELECT g.route FROM requests j JOIN requests g ON g.custom_id = j.parent_custom_id WHERE j.custom_id = ?", [custom_id])
 
 
 def judge_held(store: Store, config: Config) -> set[str]:
@@ -452,6 +474,13 @@ def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped:
     return [head.encode(), document_escaped, tail.encode(), b"\n"]
 
 
+@dataclass(frozen=True, slots=True)
+class _TaskText:
+    question: str
+    corpus_file: str
+    rubric: tuple[RubricItem, ...]
+
+
 def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
          write: bool = True, corpus: Corpus | None = None) -> PlanResult:
     """Sync state, then write request files for everything pending (unless write=False)."""
@@ -459,7 +488,26 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
         if name not in config.routes:
             raise DataError(f"--route {name!r} is not a route of {config.path}.", f"Known routes: {', '.join(config.routes)}.")
     recover_interrupted_writes(store, config)
-    corpus = sync_state(store, config, corpus)
+    # A plan writes and reads each page of state.db about once; SQLite's default 2 MB page cache
+    # would only fill with them and add to the plan's peak memory (which must not grow with the
+    # corpus).
+    with store.page_cache(kib=256):
+        tasks, dataset_path, doc_paths = _sync_for_writing(store, config, corpus)
+        return _plan_pending(store, config, tasks, dataset_path, doc_paths, routes=routes, stages=stages, write=write)
+
+
+def _sync_for_writing(store: Store, config: Config, corpus: Corpus | None) -> tuple[dict[str, _TaskText], Path, dict[str, Path]]:
+    """Sync state; keep only what writing needs: each task's question, document and rubric, and
+    each document's path. The rest of the dataset (ground truths, metadata: most of its memory) is
+    let go before the files are written."""
+    synced = sync_state(store, config, corpus)
+    tasks = {t.task_id: _TaskText(t.question, t.corpus_file, t.rubric) for t in synced.dataset.tasks}
+    return tasks, synced.dataset.path, synced.paths
+
+
+def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dataset_path: Path, doc_paths: dict[str, Path], *,
+                  routes: set[str] | None, stages: set[str] | None, write: bool) -> PlanResult:
+    """Summarise what is pending per route and write it into request files."""
     result = PlanResult(warnings=list(config.warnings))
     summaries: dict[tuple[str, str], RouteSummary] = {}
     for route in config.contestants:
@@ -484,63 +532,62 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
 
     pending = pending_requests(store, config, routes=routes, stages=stages)
     for p in pending:
-        s = summaries.get((p["route"], p["stage"]))
+        s = summaries.get((p.route, p.stage))
         if s:
-            s.est_input_tokens += p["est_input_tokens"]
-            s.est_output_tokens += p["est_output_tokens"]
-            route = config.routes[p["route"]]
-            batch = request_cost(route, p["est_input_tokens"], p["est_output_tokens"])
-            online = online_cost(route, p["est_input_tokens"], p["est_output_tokens"])
+            s.est_input_tokens += p.est_input_tokens
+            s.est_output_tokens += p.est_output_tokens
+            route = config.routes[p.route]
+            batch = request_cost(route, p.est_input_tokens, p.est_output_tokens)
+            online = online_cost(route, p.est_input_tokens, p.est_output_tokens)
             s.est_cost_batch = None if (batch is None or s.est_cost_batch is None) else s.est_cost_batch + batch
             s.est_cost_online = None if (online is None or s.est_cost_online is None) else s.est_cost_online + online
     panel = len(config.judging.panel)
     for p in pending:
-        if p["stage"] == "gen":
-            summaries[(p["route"], "gen")].judge_requests_expected += panel
+        if p.stage == "gen":
+            summaries[(p.route, "gen")].judge_requests_expected += panel
     if not write or not pending:
         if not write:
             for p in pending:
-                summaries[(p["route"], p["stage"])].to_send += 1
+                summaries[(p.route, p.stage)].to_send += 1
         return result
 
-    tasks = {t.task_id: t for t in corpus.dataset.tasks}
     # Judge requests: small, built from the answer in state.db.
-    judge_pending = [p for p in pending if p["stage"] == "judge"]
-    by_judge: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    judge_pending = [p for p in pending if p.stage == "judge"]
+    by_judge: dict[str, list[Pending]] = defaultdict(list)
     for p in judge_pending:
-        by_judge[p["route"]].append(p)
+        by_judge[p.route].append(p)
     for judge_name, reqs in by_judge.items():
         route = config.routes[judge_name]
         adapter = get_adapter(route.provider)
         writer = ShardWriter(store, config, route, "judge", result, summaries[(judge_name, "judge")])
         temperature = config.judge_temperature(route)
         for p in reqs:
-            task = tasks[p["task_id"]]
-            answer = store.scalar("SELECT text FROM results WHERE id = ?", [p["parent_result_id"]]) or ""
-            spec = RequestSpec(p["custom_id"], route.model, judge_prompt(task.question, task.rubric, answer), config.judging.max_tokens, temperature)
-            writer.write(p["custom_id"], _line_parts(adapter, route, spec, None), p["est_input_tokens"], p["est_output_tokens"])
+            task = tasks[p.task_id]
+            answer = store.scalar("SELECT text FROM results WHERE id = ?", [p.parent_result_id]) or ""
+            spec = RequestSpec(p.custom_id, route.model, judge_prompt(task.question, task.rubric, answer), config.judging.max_tokens, temperature)
+            writer.write(p.custom_id, _line_parts(adapter, route, spec, None), p.est_input_tokens, p.est_output_tokens)
         writer.finish()
 
     # Generation requests: one document at a time, escaped once, for every route that needs it.
-    gen_pending = [p for p in pending if p["stage"] == "gen"]
-    by_doc: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    gen_pending = [p for p in pending if p.stage == "gen"]
+    by_doc: dict[str, list[Pending]] = defaultdict(list)
     for p in gen_pending:
-        by_doc[tasks[p["task_id"]].corpus_file].append(p)
+        by_doc[tasks[p.task_id].corpus_file].append(p)
     writers: dict[str, ShardWriter] = {}
     scratch = config.paths.jobs / ".scratch"
     for corpus_file in sorted(by_doc):
-        escaped = EscapedDocument(corpus.paths[corpus_file], scratch, where=f"{corpus.dataset.path} (corpus_file {corpus_file})")
+        escaped = EscapedDocument(doc_paths[corpus_file], scratch, where=f"{dataset_path} (corpus_file {corpus_file})")
         for p in by_doc[corpus_file]:
-            route = config.routes[p["route"]]
+            route = config.routes[p.route]
             writer = writers.get(route.name)
             if writer is None:
                 writer = writers[route.name] = ShardWriter(store, config, route, "gen", result, summaries[(route.name, "gen")])
-            task = tasks[p["task_id"]]
+            task = tasks[p.task_id]
             spec = RequestSpec(
-                p["custom_id"], route.model, generation_prompt(task.question, _DOC_SENTINEL),
+                p.custom_id, route.model, generation_prompt(task.question, _DOC_SENTINEL),
                 config.generation_max_tokens(route), config.generation_temperature(route),
             )
-            writer.write(p["custom_id"], _line_parts(get_adapter(route.provider), route, spec, escaped), p["est_input_tokens"], p["est_output_tokens"])
+            writer.write(p.custom_id, _line_parts(get_adapter(route.provider), route, spec, escaped), p.est_input_tokens, p.est_output_tokens)
         escaped.close()
     for writer in writers.values():
         writer.finish()

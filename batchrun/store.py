@@ -17,6 +17,8 @@ import os
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -375,6 +377,16 @@ class Store:
             return
         with self.db.atomic():
             self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ?", [time.time(), outcome, self.run_id])
+
+    @contextmanager
+    def page_cache(self, *, kib: int) -> Iterator[None]:
+        """Cap SQLite's page cache (per connection, default 2 MB) for a phase, then restore it."""
+        old = self.db.execute("PRAGMA cache_size").fetchone()[0]
+        self.db.execute(f"PRAGMA cache_size = -{int(kib)}")
+        try:
+            yield
+        finally:
+            self.db.execute(f"PRAGMA cache_size = {int(old)}")
 
     # -- small query helpers -------------------------------------------------------------------
 
