@@ -115,6 +115,10 @@ class Corpus:
 # before it opens state.db and then syncs it, and a first run has no state.db cache yet; without
 # this it would read and hash every document twice.
 _measured: dict[tuple[str, int, int], DocumentInfo] = {}
+# Neither this nor state.db's document_files cache keeps a file modified in the last 2 s: file
+# systems stamp mtimes with a coarse clock (a few ms on ext4), so a same-size edit in the same
+# tick would keep the key and serve the old checksum ("racily clean", as git calls it).
+_RACY_NS = 2_000_000_000
 
 
 def scan_corpus(store: Store | None, config: Config) -> Corpus:
@@ -149,7 +153,9 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
             key = (str(path), st.st_size, st.st_mtime_ns)
             info = _measured.get(key)
             if info is None or info.name != name:
-                info = _measured[key] = measure_file(name, path, where=where)
+                info = measure_file(name, path, where=where)
+                if st.st_mtime_ns < time.time_ns() - _RACY_NS:
+                    _measured[key] = info
         docs[task.corpus_file] = info
         paths[task.corpus_file] = path
     return Corpus(dataset=dataset, docs=docs, paths=paths)
@@ -167,7 +173,10 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
         for cf, info in corpus.docs.items():
             db.execute("INSERT OR IGNORE INTO documents VALUES (?, ?, ?, ?, ?)", [info.sha256, info.name, info.chars, info.nbytes, int(info.cjk)])
             st = corpus.paths[cf].stat()
-            db.execute("INSERT OR REPLACE INTO document_files VALUES (?, ?, ?, ?)", [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])
+            if st.st_mtime_ns < time.time_ns() - _RACY_NS:  # see _measured: a racy file is not cached
+                db.execute("INSERT OR REPLACE INTO document_files VALUES (?, ?, ?, ?)", [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])
+            else:
+                db.execute("DELETE FROM document_files WHERE path = ?", [str(corpus.paths[cf])])
         db.execute("DELETE FROM tasks")
         for t in ds.tasks:
             db.execute(

@@ -503,3 +503,57 @@ def test_plan_library_call_reports_the_same_as_the_cli(project: Project) -> None
     assert {r.route: r.to_send for r in result.routes if r.stage == "gen"} == {"gpt": 4, "claude": 4, "gemini": 4}
     assert len(project.jobs_files()) == 3
     assert os.path.isdir(project.root / "jobs")
+
+
+# --- reading the corpus -----------------------------------------------------------------------
+
+
+def _plan_module() -> Any:
+    import sys
+
+    return sys.modules["batchrun.plan"]  # `batchrun.plan` the attribute is the plan() function
+
+
+def _age(path: Path, seconds: float) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
+
+
+def test_a_first_plan_reads_and_hashes_each_document_once(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_project(project)
+    for doc in (project.root / "corpus").iterdir():
+        _age(doc, 3600)  # an unchanged corpus, as users have it
+    module = _plan_module()
+    measured: list[str] = []
+    real = module.measure_file
+
+    def counting(name: str, path: Path, *, where: str) -> Any:
+        measured.append(name)
+        return real(name, path, where=where)
+
+    monkeypatch.setattr(module, "measure_file", counting)
+    monkeypatch.setattr(module, "_measured", {})
+    # The CLI validates the corpus before it opens state.db, then plan syncs it: once each file.
+    ok(project.run("plan"))
+    assert sorted(measured) == ["harbor.txt", "lab.txt", "zh.txt"]
+    ok(project.run("plan"))  # state.db's cache (and this process's) answer now
+    assert sorted(measured) == ["harbor.txt", "lab.txt", "zh.txt"]
+
+
+def test_a_same_size_edit_within_the_same_mtime_tick_is_still_seen(project: Project) -> None:
+    # File systems stamp mtimes with a coarse clock: an edit right after a plan can keep both the
+    # size and the mtime. A document that recent is never served from a cache.
+    small_project(project)
+    doc = project.root / "corpus" / "lab.txt"
+    ok(project.run("plan"))
+    before = cells(project, "gpt")["t3"]
+    st = doc.stat()
+    text = doc.read_text(encoding="utf-8")
+    edited = text.replace("22:05", "22:06")
+    assert len(edited.encode()) == st.st_size
+    doc.write_text(edited, encoding="utf-8")
+    os.utime(doc, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime
+    ok(project.run("plan"))
+    after = cells(project, "gpt")["t3"]
+    assert after["doc_sha256"] != before["doc_sha256"]
+    assert after["custom_id"] != before["custom_id"]
