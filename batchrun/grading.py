@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from . import jsonl
+
 _DECODER = json.JSONDecoder()
 # `total` as a whole word: "max_total": 50 or "subtotal": 5 is not the verdict's total.
 _TOTAL_RE = re.compile(r'(?<![\w])"?total"?\s*[:=]\s*"?\s*(-?\d+(?:\.\d+)?)')
@@ -54,12 +56,12 @@ def _objects(text: str) -> list[dict[str, Any]]:
 
 
 def parse_verdict(text: str | None) -> Verdict:
-    if not text or not text.strip():
+    stripped = text.strip() if text else ""
+    if not stripped:
         return Verdict(None, error="empty reply")
-    stripped = text.strip()
     if stripped.startswith("{"):  # the common case: the reply is exactly the verdict object
         try:
-            obj = json.loads(stripped)
+            obj = jsonl.loads(stripped)
         except ValueError:
             obj = None
         if isinstance(obj, dict) and "total" in obj and _number(obj["total"]) is not None:
@@ -78,6 +80,16 @@ def parse_verdict(text: str | None) -> Verdict:
     if matches:  # malformed JSON, but a `total` is written out: the last one wins
         return Verdict(float(matches[-1].group(1)), error=None)
     return Verdict(None, error="no parseable total in the judge's reply")
+
+
+def points_json(points: list[Any] | None) -> str | None:
+    """`points_awarded` as JSON text for state.db. A list of ints (nearly every verdict) is its
+    own repr, ~4x faster than json.dumps at 80,000 verdicts a collect."""
+    if points is None:
+        return None
+    if all(type(p) is int for p in points):
+        return repr(points)
+    return json.dumps(points)
 
 
 def score(total: float, rubric_total: float) -> float:

@@ -41,6 +41,21 @@ def dumps(obj: Any) -> str:
     return _escape_line_breakers(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def loads(text: str) -> Any:
+    """`json.loads` for one line, minus its per-call overhead (two whitespace regex matches and
+    three wrappers: a quarter of the parse time of a short judge reply, at 100,000 lines a collect).
+    Same values and the same ValueError (JSONDecodeError) on bad JSON."""
+    if text[:1].isspace() or text[-1:].isspace():
+        return json.loads(text)
+    obj, end = _raw_decode(text)
+    if end != len(text):
+        return json.loads(text)  # trailing data: raises json's own "Extra data" error
+    return obj
+
+
 def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
     """Yield (line number, raw line bytes without `\\n`, ended_with_newline) for a JSONL file.
 

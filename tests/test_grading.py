@@ -8,10 +8,12 @@ and return None (never 0) when there is nothing to read; `score` clamps total / 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from batchrun.dataset import RubricItem
-from batchrun.grading import parse_verdict, score
+from batchrun.grading import parse_verdict, points_json, score
 from batchrun.prompts import JUDGE_REPLY_LINE, judge_prompt
 
 REPLY_LINE = 'Reply JSON: {"points_awarded":[<pts>],"total":<sum>}'
@@ -164,3 +166,9 @@ def test_parse_then_score_of_string_total_on_odd_rubric() -> None:
     v = parse_verdict('Here you go: {"points_awarded": ["12.5", "0"], "total": "12.5"} -- end')
     assert v.total is not None
     assert score(v.total, 12.5 + 7.5) == pytest.approx(0.625)
+
+
+@pytest.mark.parametrize("points", [[40, 0, 15], [], [12.5, 3], [1, True], ["7", None], [-3, 10**20]])
+def test_points_json_is_json_for_what_it_was_given(points: list) -> None:
+    assert json.loads(points_json(points)) == points
+    assert points_json(None) is None
