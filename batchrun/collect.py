@@ -12,8 +12,11 @@ leaderboard are rewritten from the views.
 
 from __future__ import annotations
 
+import gc
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from typing import Any
 from . import faults, jsonl
 from .config import Config
 from .cost import billed_output, request_cost
-from .grading import parse_verdict, score
+from .grading import parse_verdict, points_json, score
 from .plan import queue_judgments, sync_state
 from .progress import SILENT, Progress
 from .providers import get_adapter
@@ -50,9 +53,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
     if sync:
         sync_state(store, config)
-    for b in store.rows("SELECT * FROM batches WHERE status = 'downloaded' ORDER BY seq"):
-        collect_batch(store, config, b, result)
-        progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items())))
+    ingest(store, config, result, progress=progress)
     with store.db.atomic():
         queue_judgments(store, config)
     result.new_judge_requests = (store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0) - judge_requests_before
@@ -67,6 +68,33 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     return result
 
 
+def ingest(store: Store, config: Config, result: CollectResult, *, progress: Progress = SILENT) -> None:
+    """Reconcile every downloaded batch's result lines into state.db, in batch order.
+
+    Tuned for volume (bench/ingest.py: 100,000 lines, 116 MB): a 64 MB page cache keeps the
+    results indexes in memory while lines are inserted in custom_id (random) order, WAL
+    checkpoints run on another thread instead of inside each COMMIT, and the cyclic garbage
+    collector is paused: parsing allocates millions of dicts and lists that never form cycles,
+    and its passes over the rows waiting to be inserted cost ~10% of the time.
+    """
+    with store.page_cache(kib=65536), store.background_checkpoints(), _gc_paused():
+        for b in store.rows("SELECT * FROM batches WHERE status = 'downloaded' ORDER BY seq"):
+            collect_batch(store, config, b, result)
+            if not progress.quiet:
+                progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items())))
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _kinds(store: Store, batch_id: str) -> dict[str, int]:
     return {r[0]: r[1] for r in store.db.execute("SELECT kind, count(*) FROM results WHERE batch_id = ? GROUP BY kind", [batch_id])}
 
@@ -74,11 +102,11 @@ def _kinds(store: Store, batch_id: str) -> dict[str, int]:
 def collect_batch(store: Store, config: Config, b: dict[str, Any], result: CollectResult) -> None:
     adapter = get_adapter(b["provider"])
     route = config.routes.get(b["route"])
+    rubric_totals = dict(store.db.execute("SELECT task_id, rubric_total FROM tasks"))  # a few hundred rows
     members = {
-        r[0]: (r[1], r[2])
-        for r in store.db.execute(
-            """SELECT br.custom_id, q.stage, coalesce(t.rubric_total, 0) FROM batch_requests br
-               JOIN requests q ON q.custom_id = br.custom_id LEFT JOIN tasks t ON t.task_id = q.task_id
+        cid: (stage, rubric_totals.get(task_id, 0))
+        for cid, stage, task_id in store.db.execute(
+            """SELECT br.custom_id, q.stage, q.task_id FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
                WHERE br.batch_id = ?""", [b["id"]])
     }
     if b["quota"]:
@@ -107,7 +135,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                     """INSERT OR IGNORE INTO judgments (result_id, custom_id, total, rubric_total, score, points_awarded_json, parse_error)
                        SELECT id, custom_id, ?, ?, ?, ?, ? FROM results WHERE batch_id = ? AND custom_id = ?""",
                     [(v.total, rt, None if v.total is None else score(v.total, rt),
-                      json.dumps(v.points_awarded) if v.points_awarded is not None else None, v.error, b["id"], cid)
+                      points_json(v.points_awarded), v.error, b["id"], cid)
                      for cid, v, rt in verdicts])
             if final:
                 store.db.execute("UPDATE batches SET status = 'collected', collected_at = ? WHERE id = ?", [now, b["id"]])
@@ -120,7 +148,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
         for _, raw, _ in jsonl.iter_lines(Path(path)):
             text = raw.decode("utf-8", "replace")  # decoded once: parsed, and kept as raw_json
             try:
-                obj = json.loads(text)
+                obj = jsonl.loads(text)
             except ValueError:
                 continue  # a truncated last line: that request gets a 'missing' row below
             line = adapter.parse_line(obj)

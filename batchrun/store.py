@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -387,6 +388,41 @@ class Store:
             yield
         finally:
             self.db.execute(f"PRAGMA cache_size = {int(old)}")
+
+    @contextmanager
+    def background_checkpoints(self, *, interval: float = 0.2) -> Iterator[None]:
+        """Checkpoint the WAL from a second connection on another thread during a long write.
+
+        SQLite's automatic checkpoint runs inside the writer's COMMIT and stalls it (copying the
+        WAL into the database and fsyncing it: ~0.5 s per 100,000 result lines here). In WAL
+        mode a checkpoint from another connection runs alongside the writer
+        (https://sqlite.org/wal.html, "application-initiated checkpoints"), and Python's sqlite3
+        releases the GIL while it does, so it moves to the second core. The automatic one is off
+        meanwhile and restored after a last checkpoint.
+        """
+        stop = threading.Event()
+
+        def run() -> None:
+            conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+            try:
+                while not stop.wait(interval):
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # never waits for the writer
+            except sqlite3.Error:
+                pass  # only a speed-up: the last checkpoint below and the automatic ones still run
+            finally:
+                conn.close()
+
+        old = self.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        self.db.execute("PRAGMA wal_autocheckpoint = 0")
+        thread = threading.Thread(target=run, name="batchrun-checkpoint", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self.db.execute(f"PRAGMA wal_autocheckpoint = {int(old)}")
+            self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     # -- small query helpers -------------------------------------------------------------------
 

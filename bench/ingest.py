@@ -18,16 +18,16 @@ Setup (not timed), in a temporary folder outside the repository:
 
 Timed, in this process, each repeat on a fresh copy of the prepared state.db:
 
-- batchrun: `collect_batch` for every downloaded batch, in collect's order (exactly collect's
-  ingestion loop: read, parse, classify, parse verdicts, cost, insert results and judgments in
-  2,000-line transactions, mark the batch collected).
+- batchrun: `batchrun.collect.ingest`, the ingestion step of `collect` (every downloaded batch in
+  collect's order: read, parse, classify, parse verdicts, cost, insert results and judgments in
+  20,000-line transactions, mark the batch collected; with its page cache, background WAL
+  checkpoints and the garbage collector paused, and the last checkpoint before it returns).
 - raw: the same raw lines read from the same files and inserted into a fresh SQLite table
   (`line TEXT`) with one executemany in one transaction (same folder, same WAL/synchronous
   pragmas as state.db).
 - (informational, only with --full-collect) full `collect(store, config, write_outputs=False)`:
   sync_state, ingestion, queue_judgments for the new answers, the leaderboard view. Off by
-  default: at this scale it takes about ten minutes, almost all of it in the leaderboard view
-  (see docs/performance.md).
+  default (see docs/performance.md).
 
 Output: one table, the target, and `ratio=<raw seconds / batchrun seconds>` (target >= 0.25).
 `--profile` prints cProfile's top entries for one ingestion to stderr.
@@ -319,7 +319,7 @@ def run_batchrun(config_path: Path, state: Path, profile: bool = False) -> tuple
     """collect's ingestion loop over every downloaded batch, timed."""
     from dataclasses import replace
 
-    from batchrun.collect import CollectResult, collect_batch
+    from batchrun.collect import CollectResult, ingest
     from batchrun.config import load_config
     from batchrun.store import Store
 
@@ -332,8 +332,7 @@ def run_batchrun(config_path: Path, state: Path, profile: bool = False) -> tuple
     t0 = time.perf_counter()
     if prof:
         prof.enable()
-    for b in store.rows("SELECT * FROM batches WHERE status = 'downloaded' ORDER BY seq"):
-        collect_batch(store, config, b, result)
+    ingest(store, config, result)
     if prof:
         prof.disable()
     seconds = time.perf_counter() - t0
@@ -344,7 +343,7 @@ def run_batchrun(config_path: Path, state: Path, profile: bool = False) -> tuple
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)
-        note(f"\ncProfile of collect_batch over all batches ({seconds:.2f} s), top 18 by own time:")
+        note(f"\ncProfile of ingest() over all batches ({seconds:.2f} s), top 18 by own time:")
         note("\n".join(l for l in out.getvalue().splitlines() if l.strip()))
     if n_results != result.lines:
         raise RuntimeError(f"{result.lines} lines parsed but {n_results} results rows")
@@ -425,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
             if n != info["lines"]:
                 raise RuntimeError(f"raw baseline inserted {n} lines, expected {info['lines']}")
             r_times.append(seconds)
-            note(f"  raw {seconds:.2f} s; batchrun collect_batch ...")
+            note(f"  raw {seconds:.2f} s; batchrun ingest ...")
             seconds, by_kind, judgments = run_batchrun(info["config"], fresh_copy(prepared, state))
             b_times.append(seconds)
             note(f"  batchrun {seconds:.2f} s")
@@ -443,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ["raw: one executemany, one transaction", f"{n:,}", f"{info['bytes']:,}", f"{raw_s:.2f}",
          f"{min(r_times):.2f}-{max(r_times):.2f}", f"{n / raw_s:,.0f}", f"{raw_s / raw_s:.2f}"],
-        ["batchrun: collect_batch, every batch", f"{n:,}", f"{info['bytes']:,}", f"{b_s:.2f}",
+        ["batchrun: collect's ingest()", f"{n:,}", f"{info['bytes']:,}", f"{b_s:.2f}",
          f"{min(b_times):.2f}-{max(b_times):.2f}", f"{n / b_s:,.0f}", f"{raw_s / b_s:.2f}"],
     ]
     if c_times:
