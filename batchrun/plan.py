@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import jsonl
-from .caps import is_cjk
+from .caps import CJK_WINDOW, is_cjk
 from .config import Config, Route, fingerprint
 from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
 from .cost import online_cost, request_cost
@@ -252,7 +252,7 @@ def queue_judgments(store: Store, config: Config) -> int:
             cur = store.db.execute(
                 "INSERT OR IGNORE INTO requests VALUES (?, 'judge', ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)",
                 [cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"], prompt_chars,
-                 estimate_tokens(prompt_chars, is_cjk(a["question"] + a["text"]), route), config.judging.max_tokens, now],
+                 estimate_tokens(prompt_chars, is_cjk(a["question"] + a["text"][:CJK_WINDOW]), route), config.judging.max_tokens, now],
             )
             new += cur.rowcount
     return new
