@@ -420,6 +420,30 @@ def test_a_single_request_larger_than_the_file_limit_is_refused(project: Project
     assert project.jobs_files() == []
 
 
+def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_plan_recovers(project: Project) -> None:
+    import threading
+
+    project.doc("a-small.txt", "word " * 20)  # written first (documents go in name order)
+    project.doc("b-big.txt", "word " * 400)
+    project.tasks([task("t1", "Q?", "a-small.txt"), task("t2", "Q?", "b-big.txt")])
+    project.config(routes={"tiny": route("openai", "gpt-5.5", max_bytes_per_file=1024)}, panel=[])
+    store = project.store()
+    with pytest.raises(DataError, match="max_bytes_per_file"):
+        do_plan(store, project.load())
+    assert not [t for t in threading.enumerate() if t.name == "batchrun-sha256"]
+    assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["writing"]
+    (partial,) = (project.root / "jobs").glob("*/requests.jsonl.partial")
+    assert partial.read_bytes().endswith(b"\n")  # the first line was written, then the file closed
+    # With the big document's task gone, the next plan drops the interrupted file and writes t1.
+    project.tasks([task("t1", "Q?", "a-small.txt")])
+    do_plan(store, project.load())
+    assert [b["status"] for b in project.sql("SELECT status FROM batches ORDER BY seq")] == ["abandoned", "planned"]
+    assert not partial.exists()
+    (f,) = project.jobs_files()
+    assert [line_id(line) for line in read_lines(f)] == [cells(project, "tiny")["t1"]["custom_id"]]
+    store.close()
+
+
 # --- custom_ids ----------------------------------------------------------------------------
 
 
