@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = [row for r in results for row in rows_for(r)]
     print(f"bench/plan.py — {machine_line(Path(tempfile.gettempdir()))}")
-    print(f"3 routes (openai gpt-5.5, anthropic claude-opus-4.8, gemini gemini-2.5-pro), no judges; median of "
+    print("3 routes (openai gpt-5.5, anthropic claude-opus-4.8, gemini gemini-2.5-pro), no judges; median of "
           + ", ".join(f"{len(r.batchrun.seconds)} run(s) at {r.scale}" for r in results))
     print_table(["scale", "writer", "lines", "files", "bytes", "median s", "min-max s", "MB/s", "batchrun x", "peak RSS", "CPU s"], rows)
     head = results[-1]

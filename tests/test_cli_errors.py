@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from batchrun.cli import cli
 
-from conftest import Project, route, small_project, task
+from conftest import Project, route, small_project
 
 # --- helpers ------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ import sys
 import time
 import urllib.request
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
