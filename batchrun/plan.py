@@ -598,7 +598,6 @@ def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dat
                 summaries[(p.route, p.stage)].to_send += 1
         return result
 
-    # Judge requests: small, built from the answer in state.db.
     opened: list[ShardWriter] = []  # aborted (file closed, checksum thread stopped) if writing fails
     try:
         # Judge requests: small, built from the answer in state.db.
