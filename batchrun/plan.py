@@ -123,6 +123,10 @@ _measured: dict[tuple[str, int, int], DocumentInfo] = {}
 _RACY_NS = 2_000_000_000
 
 
+def _cacheable(st: os.stat_result) -> bool:
+    return st.st_mtime_ns < time.time_ns() - _RACY_NS
+
+
 def scan_corpus(store: Store | None, config: Config) -> Corpus:
     """Load the dataset and measure every document it names (validating all, writing nothing).
 
@@ -156,7 +160,7 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
             info = _measured.get(key)
             if info is None or info.name != name:
                 info = measure_file(name, path, where=where)
-                if st.st_mtime_ns < time.time_ns() - _RACY_NS:
+                if _cacheable(st):
                     _measured[key] = info
         docs[task.corpus_file] = info
         paths[task.corpus_file] = path
@@ -175,7 +179,7 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
         for cf, info in corpus.docs.items():
             db.execute("INSERT OR IGNORE INTO documents VALUES (?, ?, ?, ?, ?)", [info.sha256, info.name, info.chars, info.nbytes, int(info.cjk)])
             st = corpus.paths[cf].stat()
-            if st.st_mtime_ns < time.time_ns() - _RACY_NS:  # see _measured: a racy file is not cached
+            if _cacheable(st):  # see _measured: a racy file is not cached
                 db.execute("INSERT OR REPLACE INTO document_files VALUES (?, ?, ?, ?)", [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])
             else:
                 db.execute("DELETE FROM document_files WHERE path = ?", [str(corpus.paths[cf])])
@@ -393,9 +397,14 @@ class _BackgroundSha256:
     def update(self, data: bytes) -> None:
         self._queue.put(data)  # bytes are immutable: safe to hash after the caller moves on
 
+    def close(self) -> None:
+        """Hash what is queued and stop the thread."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
     def hexdigest(self) -> str:
-        self._queue.put(None)
-        self._thread.join()
+        self.close()
         return self._sha.hexdigest()
 
 
@@ -468,7 +477,7 @@ class ShardWriter:
         """Stop writing after a failure: close the file and stop its checksum thread."""
         if self.file is not None:
             self.file.close()
-            self.sha.hexdigest()
+            self.sha.close()
             self.file = None
 
     def finish(self) -> None:

@@ -209,17 +209,23 @@ def test_fault_recovers_to_the_clean_leaderboard(name: str, project: Project, em
 # --- one writer ---------------------------------------------------------------------------------
 
 
+def hold_writer_lock(project: Project, *, seconds: float) -> subprocess.Popen[str]:
+    """Another process holding state.db's writer lock (as `batchrun refresh`) for `seconds`."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time; from pathlib import Path; from batchrun.lock import WriterLock; "
+         f"l = WriterLock(Path({str(project.state_path)!r}), 'refresh').acquire(); "
+         f"print('held', flush=True); time.sleep({seconds})"],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
 def test_second_writer_exits_naming_the_first_and_readers_still_work(project: Project, emu: EmulatorProcess) -> None:
     small_project(project)
     assert run_batchrun(project, "plan").returncode == 0
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from batchrun.lock import WriterLock; "
-         f"l = WriterLock(__import__('pathlib').Path({str(project.state_path)!r}), 'refresh').acquire(); "
-         "print('held', flush=True); time.sleep(30)"],
-        stdout=subprocess.PIPE, text=True)
+    holder = hold_writer_lock(project, seconds=30)
     try:
-        assert holder.stdout.readline().strip() == "held"
         second = run_batchrun(project, "submit", emu=emu)
         assert second.returncode == 1
         assert f"pid {holder.pid}" in second.stderr and "batchrun refresh" in second.stderr
@@ -232,13 +238,7 @@ def test_second_writer_exits_naming_the_first_and_readers_still_work(project: Pr
         holder.kill()
         holder.wait()
     # --wait-lock waits for the holder instead of exiting.
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import time; from batchrun.lock import WriterLock; "
-         f"l = WriterLock(__import__('pathlib').Path({str(project.state_path)!r}), 'refresh').acquire(); "
-         "print('held', flush=True); time.sleep(1.5)"],
-        stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    holder = hold_writer_lock(project, seconds=1.5)
     waited = run_batchrun(project, "submit", "--wait-lock", emu=emu)
     holder.wait()
     assert waited.returncode == 0, waited.stderr
