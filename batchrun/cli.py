@@ -73,7 +73,7 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     elif command in _READS_DATASET:
         # Likewise before recording a run in an existing state.db: a bad dataset changes nothing.
         # (Read-only: the document cache makes this a stat per unchanged document.)
-        ro = Store(config.paths.state, readonly=True)
+        ro = Store(config.paths.state, readonly=True, any_schema=True)
         try:
             scan_corpus(ro, config)
         finally:
@@ -92,7 +92,7 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
 
 
 # Commands that read the dataset and corpus (poll and cancel don't: they keep working on a broken dataset).
-_READS_DATASET = frozenset({"plan", "submit", "collect", "refresh"})
+_READS_DATASET = frozenset({"plan", "submit", "collect", "refresh", "retry", "accept-failures"})
 
 
 def wait_lock_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -217,6 +217,8 @@ def collect(ctx: Context, wait_lock: bool) -> None:
     with writer(ctx, "collect", config, wait_lock=wait_lock) as store:
         r = do_collect(store, config, progress=ctx.progress())
         click.echo(f"collected {len(r.batches)} batch(es), {r.lines} result line(s); {r.new_judge_requests} judge request(s) queued")
+        if not r.complete:
+            _print_problems(store, config)
     if not r.complete:
         sys.exit(EXIT_INCOMPLETE)
 
@@ -246,9 +248,66 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
         from .scoring import report_data
 
         click.echo(render(report_data(store, config), "md"))
+        if not outcome.complete:
+            _print_problems(store, config)
         click.echo(f"refresh: {outcome.reason}", err=True)
     if not outcome.complete:
         sys.exit(EXIT_INCOMPLETE)
+
+
+def _print_problems(store: Store, config: Config) -> None:
+    """Blocked and waiting routes, each with its diagnosis and fix (stderr: it is not data)."""
+    from .diagnosis import open_problems
+
+    for problem in open_problems(store, config):
+        click.echo(f"{problem.state}: {problem.describe()}", err=True)
+
+
+@cli.command()
+@click.option("--route", "route", required=True, metavar="NAME", help="The route whose cells to reopen.")
+@click.option("--task", metavar="TASK_ID", help="Only this task.")
+@click.option("--status", "status_", metavar="blocked|waiting|accepted", help="Only cells in this state.")
+@click.option("--reason", metavar="TEXT", help="Why (kept with the reopen in state.db).")
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def retry(ctx: Context, route: str, task: str | None, status_: str | None, reason: str | None, wait_lock: bool) -> None:
+    """Reopen a route's blocked, waiting or accepted cells now, with a fresh retry budget.
+
+    For example after fixing a key, or when the provider was at fault. The next submit or refresh
+    sends them. Refusals and empty answers are the model's answer and are never retried.
+    """
+    from .decisions import reopen
+    from .plan import sync_state
+
+    config = ctx.config()
+    with writer(ctx, "retry", config, wait_lock=wait_lock) as store:
+        sync_state(store, config)
+        done = reopen(store, config, route=route, task=task, status=status_, reason=reason)
+        click.echo(f"reopened {done.requests} request(s) of route {route!r} ("
+                   + ", ".join(f"{k} {v}" for k, v in sorted(done.by_state.items())) + "); the next submit or refresh sends them")
+
+
+@cli.command("accept-failures")
+@click.option("--route", "route", required=True, metavar="NAME", help="The contestant route.")
+@click.option("--reason", required=True, metavar="TEXT", help="Why these cells cannot finish (published with the route).")
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> None:
+    """Zero-fill a route's remaining infrastructure failures, as your recorded decision.
+
+    The route's headline can then be published; the report and the route's provenance show the
+    decision and its reason. Changing the route's config undoes it; `retry` reopens cells.
+    """
+    from .decisions import accept_failures as do_accept
+    from .plan import sync_state
+
+    config = ctx.config()
+    with writer(ctx, "accept-failures", config, wait_lock=wait_lock) as store:
+        sync_state(store, config)
+        done = do_accept(store, config, route=route, reason=reason)
+        click.echo(f"accepted {done.cells} cell(s) of route {route!r} as failures (scored 0): {done.reason}")
 
 
 def parse_duration(text: str) -> float:
@@ -281,12 +340,14 @@ def status(ctx: Context, as_json: bool) -> None:
 
     config = ctx.config()
     store = Store(config.paths.state, readonly=True)
-    data = status_data(store)
+    data = status_data(store, config)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     for route, counts in data["cells"].items():
         click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    for p in data["problems"]:
+        click.echo(f"{p['state']}: {p['text']}")
     click.echo(f"{len(data['in_flight'])} batch(es) live")
     for b in data["in_flight"]:
         click.echo(f"  {b['id']}: {b['status']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)")

@@ -11,6 +11,7 @@ the adoption path in `submit`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import time
@@ -142,6 +143,36 @@ def retry_base() -> float:
         return 1.0
 
 
+# Backoff between attempts of one request (spec §2: transient errors "retry up to 5x with
+# backoff"). A batch retry goes out in a later round, never in the minute of the failure: batch
+# providers report transient failures in bulk (an overloaded region, a rate limit), and a retry
+# sent at once lands in the same trouble. Online (sync) requests back off from a second.
+ROUND_BACKOFF_BASE = {"batch": 60.0, "sync": 1.0}
+ROUND_BACKOFF_CAP = {"batch": 1800.0, "sync": 120.0}
+
+
+def backoff(attempt: int, *, base: float, cap: float, retry_after: float | None = None, jitter_key: str | None = None) -> float:
+    """Seconds to wait before retry number `attempt` (1, 2, ...): base * 2^(attempt-1), up to
+    half as much again of jitter, at most `cap`, and never less than the provider's Retry-After.
+
+    With `jitter_key` the jitter is derived from it (stable, so a due time computed twice is the
+    same; requests that failed together in one batch are retried together in one batch);
+    without, it is random."""
+    if jitter_key is None:
+        u = random.random()
+    else:
+        u = int(hashlib.sha256(f"{jitter_key}:{attempt}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    delay = min(base * (2 ** max(attempt - 1, 0)) * (1 + u / 2), cap)
+    return max(delay, retry_after or 0.0)
+
+
+def round_backoff(transport: str, attempt: int, *, retry_after: float | None, jitter_key: str) -> float:
+    """The wait before a failed request is sent again in a later round (scaled by retry_base())."""
+    scale = retry_base()
+    return backoff(attempt, base=ROUND_BACKOFF_BASE[transport] * scale, cap=ROUND_BACKOFF_CAP[transport] * scale,
+                   retry_after=retry_after, jitter_key=jitter_key)
+
+
 def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 8, retry_quota: bool = True) -> T:
     """Run an idempotent provider call, retrying transient failures with backoff.
 
@@ -161,7 +192,7 @@ def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 8, ret
             retryable = c.failure in ("transient", "uncertain") or (c.failure == "quota" and retry_quota)
             if not retryable or attempt == attempts - 1:
                 break
-            delay = c.retry_after if c.retry_after is not None else retry_base() * (2 ** attempt) * (0.5 + random.random() / 2)
+            delay = c.retry_after if c.retry_after is not None else backoff(attempt + 1, base=retry_base(), cap=60.0)
             time.sleep(min(delay, 60.0))
     assert last is not None
     raise provider_error(last, what=what, route=route)

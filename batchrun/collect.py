@@ -27,7 +27,7 @@ from .cost import billed_output, request_cost
 from .grading import parse_verdict, points_json, score
 from .plan import queue_judgments, sync_state
 from .progress import SILENT, Progress
-from .providers import get_adapter
+from .providers import RETRY_AFTER_KEY, get_adapter
 from .store import Store
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
@@ -84,6 +84,13 @@ def ingest(store: Store, config: Config, result: CollectResult, *, progress: Pro
                 progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items())))
 
 
+def _retry_after(obj: dict[str, Any]) -> float | None:
+    """The Retry-After a provider sent with an online failure, as poll's sync transport noted it
+    on the line (RETRY_AFTER_KEY); batch result lines carry none."""
+    value = obj.get(RETRY_AFTER_KEY)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     enabled = gc.isenabled()
@@ -127,8 +134,8 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
         with store.db.atomic():
             store.db.conn.executemany(
                 """INSERT OR IGNORE INTO results (batch_id, custom_id, kind, text, finish_reason, input_tokens, output_tokens,
-                   reasoning_tokens, cached_tokens, error_type, error_message, raw_json, collected_at, run_id, cost)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
+                   reasoning_tokens, cached_tokens, error_type, error_message, raw_json, collected_at, run_id, cost, retry_after)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
             if verdicts:
                 # Each judgment points at its result row, found through the (batch_id, custom_id) key.
                 store.db.conn.executemany(
@@ -171,7 +178,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                     cost = 0.0  # a failed line the provider reports no usage for is not billed: $0, not unknown
             rows.append((b["id"], line.custom_id, kind, line.text, line.finish_reason, u.input_tokens, u.output_tokens,
                          u.reasoning_tokens, u.cached_tokens, line.error_type, line.error_message,
-                         text, now, store.run_id, cost))
+                         text, now, store.run_id, cost, _retry_after(obj)))
             result.lines += 1
             result.by_kind[kind] = result.by_kind.get(kind, 0) + 1
             if len(rows) >= CHUNK:
@@ -182,7 +189,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
         if cid not in seen:
             message = b["error"] if missing_kind == "batch_failed" else f"no result line in batch ({b['provider_status']})"
             unbilled = 0.0 if route is not None and route.price.known else None  # never processed: nothing billed
-            rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id, unbilled))
+            rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id, unbilled, None))
             result.by_kind[missing_kind] = result.by_kind.get(missing_kind, 0) + 1
     flush(final=True)
     faults.point("collect.after_batch")

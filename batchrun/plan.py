@@ -32,12 +32,13 @@ from typing import Any, Literal
 
 from . import jsonl
 from .caps import CJK_WINDOW, is_cjk
+from .clients import round_backoff
 from .config import Config, Route, fingerprint
 from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
 from .cost import online_cost, request_cost
 from .dataset import Dataset, RubricItem, Task, load_dataset
 from .errors import DataError
-from .prompts import generation_prompt, generation_prompt_overhead, judge_prompt
+from .prompts import generation_prompt, generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .providers import RequestSpec, get_adapter
 from .store import Store
 
@@ -90,8 +91,10 @@ def generation_custom_id(policy_fp: str, task: Task, doc_sha256: str) -> str:
     return "g-" + _h("gen", policy_fp, task.task_id, doc_sha256, task.question)[:40]
 
 
-def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, task_sha256: str) -> str:
-    return "j-" + _h("judge", judge_fp, gen_custom_id, _h(answer), task_sha256)[:40]
+def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha256: str) -> str:
+    """The judge request's id: its policy, the answer it grades and everything else it grades
+    (question and rubric as the judge sees them: prompts.judge_graded_sha256)."""
+    return "j-" + _h("judge", judge_fp, gen_custom_id, _h(answer), graded_sha256)[:40]
 
 
 def estimate_tokens(chars: int, cjk: bool, route: Route) -> int:
@@ -186,18 +189,19 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
         db.execute("DELETE FROM tasks")
         for t in ds.tasks:
             db.execute(
-                "INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                """INSERT INTO tasks (task_id, position, question, corpus_file, doc_sha256, rubric_json, rubric_total,
+                   fields_json, task_sha256, dataset_sha256, graded_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 [t.task_id, t.position, t.question, t.corpus_file, corpus.docs[t.corpus_file].sha256,
                  json.dumps([{"points": i.points, "correct_criterion": i.criterion, **i.extra} for i in t.rubric], ensure_ascii=False),
-                 t.rubric_total, json.dumps(t.fields, ensure_ascii=False, default=str), t.sha256, ds.sha256],
+                 t.rubric_total, json.dumps(t.fields, ensure_ascii=False, default=str), t.sha256, ds.sha256,
+                 judge_graded_sha256(t.question, t.rubric)],
             )
         db.execute("DELETE FROM config_routes")
         for route in config.contestants:
             policy = config.generation_policy(route)
             fp = fingerprint(policy)
             _record_policy(store, fp, "gen", route, policy, now)
-            db.execute("INSERT INTO config_routes VALUES (?, 'contestant', ?, ?, ?, ?, ?, NULL)",
-                       [route.name, fp, route.provider, route.model, route.transport, route.endpoint_host])
+            _record_config_route(store, route, "contestant", fp, None, config.generation.max_retries, config.generation.max_resubmits)
             max_tokens = config.generation_max_tokens(route)
             for t in ds.tasks:
                 info = corpus.docs[t.corpus_file]
@@ -211,7 +215,8 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
                 if custom_id:
                     prompt_chars = info.chars + generation_prompt_overhead(t.question)
                     db.execute(
-                        "INSERT OR IGNORE INTO requests VALUES (?, 'gen', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?)",
+                        """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, max_retries, max_resubmits,
+                           prompt_chars, est_input_tokens, est_output_tokens, created_at) VALUES (?, 'gen', ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                         [custom_id, route.name, t.task_id, fp, config.generation.max_retries, config.generation.max_resubmits,
                          prompt_chars, estimate_tokens(prompt_chars, info.cjk, route), max_tokens, now],
                     )
@@ -219,11 +224,20 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
             policy = config.judge_policy(route)
             fp = fingerprint(policy)
             _record_policy(store, fp, "judge", route, policy, now)
-            db.execute("INSERT INTO config_routes VALUES (?, 'judge', ?, ?, ?, ?, ?, ?)",
-                       [route.name, fp, route.provider, route.model, route.transport, route.endpoint_host, position])
+            _record_config_route(store, route, "judge", fp, position, config.judging.max_retries_per_run, config.generation.max_resubmits)
         queue_judgments(store, config)
         _supersede_stale_batches(store)
     return corpus
+
+
+def _record_config_route(store: Store, route: Route, role: str, fp: str, panel_position: int | None,
+                         retry_budget: int, resubmit_budget: int) -> None:
+    # The retry budgets are per run (spec §2: "retry up to 5x"); the views read them from here.
+    store.db.execute(
+        """INSERT INTO config_routes (route, role, policy_fp, provider, model, transport, endpoint_host, panel_position,
+           retry_budget, resubmit_budget) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        [route.name, role, fp, route.provider, route.model, route.transport, route.endpoint_host, panel_position,
+         retry_budget, resubmit_budget])
 
 
 def _record_policy(store: Store, fp: str, stage: str, route: Route, policy: dict[str, Any], now: float) -> None:
@@ -242,23 +256,28 @@ def queue_judgments(store: Store, config: Config) -> int:
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
         answers = store.rows(
-            """SELECT c.custom_id, c.task_id, t.question, t.rubric_json, t.task_sha256, res.id AS result_id, res.text
+            """SELECT c.custom_id, c.task_id, t.question, t.rubric_json, t.graded_sha256, res.id AS result_id, res.text
                FROM cells c
                JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
                JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
                JOIN request_status s ON s.custom_id = c.custom_id AND s.state = 'ok'
                JOIN results res ON res.id = s.ok_result_id
                WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = c.custom_id
-                                 AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = res.id)""",
+                                 AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = res.id
+                                 AND jr.graded_sha256 = t.graded_sha256)""",
             [judge_name, jfp])
         for a in answers:
             rubric = [_Item(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
-            cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["task_sha256"])
+            cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["graded_sha256"])
             prompt_chars = len(judge_prompt(a["question"], rubric, a["text"]))
             cur = store.db.execute(
-                "INSERT OR IGNORE INTO requests VALUES (?, 'judge', ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?)",
-                [cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"], prompt_chars,
-                 estimate_tokens(prompt_chars, is_cjk(a["question"] + a["text"][:CJK_WINDOW]), route), config.judging.max_tokens, now],
+                """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, parent_custom_id,
+                   parent_result_id, max_retries, max_resubmits, prompt_chars, est_input_tokens, est_output_tokens,
+                   created_at, graded_sha256) VALUES (?, 'judge', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"],
+                 config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
+                 estimate_tokens(prompt_chars, is_cjk(a["question"] + a["text"][:CJK_WINDOW]), route), config.judging.max_tokens,
+                 now, a["graded_sha256"]],
             )
             new += cur.rowcount
     return new
@@ -283,7 +302,7 @@ def current_requests_sql() -> str:
         JOIN cells c ON c.custom_id = jr.parent_custom_id
         JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
         JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
-        WHERE jr.stage = 'judge'"""
+        WHERE jr.stage = 'judge' AND jr.graded_sha256 = t.graded_sha256"""
 
 
 def _supersede_stale_batches(store: Store) -> None:
@@ -313,30 +332,63 @@ class Pending:
     est_output_tokens: int
 
 
+@dataclass(frozen=True)
+class PendingScan:
+    """What can be sent now, and what waits for its backoff to end."""
+
+    due: list[Pending]
+    backing_off: int = 0  # requests that failed and wait out their backoff before the next attempt
+    next_retry_at: float | None = None  # when the first of those becomes due (epoch seconds)
+
+
 def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None) -> list[Pending]:
-    """Current requests with nothing live and something left to try, in a stable order."""
+    """Current requests with nothing live, something left to try, and no backoff to wait out."""
+    return scan_pending(store, config, routes=routes, stages=stages).due
+
+
+def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
+                 now: float | None = None) -> PendingScan:
+    """Pending requests in a stable order, split into those due now and those backing off.
+
+    A request that failed is due `clients.round_backoff` after its last failure was collected
+    (honouring the provider's Retry-After), counted by its failures in this run; a `retry`
+    (reopen) after the failure makes it due at once."""
+    now = time.time() if now is None else now
     cur = store.db.execute(
-        f"""SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens
+        f"""SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens,
+                   p.route AS judged_route, s.retry_run_n + s.resubmit_run_n AS run_failures, s.reopened_at,
+                   last.collected_at AS failed_at, last.retry_after, b.transport, last.batch_id
             FROM request_status s JOIN requests r ON r.custom_id = s.custom_id
             JOIN tasks t ON t.task_id = s.task_id
+            LEFT JOIN requests p ON p.custom_id = r.parent_custom_id
+            LEFT JOIN results last ON last.id = s.last_result_id
+            LEFT JOIN batches b ON b.id = last.batch_id
             WHERE s.state = 'pending' AND s.custom_id IN ({current_requests_sql()})
             ORDER BY s.stage DESC, s.route, t.position"""
     )
-    held = judge_held(store, config)
     observed = observed_output_tokens(store)
-    out = []
-    for custom_id, stage, route, task_id, parent_result_id, est_in, est_out in cur:
-        if routes and route not in routes and not (stage == "judge" and _judged_route(store, custom_id) in routes):
+    due: list[Pending] = []
+    backing_off = 0
+    next_at: float | None = None
+    for (custom_id, stage, route, task_id, parent_result_id, est_in, est_out, judged_route, run_failures, reopened_at,
+         failed_at, retry_after, transport, failed_batch) in cur:
+        if routes and route not in routes and not (stage == "judge" and judged_route in routes):
             continue
         if stages and stage not in stages:
             continue
-        if custom_id in held:
-            continue
+        if failed_at is not None and not (reopened_at is not None and reopened_at >= failed_at):
+            # Requests that failed together in one batch share their jitter: they go out together.
+            wait = round_backoff(transport or "batch", max(run_failures, 1), retry_after=retry_after,
+                                 jitter_key=f"{route}:{failed_batch}")
+            if failed_at + wait > now:
+                backing_off += 1
+                next_at = failed_at + wait if next_at is None else min(next_at, failed_at + wait)
+                continue
         avg = observed.get((route, stage))
         if avg is not None:
             est_out = min(avg, est_out)
-        out.append(Pending(custom_id, stage, route, task_id, parent_result_id, est_in, est_out))
-    return out
+        due.append(Pending(custom_id, stage, route, task_id, parent_result_id, est_in, est_out))
+    return PendingScan(due, backing_off, next_at)
 
 
 # Successful results a route needs before its observed average replaces the budget as the estimate.
@@ -352,23 +404,6 @@ def observed_output_tokens(store: Store) -> dict[tuple[str, str], int]:
             HAVING count(*) >= {OBSERVED_MIN_RESULTS}"""
     ).fetchall()
     return {(route, stage): math.ceil(avg) for route, stage, _, avg in rows}
-
-
-def _judged_route(store: Store, custom_id: str) -> str | None:
-    return store.scalar("SELECT g.route FROM requests j JOIN requests g ON g.custom_id = j.parent_custom_id WHERE j.custom_id = ?", [custom_id])
-
-
-def judge_held(store: Store, config: Config) -> set[str]:
-    """Judge requests that already failed max_retries_per_run times in this run: wait for the next."""
-    if store.run_id is None:
-        return set()
-    rows = store.db.execute(
-        """SELECT r.custom_id FROM results r JOIN requests q ON q.custom_id = r.custom_id
-           WHERE q.stage = 'judge' AND r.kind != 'ok' AND r.run_id = ?
-           GROUP BY r.custom_id HAVING count(*) >= ?""",
-        [store.run_id, config.judging.max_retries_per_run],
-    ).fetchall()
-    return {r[0] for r in rows}
 
 
 # --- writing ------------------------------------------------------------------------------

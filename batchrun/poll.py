@@ -25,7 +25,7 @@ from .clients import classify, is_transient, make_client
 from .config import Config, Route
 from .errors import ProviderError
 from .progress import SILENT, Progress
-from .providers import TERMINAL_STATES, BatchStatus, get_adapter
+from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, BatchStatus, get_adapter
 from .store import Store
 
 DOWNLOAD_ATTEMPTS = 3
@@ -173,6 +173,8 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             if c is None:
                 raise
             out = adapter.error_line(cid, c.status, c.message)
+            if c.retry_after is not None:
+                out[RETRY_AFTER_KEY] = c.retry_after
         text = jsonl.dumps(out) + "\n"
         with lock:
             with open(out_path, "a", encoding="utf-8") as f:

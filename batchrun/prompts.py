@@ -66,3 +66,11 @@ def judge_prompt(question: str, rubric: Sequence[_RubricItem], response: str) ->
     lines.append(response[:5000])
     lines.append(JUDGE_REPLY_LINE)
     return "\n".join(lines)
+
+
+def judge_graded_sha256(question: str, rubric: Sequence[_RubricItem]) -> str:
+    """sha256 of everything a judge grades except the answer: the judge prompt with an empty
+    response (question[:600], each criterion[:260] with its points). A change to any of it must
+    re-judge (spec §5: never mix), and a change to nothing in it (a gold answer, a clue, the
+    question beyond 600 characters) must not."""
+    return hashlib.sha256(judge_prompt(question, rubric, "").encode()).hexdigest()

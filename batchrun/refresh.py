@@ -1,9 +1,11 @@
 """Refresh: submit → poll → collect in a loop until done, stuck, or out of time.
 
-Stops when (a) every route is complete (exit 0); (b) nothing can progress: nothing in flight and
-nothing sendable — only final failures left, or judges that keep failing this run (a persistent
-infrastructure failure), or everything held by the budget or a quota (exit 2, said plainly);
-(c) the time limit is reached: in-flight batches are left for the next run to pick up (exit 2).
+Stops when (a) every route is complete (exit 0); (b) nothing more can move in this run: nothing
+in flight, nothing sendable and no retry due before the time limit — what is left is blocked
+routes (the config must change: each is named with its diagnosis), cells whose retry budget this
+run used up (the next run resumes them), or everything held by the budget or a quota (exit 2,
+said plainly); (c) the time limit is reached: in-flight batches are left for the next run (exit 2).
+While only retries are left that back off (spec §2), it sleeps until the first is due.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from .clients import is_transient
 from .collect import collect
 from .config import Config
 from .errors import ProviderError
-from .plan import pending_requests
+from .plan import scan_pending
 from .poll import poll_once
 from .progress import SILENT, Progress
 from .scoring import write_results
@@ -92,13 +94,16 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
             reason = "every route is complete" if created else "nothing to do: every route is already complete"
             return RefreshOutcome(True, reason, created, c.leaderboard)
         live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)}") or 0
-        sendable = len(pending_requests(store, config))
+        scan = scan_pending(store, config)
         if live == 0 or (s.held and not p.in_flight and not s.provider_errors and not progressed):
             if s.held:
                 why = "; ".join(sorted({r for _, r in s.held}))
                 return RefreshOutcome(False, f"held back: {why}", created, c.leaderboard)
-            if sendable == 0 and not c.new_judge_requests:
-                return RefreshOutcome(False, _stuck_reason(store, config), created, c.leaderboard)
+            if not scan.due and not c.new_judge_requests:
+                retry_at = scan.next_retry_at
+                if retry_at is None or (deadline is not None and retry_at > deadline):
+                    return RefreshOutcome(False, _stuck_reason(store, config, scan.backing_off), created, c.leaderboard)
+                _sleep_until(retry_at, progress, f"{scan.backing_off} request(s) back off after a failure")
             continue  # something new became sendable (retries, judgments): submit it now
         if deadline is not None and time.time() + interval > deadline:
             return RefreshOutcome(False, f"time limit reached with {live} batch(es) in flight; the next run picks them up",
@@ -116,15 +121,24 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
             progress.done()
 
 
-def _stuck_reason(store: Store, config: Config) -> str:
-    judging = store.scalar("SELECT count(*) FROM cell_status WHERE status = 'judging'") or 0
-    pending = store.scalar("SELECT count(*) FROM cell_status WHERE status = 'pending'") or 0
-    if judging:
-        last = store.scalar(
-            """SELECT r.kind || coalesce(': ' || r.error_message, '') FROM results r JOIN requests q ON q.custom_id = r.custom_id
-               WHERE q.stage = 'judge' AND r.kind != 'ok' ORDER BY r.id DESC LIMIT 1""")
-        return (f"nothing can progress: {judging} answer(s) wait for judges that keep failing this run "
-                f"(persistent infrastructure failure; last: {last}). Run refresh again later.")
-    if pending:
-        return f"nothing can progress: {pending} cell(s) pending with nothing sendable"
-    return "nothing can progress"
+def _stuck_reason(store: Store, config: Config, backing_off: int) -> str:
+    from .diagnosis import open_problems
+
+    problems = open_problems(store, config)
+    parts = []
+    waiting = sum(p.requests for p in problems if p.state == "waiting")
+    blocked = sum(p.requests for p in problems if p.state == "blocked")
+    if waiting:
+        parts.append(f"{waiting} request(s) wait for the next run after a persistent infrastructure failure")
+    if blocked:
+        parts.append(f"{blocked} request(s) are blocked until the config is fixed (see above)")
+    if backing_off:
+        parts.append(f"{backing_off} retry(ies) back off past the time limit")
+    return "nothing more can move in this run: " + ("; ".join(parts) or "nothing is sendable")
+
+
+def _sleep_until(when: float, progress: Progress, what: str) -> None:
+    while (left := when - time.time()) > 0:
+        progress.status(f"{what}; next attempt in {left:.0f}s")
+        time.sleep(min(1.0, left))
+    progress.done()

@@ -37,6 +37,17 @@ def render(data: dict[str, Any], fmt: str) -> str:
     incomplete = [r["route"] for r in routes if not r["complete"]]
     if incomplete:
         lines += ["", f"Incomplete (headline numbers withheld until every cell is done): {', '.join(incomplete)}."]
+    for p in data.get("problems", []):
+        what = "answer(s) to judge" if p["stage"] == "judge" else "cell(s)"
+        if p["state"] == "blocked":
+            lines.append(f"- Blocked: route {p['route']}: {p['requests']} {what}: {p['cause']} ({p['message']}). Fix: {p['fix']}")
+        else:
+            lines.append(f"- Waiting for the next run: route {p['route']}: {p['requests']} {what} after infrastructure failures "
+                         f"(last: {p['message']}).")
+    accepted = [(r["route"], a) for r in routes for a in r["provenance"].get("accepted_failures", [])]
+    if accepted:
+        lines += ["", "Accepted failures (zero-filled by the maintainer's decision):"]
+        lines += [f"- {route}: {a['cells']} cell(s), {a['at']}: {a['reason']}" for route, a in accepted]
     mp = data["matched_panel"]
     lines += ["", f"Matched panel ({mp['n_tasks']} tasks scored by every route; robustness view only): "
               + ", ".join(f"{k} {_pct(v)}" for k, v in mp["routes"].items())]

@@ -18,10 +18,14 @@ from typing import Any
 
 from . import __version__
 from .config import Config
+from .grading import score as normalised_score
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store
 
 RESPONSE_STATUS = {"judging": "ok"}
+# Cell statuses that count 0 in All-tasks: the model's own failures, out of context, and
+# infrastructure failures the maintainer accepted (batchrun accept-failures).
+ZERO_FILLED = ("out_of_context_scope", "refusal", "empty", "accepted")
 
 
 def snapshot_cells(store: Store) -> None:
@@ -39,7 +43,7 @@ def leaderboard(store: Store) -> list[dict[str, Any]]:
     for r in rows:
         r["complete"] = bool(r["complete"])
         r["overall"] = r["all_tasks_overall"]
-        for k in ("scored_n", "out_of_context_n", "failed_n", "pending_n"):
+        for k in ("scored_n", "out_of_context_n", "failed_n", "pending_n", "waiting_n", "blocked_n", "accepted_n"):
             r[k] = r[k] or 0
     return rows
 
@@ -61,9 +65,11 @@ def matched_panel(store: Store) -> dict[str, Any]:
 
 def _judge_details(store: Store, route: str) -> dict[str, dict[str, Any]]:
     rows = store.rows(
-        """SELECT cs.task_id, jr.route AS judge, jm.total, jm.score, jm.points_awarded_json
+        """SELECT cs.task_id, jr.route AS judge, jm.total, t.rubric_total, jm.points_awarded_json
            FROM cells_now cs
+           JOIN tasks t ON t.task_id = cs.task_id
            JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
+                            AND jr.graded_sha256 = t.graded_sha256
            JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
            JOIN request_status s ON s.custom_id = jr.custom_id AND s.state = 'ok'
            JOIN judgments jm ON jm.result_id = s.ok_result_id
@@ -71,7 +77,8 @@ def _judge_details(store: Store, route: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = defaultdict(dict)
     for r in rows:
         out[r["task_id"]][r["judge"]] = {
-            "total": r["total"], "score": r["score"],
+            # Normalised by the current rubric (the judgment graded exactly it: graded_sha256).
+            "total": r["total"], "score": None if r["total"] is None else normalised_score(r["total"], r["rubric_total"]),
             "points_awarded": json.loads(r["points_awarded_json"]) if r["points_awarded_json"] else None,
         }
     return out
@@ -102,6 +109,14 @@ def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
                      "temperature_source": route.send_temperature_source,
                      "max_tokens": config.generation_max_tokens(route), "reasoning": route.reasoning},
         "retry_policy": {"max_retries": config.generation.max_retries, "max_resubmits": config.generation.max_resubmits},
+        # The maintainer's decisions to zero-fill infrastructure failures (batchrun accept-failures),
+        # for the route's current policy only.
+        "accepted_failures": [
+            {"reason": a["reason"], "cells": a["cells"], "at": _iso(a["created_at"])}
+            for a in store.rows(
+                """SELECT a.reason, a.cells, a.created_at FROM accepted_failures a
+                   JOIN config_routes cr ON cr.route = a.route AND cr.policy_fp = a.policy_fp WHERE a.route = ? ORDER BY a.id""",
+                [route_name])],
         "judge_panel": [{"route": j.name, "model": j.model, "provider": j.provider,
                          "temperature": config.judge_temperature(j) if config.judge_temperature(j) is not None else "omitted",
                          "max_tokens": config.judging.max_tokens} for j in config.judges],
@@ -117,9 +132,10 @@ def route_scores(store: Store, config: Config, board_row: dict[str, Any]) -> dic
     tasks = []
     for cs in store.rows("SELECT cs.* FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? ORDER BY t.position", [route]):
         status = "pending" if cs["status"] == "judging" else cs["status"]
-        score = cs["score"] if status == "ok" else (0.0 if status in ("out_of_context_scope", "refusal", "empty", "error") else None)
+        score = cs["score"] if status == "ok" else (0.0 if status in ZERO_FILLED else None)
         tasks.append({"task_id": cs["task_id"], "status": status, "score": score, "judges": judges.get(cs["task_id"], {})})
-    keys = ("overall", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks", "out_of_context_n", "failed_n", "pending_n", "complete")
+    keys = ("overall", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks", "out_of_context_n", "failed_n", "pending_n",
+            "waiting_n", "blocked_n", "accepted_n", "complete")
     return {"route": route, "model": board_row["model"], "provider": board_row["provider"],
             **{k: board_row[k] for k in keys}, "tasks": tasks, "provenance": provenance(store, config, route)}
 
@@ -128,19 +144,21 @@ def route_responses(store: Store, config: Config, route: str) -> dict[str, Any]:
     r = config.routes[route]
     tasks = []
     for row in store.rows(
-        """SELECT cs.task_id, cs.status, cs.custom_id, res.text, res.finish_reason, res.input_tokens, res.output_tokens,
+        """SELECT cs.task_id, cs.status, cs.custom_id, res.kind, res.text, res.finish_reason, res.input_tokens, res.output_tokens,
                   res.reasoning_tokens, res.cached_tokens, res.batch_id, b.ended_at, res.error_message,
                   (SELECT count(*) FROM results a WHERE a.custom_id = cs.custom_id) AS attempts
            FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id
            LEFT JOIN results res ON res.id = cs.result_id LEFT JOIN batches b ON b.id = res.batch_id
            WHERE cs.route = ? ORDER BY t.position""", [route]):
-        status = RESPONSE_STATUS.get(row["status"], row["status"])
-        has_answer = status in ("ok", "refusal", "empty", "error")
+        # In the responses file an answer is ok whatever its judging (judging, waiting, blocked).
+        status = "ok" if row["kind"] == "ok" else RESPONSE_STATUS.get(row["status"], row["status"])
+        # A cell with a last attempt to show: an answer, or the failure that keeps it open (or accepted).
+        has_answer = status in ("ok", "refusal", "empty", "accepted", "blocked", "waiting")
         tasks.append({
             "task_id": row["task_id"], "status": status, "custom_id": row["custom_id"],
             "response": row["text"] if has_answer else None,
             "finish_reason": row["finish_reason"] if has_answer else None,
-            "error": row["error_message"] if status == "error" else None,
+            "error": row["error_message"] if status in ("accepted", "blocked", "waiting") else None,
             "usage": {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"],
                       "reasoning_tokens": row["reasoning_tokens"], "cached_tokens": row["cached_tokens"]} if has_answer else None,
             "attempts": row["attempts"], "batch_id": row["batch_id"] if has_answer else None,
@@ -177,5 +195,7 @@ def report_data(store: Store, config: Config) -> dict[str, Any]:
     # The same keys as the scores files (tasks included), plus the matched panel.
     snapshot_cells(store)
     routes = [route_scores(store, config, row) for row in leaderboard(store) if row["route"] in config.routes]
+    from .diagnosis import open_problems
+
     return {"routes": routes, "matched_panel": matched_panel(store), "dataset_sha256": store.meta("dataset_sha256"),
-            "batchrun_version": __version__}
+            "batchrun_version": __version__, "problems": [p.as_json() for p in open_problems(store, config)]}

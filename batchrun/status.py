@@ -7,19 +7,21 @@ from typing import Any
 
 from .clients import make_client
 from .config import Config
+from .diagnosis import open_problems
 from .errors import BatchrunError
 from .providers import get_adapter
 from .store import LIVE_BATCH_STATUSES, Store, sql_list
 
 
-def status_data(store: Store) -> dict[str, Any]:
+def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
     cells = store.rows("SELECT route, status, count(*) AS n FROM cell_status GROUP BY route, status ORDER BY route, status")
     routes: dict[str, dict[str, int]] = {}
     for r in cells:
         routes.setdefault(r["route"], {})[r["status"]] = r["n"]
     batches = store.rows("SELECT route, stage, status, count(*) AS n, coalesce(sum(n_requests), 0) AS requests FROM batches GROUP BY route, stage, status ORDER BY route, stage, status")
     live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_batch_id, n_requests FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)} ORDER BY seq")
-    return {"cells": routes, "batches": batches, "in_flight": live}
+    problems = [{**p.as_json(), "text": p.describe()} for p in open_problems(store, config)]
+    return {"cells": routes, "batches": batches, "in_flight": live, "problems": problems}
 
 
 def cancel(store: Store, config: Config, *, batch: str | None = None, route: str | None = None, all_: bool = False) -> list[str]:

@@ -32,7 +32,8 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
         "ANTHROPIC_CUSTOM_HEADERS",
     ):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("BATCHRUN_RETRY_BASE", "0.01")
+    # Backoffs scale with this (a batch retry waits 60 s at 1.0): 6 ms between rounds here.
+    monkeypatch.setenv("BATCHRUN_RETRY_BASE", "0.0001")
     monkeypatch.setenv(KEY_ENV, "test-key-not-secret")
 
 

@@ -160,8 +160,9 @@ def test_every_result_kind_end_to_end(project: Project, emu: Any, script: Script
         "t-ok": ["ok"], "t-refuse": ["refusal"], "t-empty": ["empty"], "t-invalid": ["invalid"], "t-flaky": ["transient"],
     }
     st = status_by_task(project)
+    # An invalid request is the config's fault, not the model's answer: blocked, never a zero.
     assert {t: s["state"] for t, s in st.items()} == {
-        "t-ok": "ok", "t-refuse": "failed", "t-empty": "failed", "t-invalid": "failed", "t-flaky": "pending",
+        "t-ok": "ok", "t-refuse": "failed", "t-empty": "failed", "t-invalid": "blocked", "t-flaky": "pending",
     }
     assert (st["t-flaky"]["transient_n"], st["t-flaky"]["resubmit_n"]) == (1, 0)
 
@@ -171,18 +172,19 @@ def test_every_result_kind_end_to_end(project: Project, emu: Any, script: Script
     assert second["n_requests"] == 1
     assert [r["custom_id"] for r in project.sql("SELECT custom_id FROM batch_requests WHERE batch_id = ?", [second["id"]])] == [ids_by_task(project)["t-flaky"]]
     ok(project.run("poll", emulator=emu))
-    ok(project.run("collect", emulator=emu), 0)
+    blocked = ok(project.run("collect", emulator=emu), 2)  # the blocked request keeps the route open
+    assert f"blocked: route {name!r}: 1 cell(s) blocked" in blocked.output
 
     assert kinds_by_task(project) == {
         "t-ok": ["ok"], "t-refuse": ["refusal"], "t-empty": ["empty"], "t-invalid": ["invalid"], "t-flaky": ["transient", "ok"],
     }
     st = status_by_task(project)
     assert {t: s["state"] for t, s in st.items()} == {
-        "t-ok": "ok", "t-refuse": "failed", "t-empty": "failed", "t-invalid": "failed", "t-flaky": "ok",
+        "t-ok": "ok", "t-refuse": "failed", "t-empty": "failed", "t-invalid": "blocked", "t-flaky": "ok",
     }
     assert (st["t-flaky"]["transient_n"], st["t-flaky"]["ok_n"]) == (1, 1)
     cells = {r["task_id"]: r["status"] for r in project.sql("SELECT task_id, status FROM cell_status")}
-    assert cells == {"t-ok": "ok", "t-refuse": "refusal", "t-empty": "empty", "t-invalid": "error", "t-flaky": "ok"}
+    assert cells == {"t-ok": "ok", "t-refuse": "refusal", "t-empty": "empty", "t-invalid": "blocked", "t-flaky": "ok"}
 
     batches = project.sql("SELECT * FROM batches ORDER BY seq")
     assert [b["status"] for b in batches] == ["collected", "collected"]
@@ -221,7 +223,7 @@ def test_every_result_kind_end_to_end(project: Project, emu: Any, script: Script
 
     # Collecting again changes nothing.
     before = project.sql("SELECT count(*) AS n FROM results")[0]["n"]
-    ok(project.run("collect", emulator=emu), 0)
+    ok(project.run("collect", emulator=emu), 2)
     assert project.sql("SELECT count(*) AS n FROM results")[0]["n"] == before
 
 
@@ -333,7 +335,7 @@ def test_expired_or_cancelled_batch_keeps_partial_results(project: Project, emu:
 
 @pytest.mark.parametrize("times", [1, 2])
 @pytest.mark.parametrize("provider", ["openai", "gemini"])
-def test_batch_failed_at_validation_is_requeued_once(project: Project, emu: Any, provider: str, times: int) -> None:
+def test_batch_failed_at_validation_is_requeued_once_then_blocks(project: Project, emu: Any, provider: str, times: int) -> None:
     spec = BATCH_ROUTES[provider]
     setup(project, {"r": spec}, task_ids=["p1", "p2"])
     emu.add_fault({"kind": "fail_validation", "model": spec["model"], "count": times})
@@ -349,16 +351,17 @@ def test_batch_failed_at_validation_is_requeued_once(project: Project, emu: Any,
     assert all(r["error_message"] == b1["error"] for r in rows)
     assert {s["state"] for s in status_by_task(project).values()} == {"pending"}
 
-    cycle(project, emu, collect_code=0)
+    cycle(project, emu, collect_code=0 if times == 1 else 2)
     st = status_by_task(project)
     if times == 1:
         assert kinds_by_task(project) == {"p1": ["batch_failed", "ok"], "p2": ["batch_failed", "ok"]}
         assert {s["state"] for s in st.values()} == {"ok"}
     else:
         assert kinds_by_task(project) == {"p1": ["batch_failed", "batch_failed"], "p2": ["batch_failed", "batch_failed"]}
-        assert {s["state"] for s in st.values()} == {"failed"}
-        assert {r["status"] for r in project.sql("SELECT status FROM cell_status")} == {"error"}
-        # Failed for good: the next submit sends nothing.
+        # Twice failed at validation: the route is blocked with the provider's message, never zeros.
+        assert {s["state"] for s in st.values()} == {"blocked"}
+        assert {r["status"] for r in project.sql("SELECT status FROM cell_status")} == {"blocked"}
+        # Blocked: the next submit sends nothing.
         r = ok(project.run("submit", emulator=emu))
         assert "created 0 batch(es)" in r.output
         assert len(project.sql("SELECT * FROM batches")) == 2
@@ -380,13 +383,13 @@ def test_anthropic_validation_failure_is_a_batch_failed_as_a_whole(project: Proj
     ok(project.run("collect", emulator=emu), 2)
     assert kinds_by_task(project) == {"p1": ["batch_failed"], "p2": ["batch_failed"]}
     assert {s["state"] for s in status_by_task(project).values()} == {"pending"}
-    cycle(project, emu, collect_code=0)
+    cycle(project, emu, collect_code=0 if times == 1 else 2)
     if times == 1:
         assert kinds_by_task(project) == {"p1": ["batch_failed", "ok"], "p2": ["batch_failed", "ok"]}
         assert sent_per_task(project, emu) == Counter({"p1": 1, "p2": 1})
     else:
         assert kinds_by_task(project) == {"p1": ["batch_failed", "batch_failed"], "p2": ["batch_failed", "batch_failed"]}
-        assert {r["status"] for r in project.sql("SELECT status FROM cell_status")} == {"error"}
+        assert {r["status"] for r in project.sql("SELECT status FROM cell_status")} == {"blocked"}
         assert all("failed validation" in (x["error_message"] or "") for x in project.sql("SELECT error_message FROM results"))
         assert emu.requests == []
 

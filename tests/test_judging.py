@@ -340,6 +340,12 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Any:
             v[(JUDGE_A, _answer("flaky", "t1"))] = verdict(30, [30, 0])
             v[(JUDGE_G, _answer("flaky", "t1"))] = verdict(35, [30, 5])
             r = project.run("refresh", "--interval", "0", emulator=s.emu)
+            # flaky's t3 is an invalid request: blocked (the config's fault), never a zero on its own.
+            assert r.exit_code == 2 and "route 'flaky': 1 cell(s) blocked" in r.output, r.output
+            # The maintainer decides to publish anyway: t3 is zero-filled by that recorded decision.
+            a = project.run("accept-failures", "--route", "flaky", "--reason", "t3 rejected by the provider", emulator=s.emu)
+            assert a.exit_code == 0, a.output
+            r = project.run("refresh", "--interval", "0", emulator=s.emu)
             assert r.exit_code == 0, r.output
             yield project, s
         finally:
@@ -400,7 +406,7 @@ def test_scores_files_match_hand_computation(board: Any) -> None:
     assert small["t3"]["judges"]["judge-g"] == {"total": -5, "score": 0.0, "points_awarded": [-5]}
     assert small["t2"]["judges"]["judge-g"] == {"total": 20, "score": 0.8, "points_awarded": ["12.5", "7.5"]}
     flaky = by_task(results(project, "flaky", "scores"))
-    assert [flaky[t]["status"] for t in ("t1", "t2", "t3", "t4")] == ["ok", "empty", "error", "refusal"]
+    assert [flaky[t]["status"] for t in ("t1", "t2", "t3", "t4")] == ["ok", "empty", "accepted", "refusal"]
 
 
 def test_leaderboard_view_matches_hand_computation_sorted_by_all_tasks(board: Any) -> None:
@@ -466,7 +472,7 @@ def test_responses_files(board: Any) -> None:
     assert statuses == {
         **{("small", t): "ok" for t in ("t1", "t2", "t3")}, ("small", "t4"): "out_of_context_scope",
         **{("big", t): "ok" for t in ("t1", "t2", "t3", "t4")},
-        ("flaky", "t1"): "ok", ("flaky", "t2"): "empty", ("flaky", "t3"): "error", ("flaky", "t4"): "refusal",
+        ("flaky", "t1"): "ok", ("flaky", "t2"): "empty", ("flaky", "t3"): "accepted", ("flaky", "t4"): "refusal",
     }
     flaky = by_task(results(project, "flaky", "responses"))
     assert flaky["t2"]["response"] == ""
@@ -629,13 +635,15 @@ def test_judge_failing_once_is_retried_next_run_cli_steps(project: Project, scri
 
 def test_judge_failing_for_a_whole_run_recovers_on_the_next_refresh(project: Project, script: Script) -> None:
     two_task_project(project, script, judging={"max_retries_per_run": 1})
-    script.verdicts[(JUDGE_A, ANS2)] = ["no verdict here, sorry", verdict(20, [12.5, 7.5])]
+    # One retry per run: two failures use up the first run's budget.
+    script.verdicts[(JUDGE_A, ANS2)] = ["no verdict here, sorry", "still no verdict", verdict(20, [12.5, 7.5])]
 
     first = refresh(project, script)
     assert first.exit_code == 2
     assert PERSISTENT in first.stderr
     assert all(results(project, "gpt", "scores")[k] is None for k in HEADLINE)
-    assert by_task(results(project, "gpt", "scores"))["t2"]["status"] == "pending"
+    # The judge used this run's budget: the cell waits for the next run (never a zero).
+    assert by_task(results(project, "gpt", "scores"))["t2"]["status"] == "waiting"
 
     mark = len(script.emu.requests)
     second = refresh(project, script)
@@ -656,15 +664,15 @@ def test_judge_that_keeps_failing_leaves_the_route_incomplete_with_null_headline
     assert r.exit_code == 2
     assert PERSISTENT in r.stderr and "judge is down" in r.stderr
     judge_g_ids = [x["custom_id"] for x in script.emu.requests if x["model"] == JUDGE_G]
-    # Bounded per run: max_retries_per_run (default 3) attempts of the same request, then it waits.
-    assert len(judge_g_ids) == 1 + 3  # t2 once, t1 three times
-    assert sorted(judge_g_ids.count(c) for c in set(judge_g_ids)) == [1, 3]
+    # Bounded per run: max_retries_per_run (default 3) retries of the same request, then it waits.
+    assert len(judge_g_ids) == 1 + 4  # t2 once, t1 once and three retries
+    assert sorted(judge_g_ids.count(c) for c in set(judge_g_ids)) == [1, 4]
 
     scores = results(project, "gpt", "scores")
     assert all(scores[k] is None for k in HEADLINE)
     assert scores["complete"] is False and scores["pending_n"] == 1 and scores["scored_n"] == 1
     t1 = by_task(scores)["t1"]
-    assert t1["status"] == "pending" and t1["score"] is None and "judge-g" not in t1["judges"]
+    assert t1["status"] == "waiting" and t1["score"] is None and "judge-g" not in t1["judges"]
     assert by_task(results(project, "gpt", "responses"))["t1"]["status"] == "ok"
     row = board_row(project, "gpt")
     assert row["complete"] == 0 and row["pending_n"] == 1
@@ -677,7 +685,7 @@ def test_judge_that_keeps_failing_leaves_the_route_incomplete_with_null_headline
     # The next run tries again (bounded again), and still never turns the failure into a zero.
     r2 = refresh(project, script)
     assert r2.exit_code == 2 and PERSISTENT in r2.stderr
-    assert [x["model"] for x in script.emu.requests].count(JUDGE_G) == 4 + 3
+    assert [x["model"] for x in script.emu.requests].count(JUDGE_G) == 5 + 4
     assert all(results(project, "gpt", "scores")[k] is None for k in HEADLINE)
     assert not project.sql("select * from judgments where score = 0")
     assert_no_invented_zero(project)

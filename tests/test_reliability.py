@@ -29,7 +29,10 @@ ROUTES_ALL = {
     "claude": route("anthropic", "claude-opus-4.8"),
     "gemini": route("gemini", "gemini-2.5-pro"),
     "qwen": route("openai-compatible", "qwen3.7-plus", endpoint_path="/v1/chat/completions"),
-    "kimi-sync": route("openai-compatible", "kimi-k2.6", transport="sync", sync_concurrency=1),
+    # Kimi K2.6 rejects temperature (the emulator answers 400, as Moonshot does): omitted, as the
+    # shipped batchrun.toml does. Before invalid requests blocked the route, this route's cells
+    # were silently zeros in every "clean" leaderboard below.
+    "kimi-sync": route("openai-compatible", "kimi-k2.6", transport="sync", sync_concurrency=1, send_temperature=False),
     "judge-a": route("anthropic", "claude-sonnet-4-6"),
     "judge-g": route("gemini", "gemini-2.5-flash"),
 }

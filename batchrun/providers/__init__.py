@@ -23,6 +23,9 @@ from typing import Any, Literal
 # Sent with every online (sync-transport) request: providers ignore unknown headers, and it lets
 # a provider's logs (or the emulator's request log) tie an online call to its custom_id.
 TRACE_HEADER = "X-Batchrun-Custom-Id"
+# The sync transport writes an online failure as a batch-shaped result line; where the provider
+# sent Retry-After it adds this key (ignored by every parse_line), so the retry honours it.
+RETRY_AFTER_KEY = "batchrun_retry_after"
 
 BatchState = Literal["pending", "running", "done", "failed", "expired", "cancelled"]
 TERMINAL_STATES: tuple[str, ...] = ("done", "failed", "expired", "cancelled")
@@ -31,7 +34,8 @@ ResultKind = Literal[
     "ok",  # text returned (for judges: a parseable verdict)
     "refusal",  # the model refused (OpenAI message.refusal, Anthropic stop_reason refusal, Gemini SAFETY)
     "empty",  # no text
-    "invalid",  # the provider rejected the request itself (400-class): a failure, not retried
+    "invalid",  # the provider rejected the request itself (400-class): the config's fault; blocks the route
+    "auth",  # the provider rejected the key (401/403): blocks the route until the key is fixed
     "transient",  # 429 / 5xx / overloaded / timeout: retried, at most max_retries times
     "expired",  # the batch expired before this request ran: resubmitted without using retries
     "cancelled",  # the batch was cancelled before this request ran: resubmitted likewise
@@ -91,6 +95,8 @@ def error_kind_for_status(status: int | None) -> ResultKind:
     """Per-request HTTP-ish status -> failure kind. 408/409/429/5xx and unknowns are transient."""
     if status in (400, 404, 413, 422):
         return "invalid"
+    if status in (401, 403):
+        return "auth"
     return "transient"
 
 

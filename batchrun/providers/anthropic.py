@@ -22,6 +22,8 @@ from . import TRACE_HEADER, BatchStatus, LineResult, RequestSpec, Usage
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks
 # `invalid_request`); anything else (api_error, overloaded_error, rate_limit_error...) is transient.
 _INVALID_ERRORS = {"invalid_request_error", "not_found_error", "request_too_large"}
+# The key (or its workspace) was refused: the route is blocked until it is fixed.
+_AUTH_ERRORS = {"authentication_error", "permission_error"}
 
 
 class AnthropicAdapter:
@@ -64,7 +66,8 @@ class AnthropicAdapter:
         if kind == "errored":
             err = ((result.get("error") or {}).get("error")) or {}
             etype = err.get("type") or "error"
-            return LineResult(custom_id, "invalid" if etype in _INVALID_ERRORS else "transient", error_type=etype, error_message=err.get("message"))
+            kind = "invalid" if etype in _INVALID_ERRORS else "auth" if etype in _AUTH_ERRORS else "transient"
+            return LineResult(custom_id, kind, error_type=etype, error_message=err.get("message"))
         if kind == "canceled":
             return LineResult(custom_id, "cancelled", error_type="canceled")
         if kind == "expired":
@@ -123,7 +126,8 @@ class AnthropicAdapter:
 
     def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
         if error_type is None:
-            error_type = "invalid_request_error" if status in (400, 404, 413, 422) else "api_error"
+            error_type = ("invalid_request_error" if status in (400, 404, 413, 422)
+                          else "authentication_error" if status == 401 else "permission_error" if status == 403 else "api_error")
         return {"custom_id": custom_id, "result": {"type": "errored", "error": {"type": "error", "error": {"type": error_type, "message": message}}}}
 
     # -- private ---------------------------------------------------------------------------------

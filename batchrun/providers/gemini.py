@@ -27,6 +27,8 @@ _STATES = {
 _BLOCKED = {"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "RECITATION", "IMAGE_SAFETY"}
 # Error codes meaning "fix the request": HTTP 400/404 or gRPC INVALID_ARGUMENT(3)/NOT_FOUND(5).
 _INVALID_CODES = {400, 404, 413, 3, 5}
+# The key was refused: HTTP 401/403 or gRPC UNAUTHENTICATED(16)/PERMISSION_DENIED(7).
+_AUTH_CODES = {401, 403, 16, 7}
 
 
 def state_of(raw_state: str) -> str:
@@ -65,7 +67,7 @@ class GeminiAdapter:
         if obj.get("error"):
             err = obj["error"]
             code = err.get("code")
-            kind = "invalid" if code in _INVALID_CODES else "transient"
+            kind = "invalid" if code in _INVALID_CODES else "auth" if code in _AUTH_CODES else "transient"
             return LineResult(custom_id, kind, error_type=str(err.get("status") or code), error_message=err.get("message"))
         response = obj.get("response") or {}
         u = _get(response, "usageMetadata", "usage_metadata") or {}

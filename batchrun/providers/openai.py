@@ -201,6 +201,9 @@ def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
     finish = choice.get("finish_reason")
     if message.get("refusal"):
         return LineResult(custom_id, "refusal", text=message["refusal"], finish_reason=finish, usage=usage)
+    if finish == "content_filter":
+        # The provider's content filter withheld the answer: a refusal (spec §2), never retried.
+        return LineResult(custom_id, "refusal", text=message.get("content") or "", finish_reason=finish, usage=usage)
     content = message.get("content")
     if isinstance(content, list):  # some compatible servers return content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))

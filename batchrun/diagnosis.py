@@ -1,0 +1,130 @@
+"""Why a route cannot finish, and what to do about it.
+
+Only a real refusal or an empty answer is the model's failure (spec 001 §2, §5). Every other
+failure leaves the cell open, in one of two states that this module explains:
+
+- **blocked**: the provider refused the request itself (a 400-class error), the key (401/403),
+  or failed the batch at validation twice. Sending it again cannot help: the config must change.
+  The diagnosis names the likely cause from the provider's message and the fix. Changing the
+  route's config changes its policy fingerprint, so the fixed requests are planned afresh (and
+  nothing already answered under the old policy is sent again); `batchrun retry` reopens
+  requests whose config was right (a key fixed in the environment, a provider-side outage).
+- **waiting**: transient failures (429, 5xx, timeouts, expired or cancelled batches) used up this
+  run's retry budget. The next run resumes them with a fresh budget.
+
+The messages are matched as text because the providers word the same problem differently and
+none gives a stable code for all of them (OpenAI `unsupported_value` / `context_length_exceeded`,
+Anthropic `invalid_request_error` "prompt is too long", Gemini 400 INVALID_ARGUMENT with the
+token counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import Config
+from .store import Store
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Open cells of one route that cannot move in this run, with the reason."""
+
+    route: str  # the route whose requests fail (a judge route blocks the cells it grades)
+    stage: str  # gen | judge
+    state: str  # blocked | waiting
+    requests: int
+    kind: str  # the last failure's kind
+    message: str  # the provider's last message (or batchrun's, for a batch without one)
+    diagnosis: Diagnosis
+
+    def describe(self) -> str:
+        what = "answers to judge" if self.stage == "judge" else "cell(s)"
+        if self.state == "waiting":
+            return (f"route {self.route!r}: {self.requests} {what} used this run's retries after infrastructure failures "
+                    f"(last: {self.message}). {self.diagnosis.fix}")
+        return f"route {self.route!r}: {self.requests} {what} blocked: {self.diagnosis.cause} ({self.message}). Fix: {self.diagnosis.fix}"
+
+    def as_json(self) -> dict[str, object]:
+        return {"route": self.route, "stage": self.stage, "state": self.state, "requests": self.requests, "kind": self.kind,
+                "message": self.message, "cause": self.diagnosis.cause, "fix": self.diagnosis.fix}
+
+
+def _has(text: str, *words: str) -> bool:
+    return any(w in text for w in words)
+
+
+def diagnose(route_name: str, kind: str, message: str, config: Config | None = None) -> Diagnosis:
+    """The likely cause of a blocking failure and its fix, from the provider's message."""
+    route = config.routes.get(route_name) if config is not None else None
+    table = f'[routes."{route_name}"]'
+    where = f" in {config.path}" if config is not None else ""
+    retry = f"then run `batchrun retry --route {route_name}`"
+    if kind == "auth":
+        env = route.api_key_env if route is not None else "the route's api_key_env"
+        return Diagnosis("the provider refused the API key", f"check the key in {env} for route {route_name!r}, {retry}.")
+    text = (message or "").lower()
+    if kind == "batch_failed":
+        return Diagnosis("the provider failed the batch at validation, twice",
+                         f"fix what the provider's message names under {table}{where} (a changed policy re-plans the cells); "
+                         f"if the provider was at fault, {retry}.")
+    if "temperature" in text and _has(text, "unsupported", "not supported", "does not support", "deprecated",
+                                      "not permitted", "extra inputs", "invalid", "not allowed"):
+        return Diagnosis("the model rejects temperature",
+                         f"set send_temperature = false under {table}{where} (spec §2: temperature is omitted for models "
+                         "that reject it); the cells are planned afresh under the new policy.")
+    if _has(text, "max_tokens", "max_completion_tokens", "max_output_tokens", "maxoutputtokens", "max output tokens") and _has(
+            text, "too large", "exceed", "maximum", "must be less", "at most", "less than or equal", "up to"):
+        return Diagnosis("the completion budget is above the model's output limit",
+                         f"set max_tokens = <the model's output limit> under {table}{where}.")
+    if _has(text, "context_length_exceeded", "context length", "context window", "prompt is too long", "maximum context",
+            "too many tokens", "input token count", "exceeds the maximum number of tokens", "too long"):
+        return Diagnosis("a document is longer than the model's context window: the route's caps are too high for this model",
+                         f"lower caps = {{ en = ..., cjk = ... }} under {table}{where} to the model's real window "
+                         "(spec §3: probe a new model's real window, never inherit another model's caps); "
+                         "the documents above the new cap become out of context, the rest are planned afresh.")
+    if _has(text, "model_not_found", "does not exist", "unknown model", "invalid model", "no such model", "not found",
+            "is not supported for") and "model" in text:
+        model = f" {route.model!r}" if route is not None else ""
+        return Diagnosis(f"the provider does not know the model{model}",
+                         f"correct model under {table}{where} to the provider's model id.")
+    return Diagnosis("the provider rejected the request as invalid",
+                     f"fix what the provider's message names under {table}{where} (a changed policy re-plans the cells); "
+                     f"if the request was right, {retry}.")
+
+
+def open_problems(store: Store, config: Config | None = None) -> list[Problem]:
+    """Blocked and waiting requests the current config still wants, grouped by route."""
+    from .plan import current_requests_sql  # the one definition of "wanted by the current config"
+
+    rows = store.rows(
+        f"""SELECT s.route, s.stage, s.state, count(*) AS n, max(s.last_result_id) AS last_id
+            FROM request_status s
+            WHERE s.state IN ('blocked', 'waiting') AND s.custom_id IN ({current_requests_sql()})
+            GROUP BY s.route, s.stage, s.state ORDER BY s.state, s.route, s.stage""")
+    problems = []
+    for r in rows:
+        if r["state"] == "blocked":
+            # The blocking failure itself, not a transient one that may have come after it.
+            last = store.one(
+                f"""SELECT res.kind, res.error_type, res.error_message FROM results res JOIN request_status s ON s.custom_id = res.custom_id
+                    WHERE s.route = ? AND s.stage = ? AND s.state = 'blocked' AND res.kind IN ('invalid', 'auth', 'batch_failed')
+                      AND s.custom_id IN ({current_requests_sql()})
+                    ORDER BY res.id DESC LIMIT 1""", [r["route"], r["stage"]])
+        else:
+            last = store.one("SELECT kind, error_type, error_message FROM results WHERE id = ?", [r["last_id"]])
+        last = last or {"kind": "unknown", "error_type": None, "error_message": None}
+        message = last["error_message"] or last["error_type"] or last["kind"]
+        if r["state"] == "blocked":
+            diagnosis = diagnose(r["route"], last["kind"], message, config)
+        else:
+            diagnosis = Diagnosis("this run's retry budget is used up",
+                                  "Run `batchrun refresh` again later: the next run resumes them with a fresh budget.")
+        problems.append(Problem(r["route"], r["stage"], r["state"], r["n"], last["kind"], message, diagnosis))
+    return problems
