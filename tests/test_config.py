@@ -331,3 +331,27 @@ def test_key_variable_is_route_config_not_policy(project: Project) -> None:
     assert result.exit_code == 0
     assert json.loads(result.stdout)["batches"] == []
     assert project.sql("SELECT route, task_id, custom_id FROM cells ORDER BY route, task_id") == before
+
+
+# The spellings: each got temperature 0.1 sent and the default caps row before.
+SPELLED_ROUTES = {
+    "opus46-hyphen": (route("anthropic", "claude-opus-4-6"), "claude-opus-4.6"),
+    "opus46-dated": (route("anthropic", "claude-opus-4-6-20260217"), "claude-opus-4.6"),
+    "opus46-router": (route("openai-compatible", "mr.claude-opus-4.6"), "claude-opus-4.6"),
+    "opus46-path": (route("openai-compatible", "anthropic/claude-opus-4.6"), "claude-opus-4.6"),
+    "gpt54-dated": (route("openai", "gpt-5.4-2026-03-05"), "gpt-5.4"),
+    "qwen3max-dated": (route("openai-compatible", "qwen/qwen3-max-2025-09-23"), "qwen3-max"),
+}
+
+
+def test_builtin_rules_find_the_model_however_it_is_spelled(project: Project) -> None:
+    one_task_project(project, {n: r for n, (r, _) in SPELLED_ROUTES.items()})
+    raw = raw_by_route(project)
+    caps = {c["route"]: (c["cap"], c["cap_source"]) for c in project.sql("SELECT route, cap, cap_source FROM cells")}
+    for name, (_, model) in SPELLED_ROUTES.items():
+        rejects = model in capslib.REJECTS_TEMPERATURE
+        assert (b'"temperature"' in raw[name]) is not rejects, name
+        assert caps[name] == (capslib.PAPER_CAPS[model][0], "paper table"), name
+    assert caps["qwen3max-dated"][0] == 690_000  # its own row, not the default one
+    config = load_config(project.config_path)
+    assert not config.warnings, "every route is in the built-in tables"
