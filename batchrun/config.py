@@ -149,6 +149,39 @@ class Route:
 
 
 @dataclass(frozen=True)
+class Fallback:
+    """One rule that found nothing built in for a route's model and fell back."""
+
+    rule: Literal["caps", "temperature"]
+    text: str  # starts with the rule's name: "caps: default row 2,850,000 / 850,000 characters. ..."
+
+
+@dataclass(frozen=True)
+class ConfigWarning:
+    """What the config falls back on for one route: said once per route (state.db remembers which
+    fallbacks were shown, see plan.unshown_warnings), not on every command."""
+
+    path: Path
+    route: str
+    model: str
+    fallbacks: tuple[Fallback, ...]
+
+    @property
+    def message(self) -> str:
+        return f"{self.path}: route {self.route!r} (model {self.model!r}): " + " ".join(f.text for f in self.fallbacks)
+
+    def meta_key(self, fallback: Fallback) -> str:
+        # Keyed by the normalised model: respelling the same model is not news, another model is.
+        return f"warned:{self.route}:{fallback.rule}:{capslib.normalise_model(self.model)}"
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __contains__(self, text: str) -> bool:
+        return text in self.message
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path
     paths: Paths
@@ -156,7 +189,7 @@ class Config:
     judging: Judging
     routes: dict[str, Route]
     budget: float | None = None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[ConfigWarning, ...] = ()
 
     @property
     def contestants(self) -> list[Route]:
@@ -329,7 +362,6 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     c = _Checker(path)
     c.unknown(raw, _TOP_KEYS, "")
     root = path.resolve().parent
-    warnings: list[str] = []
 
     praw = c.table(raw.get("paths"), "paths")
     c.unknown(praw, set(DEFAULT_PATHS), "paths")
@@ -366,7 +398,7 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     rraw = c.table(raw.get("routes"), "routes")
     routes: dict[str, Route] = {}
     for name, r in rraw.items():
-        routes[name] = _parse_route(c, name, r, warnings)
+        routes[name] = _parse_route(c, name, r)
     if not routes:
         raise c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.')
     for judge in panel:
@@ -377,10 +409,35 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
                 f'Add a [routes."{judge}"] table or remove it from the panel (defined routes: {", ".join(routes)}).',
             )
     budget = c.number(raw, "budget", "", None, allow_none=True)
-    return Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget, warnings=tuple(warnings))
+    config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
+    return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
 
 
-def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
+def _route_warning(config: Config, name: str) -> ConfigWarning | None:
+    """The built-in rules that fell back for this route, by what the route is used for: a judge
+    never gets a document, so the caps row does not matter for it."""
+    route = config.routes[name]
+    is_judge = name in config.judging.panel
+    where = f'[routes."{name}"]'
+    fallbacks: list[Fallback] = []
+    if not is_judge and route.caps.source.startswith("default"):
+        fallbacks.append(Fallback(
+            "caps",
+            f"caps: default row {route.caps.en:,} / {route.caps.cjk:,} characters (not in the built-in caps table). "
+            f"Probe its real context window and set caps = {{ en = ..., cjk = ... }} under {where} "
+            "(spec §3: never inherit an older version's cap).",
+        ))
+    if route.send_temperature_source == "default" and not capslib.known_model(route.model):
+        fallbacks.append(Fallback(
+            "temperature",
+            "temperature: sent (not in the built-in list of models that reject it). If this model rejects "
+            f"temperature, set send_temperature = false under {where}; if it accepts it, send_temperature = true "
+            "says so (spec §2).",
+        ))
+    return ConfigWarning(config.path, name, route.model, tuple(fallbacks)) if fallbacks else None
+
+
+def _parse_route(c: _Checker, name: str, r: Any) -> Route:
     where = f'routes."{name}"'
     if not isinstance(r, dict):
         raise c.fail(where, "must be a table", f'Write [routes."{name}"] with provider and model keys.')
@@ -392,7 +449,8 @@ def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
         raise c.fail(f"{where}.model", "is missing", 'Set model = "<the provider\'s model name>".')
     model = c.string(r, "model", where, None)
 
-    # Caps: config override, else the paper's table, else the default row with a warning.
+    # Caps: config override, else the paper's table, else the default row (warned about once,
+    # for contestants: see _route_warning).
     builtin = capslib.builtin_caps(model)
     if "caps" in r:
         craw = c.table(r["caps"], f"{where}.caps")
@@ -405,11 +463,6 @@ def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
         route_caps = builtin
     else:
         route_caps = capslib.Caps(*capslib.DEFAULT_CAPS, "default (unlisted model)")
-        warnings.append(
-            f"{c.path}: Route {name!r}: model {model!r} is not in the built-in caps table; using the default "
-            f"{route_caps.en:,} / {route_caps.cjk:,} characters. Probe its real context window and set "
-            f"caps = {{ en = ..., cjk = ... }} under [routes.\"{name}\"] (spec §3: never inherit an older version's cap)."
-        )
 
     transport = c.string(r, "transport", where, "batch", ("batch", "sync"))
     endpoint = c.string(r, "endpoint", where, "chat", ("chat", "responses"))

@@ -26,13 +26,13 @@ import re
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from . import jsonl
 from .caps import CJK_WINDOW, is_cjk
-from .config import Config, Route, fingerprint
+from .config import Config, ConfigWarning, Route, fingerprint
 from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
 from .cost import online_cost, request_cost
 from .dataset import Dataset, RubricItem, Task, load_dataset
@@ -69,6 +69,8 @@ class RouteSummary:
 class PlanResult:
     routes: list[RouteSummary] = field(default_factory=list)
     batches: list[str] = field(default_factory=list)  # local batch ids written
+    # Every current warning of the config, shown or not: a --json document describes the config
+    # whatever a human has already read (stderr says each one once: unshown_warnings).
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -165,6 +167,25 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
         docs[task.corpus_file] = info
         paths[task.corpus_file] = path
     return Corpus(dataset=dataset, docs=docs, paths=paths)
+
+
+def unshown_warnings(store: Store, warnings: tuple[ConfigWarning, ...] | list[ConfigWarning]) -> list[ConfigWarning]:
+    """The warnings (and within each, the fallbacks) this state.db has not shown yet."""
+    shown = {r["key"] for r in store.rows("SELECT key FROM meta WHERE key LIKE 'warned:%'")}
+    out = []
+    for w in warnings:
+        new = tuple(f for f in w.fallbacks if w.meta_key(f) not in shown)
+        if new:
+            out.append(replace(w, fallbacks=new))
+    return out
+
+
+def record_warnings_shown(store: Store, warnings: list[ConfigWarning]) -> None:
+    """Remember in `meta` (key warned:<route>:<rule>:<model>) that these were shown."""
+    with store.db.atomic():
+        for w in warnings:
+            for f in w.fallbacks:
+                store.set_meta(w.meta_key(f), str(time.time()))
 
 
 def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Corpus:
@@ -564,7 +585,7 @@ def _sync_for_writing(store: Store, config: Config, corpus: Corpus | None) -> tu
 def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dataset_path: Path, doc_paths: dict[str, Path], *,
                   routes: set[str] | None, stages: set[str] | None, write: bool) -> PlanResult:
     """Summarise what is pending per route and write it into request files."""
-    result = PlanResult(warnings=list(config.warnings))
+    result = PlanResult(warnings=[w.message for w in config.warnings])
     summaries: dict[tuple[str, str], RouteSummary] = {}
     for route in config.contestants:
         s = RouteSummary(route.name, "gen", route.provider, route.transport)
