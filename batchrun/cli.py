@@ -65,16 +65,18 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
     """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
     from .lock import WriterLock
-    from .plan import scan_corpus
+    from .plan import check_role_changes, scan_corpus
 
     if not config.paths.state.exists():
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
         scan_corpus(None, config)
     elif command in _READS_DATASET:
-        # Likewise before recording a run in an existing state.db: a bad dataset changes nothing.
+        # Likewise before recording a run in an existing state.db: a bad dataset, or a judge the
+        # config would silently turn into a contestant, changes nothing (not even the runs table).
         # (Read-only: the document cache makes this a stat per unchanged document.)
         ro = Store(config.paths.state, readonly=True)
         try:
+            check_role_changes(ro, config)
             scan_corpus(ro, config)
         finally:
             ro.close()

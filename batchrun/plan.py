@@ -36,7 +36,7 @@ from .config import Config, ConfigWarning, Route, fingerprint
 from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
 from .cost import online_cost, request_cost
 from .dataset import Dataset, RubricItem, Task, load_dataset
-from .errors import DataError
+from .errors import ConfigError, DataError
 from .prompts import generation_prompt, generation_prompt_overhead, judge_prompt
 from .providers import RequestSpec, get_adapter
 from .store import Store
@@ -169,6 +169,28 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
     return Corpus(dataset=dataset, docs=docs, paths=paths)
 
 
+def check_role_changes(store: Store, config: Config) -> None:
+    """Refuse a route the last sync recorded as a judge that the config now makes a contestant
+    only by inference (it left judging.panel and declares no role).
+
+    Removing a judge from the panel while leaving its route would otherwise turn it, silently,
+    into a contestant: a generation request for every task, paid for, and a leaderboard row for
+    a model that was grading the others. Read-only, so a refused config changes nothing.
+    """
+    if "config_routes" not in store.db.table_names():
+        return
+    were_judges = {r["route"] for r in store.rows("SELECT route FROM config_routes WHERE role IN ('judge', 'idle')")}
+    for route in config.contestants:
+        if route.name in were_judges and route.role is None:
+            raise ConfigError(
+                f"{config.path}: route {route.name!r} was a judge at the last run (state.db) and is no longer in "
+                "judging.panel, which would make it a contestant: every task would be sent to it and paid for, "
+                "and it would join the leaderboard (spec §4: judges are not contestants).",
+                f'Add role = "judge" under [routes."{route.name}"] to keep it idle (or remove the route), or '
+                'role = "contestant" to put it on the leaderboard deliberately. Nothing was changed.',
+            )
+
+
 def unshown_warnings(store: Store, warnings: tuple[ConfigWarning, ...] | list[ConfigWarning]) -> list[ConfigWarning]:
     """The warnings (and within each, the fallbacks) this state.db has not shown yet."""
     shown = {r["key"] for r in store.rows("SELECT key FROM meta WHERE key LIKE 'warned:%'")}
@@ -195,6 +217,8 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
     db = store.db
     ds = corpus.dataset
     with db.atomic():
+        # First, before anything is written: a refusal rolls the transaction back untouched.
+        check_role_changes(store, config)
         db.execute("INSERT OR IGNORE INTO datasets VALUES (?, ?, ?, ?)", [ds.sha256, str(ds.path), len(ds.tasks), now])
         store.set_meta("dataset_sha256", ds.sha256)
         for cf, info in corpus.docs.items():
@@ -242,6 +266,12 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
             _record_policy(store, fp, "judge", route, policy, now)
             db.execute("INSERT INTO config_routes VALUES (?, 'judge', ?, ?, ?, ?, ?, ?)",
                        [route.name, fp, route.provider, route.model, route.transport, route.endpoint_host, position])
+        # Idle judges are remembered as 'idle' (every view reads only 'contestant' and 'judge'
+        # rows), so deleting their role line later is caught as a flip too (check_role_changes).
+        for route in config.idle:
+            db.execute("INSERT INTO config_routes VALUES (?, 'idle', ?, ?, ?, ?, ?, NULL)",
+                       [route.name, fingerprint(config.judge_policy(route)), route.provider, route.model, route.transport,
+                        route.endpoint_host])
         queue_judgments(store, config)
         _supersede_stale_batches(store)
     return corpus
