@@ -65,16 +65,18 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
     """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
     from .lock import WriterLock
-    from .plan import scan_corpus
+    from .plan import check_role_changes, scan_corpus
 
     if not config.paths.state.exists():
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
         scan_corpus(None, config)
     elif command in _READS_DATASET:
-        # Likewise before recording a run in an existing state.db: a bad dataset changes nothing.
+        # Likewise before recording a run in an existing state.db: a bad dataset, or a judge the
+        # config would silently turn into a contestant, changes nothing (not even the runs table).
         # (Read-only: the document cache makes this a stat per unchanged document.)
         ro = Store(config.paths.state, readonly=True, any_schema=True)
         try:
+            check_role_changes(ro, config)
             scan_corpus(ro, config)
         finally:
             ro.close()
@@ -93,6 +95,22 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
 
 # Commands that read the dataset and corpus (poll and cancel don't: they keep working on a broken dataset).
 _READS_DATASET = frozenset({"plan", "submit", "collect", "refresh", "retry", "accept-failures"})
+
+
+def announce_warnings(ctx: Context, store: Store, config: Config) -> None:
+    """Print the config's warnings this state.db has not shown yet, once, and remember them.
+
+    Called after the command's work, so an error stays the first thing on stderr. With -q nothing
+    is printed and nothing is remembered: the next run without -q says it.
+    """
+    from .plan import record_warnings_shown, unshown_warnings
+
+    if ctx.quiet:
+        return
+    new = unshown_warnings(store, config.warnings)
+    for w in new:
+        click.echo(f"Warning: {w.message}", err=True)
+    record_warnings_shown(store, new)
 
 
 def wait_lock_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -135,6 +153,7 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
     config = ctx.config()
     with writer(ctx, "plan", config, wait_lock=wait_lock) as store:
         result = do_plan(store, config, routes=set(routes) or None, stages=set(stages) or None)
+        announce_warnings(ctx, store, config)
         _print_plan(config, result, as_json)
 
 
@@ -145,8 +164,6 @@ def _print_plan(config: Config, result: Any, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"routes": rows, "batches": result.batches, "warnings": result.warnings}, indent=2))
         return
-    for w in result.warnings:
-        click.echo(f"Warning: {w}", err=True)
     header = (f"{'route':24} {'stage':5} {'tasks':>5} {'ooc':>4} {'to send':>7} {'files':>5} {'bytes':>13} "
               f"{'est in tok':>11} {'est out tok':>11} {'judge req':>9} {'est batch':>10} {'online':>10}")
     click.echo(header)
@@ -177,6 +194,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
     with writer(ctx, "submit", config, wait_lock=wait_lock) as store:
         result = do_submit(store, config, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
                            budget=budget, progress=ctx.progress())
+        announce_warnings(ctx, store, config)
         if dry_run:
             _print_plan(config, result.plan, False)
             return
@@ -216,6 +234,7 @@ def collect(ctx: Context, wait_lock: bool) -> None:
     config = ctx.config()
     with writer(ctx, "collect", config, wait_lock=wait_lock) as store:
         r = do_collect(store, config, progress=ctx.progress())
+        announce_warnings(ctx, store, config)
         click.echo(f"collected {len(r.batches)} batch(es), {r.lines} result line(s); {r.new_judge_requests} judge request(s) queued")
         if not r.complete:
             _print_problems(store, config)
@@ -244,6 +263,7 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
     deadline = deadline_from(parse_duration(timeout_) if timeout_ else None, _check_until(until))
     with writer(ctx, "refresh", config, wait_lock=wait_lock) as store:
         outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, progress=ctx.progress())
+        announce_warnings(ctx, store, config)
         from .report import render
         from .scoring import report_data
 

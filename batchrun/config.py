@@ -26,6 +26,8 @@ from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 
 ProviderName = Literal["openai", "anthropic", "gemini", "openai-compatible"]
 Transport = Literal["batch", "sync"]
+Role = Literal["contestant", "judge"]
+ROLES: tuple[str, ...] = ("contestant", "judge")
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "gemini", "openai-compatible")
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
@@ -106,6 +108,9 @@ class Route:
     name: str
     provider: ProviderName
     model: str
+    # As written in the config; None = inferred from judging.panel. Kept apart from the effective
+    # role (Config.role_of) because only an explicit role may turn a former judge into a contestant.
+    role: Role | None = None
     reasoning: bool = False
     send_temperature: bool = True
     send_temperature_source: str = "default"
@@ -149,6 +154,40 @@ class Route:
 
 
 @dataclass(frozen=True)
+class Fallback:
+    """One rule that found nothing built in for a route's model and fell back (or, for "idle",
+    a route the config leaves unused)."""
+
+    rule: Literal["caps", "temperature", "idle"]
+    text: str  # starts with the rule's name: "caps: default row 2,850,000 / 850,000 characters. ..."
+
+
+@dataclass(frozen=True)
+class ConfigWarning:
+    """What the config falls back on for one route: said once per route (state.db remembers which
+    fallbacks were shown, see plan.unshown_warnings), not on every command."""
+
+    path: Path
+    route: str
+    model: str
+    fallbacks: tuple[Fallback, ...]
+
+    @property
+    def message(self) -> str:
+        return f"{self.path}: route {self.route!r} (model {self.model!r}): " + " ".join(f.text for f in self.fallbacks)
+
+    def meta_key(self, fallback: Fallback) -> str:
+        # Keyed by the normalised model: respelling the same model is not news, another model is.
+        return f"warned:{self.route}:{fallback.rule}:{capslib.normalise_model(self.model)}"
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __contains__(self, text: str) -> bool:
+        return text in self.message
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path
     paths: Paths
@@ -156,16 +195,28 @@ class Config:
     judging: Judging
     routes: dict[str, Route]
     budget: float | None = None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[ConfigWarning, ...] = ()
+
+    def role_of(self, name: str) -> Literal["contestant", "judge", "idle"]:
+        """A route in the panel judges; a route declared a judge but out of the panel is idle
+        (nothing is sent for it); every other route is a contestant (spec §4)."""
+        if name in self.judging.panel:
+            return "judge"
+        return "idle" if self.routes[name].role == "judge" else "contestant"
 
     @property
     def contestants(self) -> list[Route]:
-        """Routes on the leaderboard: every route that is not a judge (spec §4: non-contestant panel)."""
-        return [r for name, r in self.routes.items() if name not in self.judging.panel]
+        """Routes on the leaderboard: neither in the panel nor declared judges (spec §4: non-contestant panel)."""
+        return [r for name, r in self.routes.items() if self.role_of(name) == "contestant"]
 
     @property
     def judges(self) -> list[Route]:
         return [self.routes[name] for name in self.judging.panel]
+
+    @property
+    def idle(self) -> list[Route]:
+        """Judge routes out of the panel: kept in the config, never sent anything."""
+        return [r for name, r in self.routes.items() if self.role_of(name) == "idle"]
 
     # -- policies ---------------------------------------------------------------------------
 
@@ -228,7 +279,7 @@ def fingerprint(policy: dict[str, Any]) -> str:
 
 _TOP_KEYS = {"paths", "generation", "judging", "routes", "budget"}
 _ROUTE_KEYS = {
-    "provider", "model", "reasoning", "send_temperature", "caps", "transport", "endpoint",
+    "provider", "model", "role", "reasoning", "send_temperature", "caps", "transport", "endpoint",
     "endpoint_path", "base_url", "api_key_env", "api_version", "completion_window", "max_tokens",
     "max_requests_per_file", "max_bytes_per_file", "sync_concurrency", "price", "batch_discount",
     "chars_per_token", "max_enqueued_tokens", "max_batches_in_flight",
@@ -329,7 +380,6 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     c = _Checker(path)
     c.unknown(raw, _TOP_KEYS, "")
     root = path.resolve().parent
-    warnings: list[str] = []
 
     praw = c.table(raw.get("paths"), "paths")
     c.unknown(praw, set(DEFAULT_PATHS), "paths")
@@ -366,7 +416,7 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     rraw = c.table(raw.get("routes"), "routes")
     routes: dict[str, Route] = {}
     for name, r in rraw.items():
-        routes[name] = _parse_route(c, name, r, warnings)
+        routes[name] = _parse_route(c, name, r)
     if not routes:
         raise c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.')
     for judge in panel:
@@ -376,11 +426,67 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
                 f"names route {judge!r}, which is not defined",
                 f'Add a [routes."{judge}"] table or remove it from the panel (defined routes: {", ".join(routes)}).',
             )
+    _check_roles(c, judging, routes)
     budget = c.number(raw, "budget", "", None, allow_none=True)
-    return Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget, warnings=tuple(warnings))
+    config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
+    return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
 
 
-def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
+def _check_roles(c: _Checker, judging: Judging, routes: dict[str, Route]) -> None:
+    """Spec §4: the panel is non-contestant. A judge is never a contestant, and no contestant is
+    graded by its own model, however the two routes spell it or whoever serves them."""
+    for name in judging.panel:
+        if routes[name].role == "contestant":
+            raise c.fail(
+                f'routes."{name}".role',
+                'is "contestant", but the route is in judging.panel (a judge is never a contestant, spec §4)',
+                f'Set role = "judge" to keep it judging, or remove "{name}" from judging.panel to put it on the leaderboard.',
+            )
+    for name, route in routes.items():
+        if name in judging.panel or route.role == "judge":
+            continue
+        for judge in judging.panel:
+            if capslib.same_model(route.model, routes[judge].model):
+                raise c.fail(
+                    f'routes."{name}".model',
+                    f"is {route.model!r}, the same model as judge route {judge!r} ({routes[judge].model!r}) of judging.panel; "
+                    "the panel must not grade its own model (spec §4: non-contestant panel)",
+                    f'Remove route "{name}" (or set role = "judge" on it to keep it idle), or replace "{judge}" in '
+                    "judging.panel with a judge of another model.",
+                )
+
+
+def _route_warning(config: Config, name: str) -> ConfigWarning | None:
+    """The built-in rules that fell back for this route, by what the route is used for: a judge
+    never gets a document (no caps), an idle route is sent nothing (only the notice that it is idle)."""
+    route = config.routes[name]
+    role = config.role_of(name)
+    where = f'[routes."{name}"]'
+    fallbacks: list[Fallback] = []
+    if role == "idle":
+        fallbacks.append(Fallback(
+            "idle",
+            'idle: role = "judge" but not in judging.panel, so nothing is sent for it and it is not on the '
+            f"leaderboard. Add it to judging.panel to judge with it, or remove {where}.",
+        ))
+    if role == "contestant" and route.caps.source.startswith("default"):
+        fallbacks.append(Fallback(
+            "caps",
+            f"caps: default row {route.caps.en:,} / {route.caps.cjk:,} characters (not in the built-in caps table). "
+            f"Probe its real context window and set caps = {{ en = ..., cjk = ... }} under {where} "
+            "(spec §3: never inherit an older version's cap).",
+        ))
+    if role != "idle" and route.send_temperature_source == "default" and not capslib.known_model(route.model):
+        fallbacks.append(Fallback(
+            "temperature",
+            "temperature: sent (not in the built-in list of models that reject it). If this model rejects "
+            f"temperature, set send_temperature = false under {where}; if it accepts it, send_temperature = true "
+            "says so (spec §2).",
+        ))
+    return ConfigWarning(config.path, name, route.model, tuple(fallbacks)) if fallbacks else None
+
+
+def _parse_route(c: _Checker, name: str, r: Any) -> Route:
     where = f'routes."{name}"'
     if not isinstance(r, dict):
         raise c.fail(where, "must be a table", f'Write [routes."{name}"] with provider and model keys.')
@@ -392,7 +498,10 @@ def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
         raise c.fail(f"{where}.model", "is missing", 'Set model = "<the provider\'s model name>".')
     model = c.string(r, "model", where, None)
 
-    # Caps: config override, else the paper's table, else the default row with a warning.
+    role = c.string(r, "role", where, None, ROLES)
+
+    # Caps: config override, else the paper's table, else the default row (warned about once,
+    # for contestants: see _route_warning).
     builtin = capslib.builtin_caps(model)
     if "caps" in r:
         craw = c.table(r["caps"], f"{where}.caps")
@@ -405,11 +514,6 @@ def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
         route_caps = builtin
     else:
         route_caps = capslib.Caps(*capslib.DEFAULT_CAPS, "default (unlisted model)")
-        warnings.append(
-            f"{c.path}: Route {name!r}: model {model!r} is not in the built-in caps table; using the default "
-            f"{route_caps.en:,} / {route_caps.cjk:,} characters. Probe its real context window and set "
-            f"caps = {{ en = ..., cjk = ... }} under [routes.\"{name}\"] (spec §3: never inherit an older version's cap)."
-        )
 
     transport = c.string(r, "transport", where, "batch", ("batch", "sync"))
     endpoint = c.string(r, "endpoint", where, "chat", ("chat", "responses"))
@@ -486,6 +590,7 @@ def _parse_route(c: _Checker, name: str, r: Any, warnings: list[str]) -> Route:
         name=name,
         provider=provider,
         model=model,
+        role=role,
         reasoning=c.boolean(r, "reasoning", where, False),
         send_temperature=send_temperature,
         send_temperature_source=source,

@@ -26,18 +26,18 @@ import re
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from . import jsonl
 from .caps import CJK_WINDOW, is_cjk
 from .clients import round_backoff
-from .config import Config, Route, fingerprint
+from .config import Config, ConfigWarning, Route, fingerprint
 from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
 from .cost import online_cost, request_cost
 from .dataset import Dataset, RubricItem, Task, load_dataset
-from .errors import DataError
+from .errors import ConfigError, DataError
 from .prompts import generation_prompt, generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .providers import RequestSpec, get_adapter
 from .store import Store
@@ -70,6 +70,8 @@ class RouteSummary:
 class PlanResult:
     routes: list[RouteSummary] = field(default_factory=list)
     batches: list[str] = field(default_factory=list)  # local batch ids written
+    # Every current warning of the config, shown or not: a --json document describes the config
+    # whatever a human has already read (stderr says each one once: unshown_warnings).
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -170,6 +172,47 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
     return Corpus(dataset=dataset, docs=docs, paths=paths)
 
 
+def check_role_changes(store: Store, config: Config) -> None:
+    """Refuse a route the last sync recorded as a judge that the config now makes a contestant
+    only by inference (it left judging.panel and declares no role).
+
+    Removing a judge from the panel while leaving its route would otherwise turn it, silently,
+    into a contestant: a generation request for every task, paid for, and a leaderboard row for
+    a model that was grading the others. Read-only, so a refused config changes nothing.
+    """
+    if "config_routes" not in store.db.table_names():
+        return
+    were_judges = {r["route"] for r in store.rows("SELECT route FROM config_routes WHERE role IN ('judge', 'idle')")}
+    for route in config.contestants:
+        if route.name in were_judges and route.role is None:
+            raise ConfigError(
+                f"{config.path}: route {route.name!r} was a judge at the last run (state.db) and is no longer in "
+                "judging.panel, which would make it a contestant: every task would be sent to it and paid for, "
+                "and it would join the leaderboard (spec §4: judges are not contestants).",
+                f'Add role = "judge" under [routes."{route.name}"] to keep it idle (or remove the route), or '
+                'role = "contestant" to put it on the leaderboard deliberately. Nothing was changed.',
+            )
+
+
+def unshown_warnings(store: Store, warnings: tuple[ConfigWarning, ...] | list[ConfigWarning]) -> list[ConfigWarning]:
+    """The warnings (and within each, the fallbacks) this state.db has not shown yet."""
+    shown = {r["key"] for r in store.rows("SELECT key FROM meta WHERE key LIKE 'warned:%'")}
+    out = []
+    for w in warnings:
+        new = tuple(f for f in w.fallbacks if w.meta_key(f) not in shown)
+        if new:
+            out.append(replace(w, fallbacks=new))
+    return out
+
+
+def record_warnings_shown(store: Store, warnings: list[ConfigWarning]) -> None:
+    """Remember in `meta` (key warned:<route>:<rule>:<model>) that these were shown."""
+    with store.db.atomic():
+        for w in warnings:
+            for f in w.fallbacks:
+                store.set_meta(w.meta_key(f), str(time.time()))
+
+
 def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Corpus:
     """Record the current dataset, corpus and config in state.db; queue judgments. Idempotent."""
     corpus = corpus or scan_corpus(store, config)
@@ -177,6 +220,8 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
     db = store.db
     ds = corpus.dataset
     with db.atomic():
+        # First, before anything is written: a refusal rolls the transaction back untouched.
+        check_role_changes(store, config)
         db.execute("INSERT OR IGNORE INTO datasets VALUES (?, ?, ?, ?)", [ds.sha256, str(ds.path), len(ds.tasks), now])
         store.set_meta("dataset_sha256", ds.sha256)
         for cf, info in corpus.docs.items():
@@ -225,6 +270,10 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
             fp = fingerprint(policy)
             _record_policy(store, fp, "judge", route, policy, now)
             _record_config_route(store, route, "judge", fp, position, config.judging.max_retries_per_run, config.generation.max_resubmits)
+        # Idle judges are remembered as 'idle' (every view reads only 'contestant' and 'judge'
+        # rows), so deleting their role line later is caught as a flip too (check_role_changes).
+        for route in config.idle:
+            _record_config_route(store, route, "idle", fingerprint(config.judge_policy(route)), None, 0, 0)
         queue_judgments(store, config)
         _supersede_stale_batches(store)
     return corpus
@@ -599,7 +648,7 @@ def _sync_for_writing(store: Store, config: Config, corpus: Corpus | None) -> tu
 def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dataset_path: Path, doc_paths: dict[str, Path], *,
                   routes: set[str] | None, stages: set[str] | None, write: bool) -> PlanResult:
     """Summarise what is pending per route and write it into request files."""
-    result = PlanResult(warnings=list(config.warnings))
+    result = PlanResult(warnings=[w.message for w in config.warnings])
     summaries: dict[tuple[str, str], RouteSummary] = {}
     for route in config.contestants:
         s = RouteSummary(route.name, "gen", route.provider, route.transport)

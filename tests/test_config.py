@@ -331,3 +331,97 @@ def test_key_variable_is_route_config_not_policy(project: Project) -> None:
     assert result.exit_code == 0
     assert json.loads(result.stdout)["batches"] == []
     assert project.sql("SELECT route, task_id, custom_id FROM cells ORDER BY route, task_id") == before
+
+
+# The spellings: each got temperature 0.1 sent and the default caps row before.
+SPELLED_ROUTES = {
+    "opus46-hyphen": (route("anthropic", "claude-opus-4-6"), "claude-opus-4.6"),
+    "opus46-dated": (route("anthropic", "claude-opus-4-6-20260217"), "claude-opus-4.6"),
+    "opus46-router": (route("openai-compatible", "mr.claude-opus-4.6"), "claude-opus-4.6"),
+    "opus46-path": (route("openai-compatible", "anthropic/claude-opus-4.6"), "claude-opus-4.6"),
+    "gpt54-dated": (route("openai", "gpt-5.4-2026-03-05"), "gpt-5.4"),
+    "qwen3max-dated": (route("openai-compatible", "qwen/qwen3-max-2025-09-23"), "qwen3-max"),
+}
+
+
+def test_builtin_rules_find_the_model_however_it_is_spelled(project: Project) -> None:
+    one_task_project(project, {n: r for n, (r, _) in SPELLED_ROUTES.items()})
+    raw = raw_by_route(project)
+    caps = {c["route"]: (c["cap"], c["cap_source"]) for c in project.sql("SELECT route, cap, cap_source FROM cells")}
+    for name, (_, model) in SPELLED_ROUTES.items():
+        rejects = model in capslib.REJECTS_TEMPERATURE
+        assert (b'"temperature"' in raw[name]) is not rejects, name
+        assert caps[name] == (capslib.PAPER_CAPS[model][0], "paper table"), name
+    assert caps["qwen3max-dated"][0] == 690_000  # its own row, not the default one
+    config = load_config(project.config_path)
+    assert not config.warnings, "every route is in the built-in tables"
+
+
+# --- fallback warnings: once per route, only where the rule applies ------------------------------
+
+
+def _warning_lines(result: Any, needle: str = "") -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("Warning: ") and needle in line]
+
+
+def test_a_fallback_warning_is_shown_once_per_route_not_on_every_command(project: Project) -> None:
+    small_project(project)
+    cfg = json.loads(project.config_path.read_text())
+    cfg["routes"]["gpt"]["model"] = "gpt-9-preview"
+    project.config_path.write_text(json.dumps(cfg))
+
+    first = project.run("plan")
+    assert first.exit_code == 0, first.output
+    (w,) = _warning_lines(first, "'gpt'")
+    assert "caps: default row 2,850,000 / 850,000 characters" in w
+    assert "temperature: sent (not in the built-in list of models that reject it)" in w
+    assert 'routes."gpt"' in w and "gpt-9-preview" in w and str(project.config_path) in w
+    keys = {r["key"] for r in project.sql("SELECT key FROM meta WHERE key LIKE 'warned:%'")}
+    assert {"warned:gpt:caps:gpt-9-preview", "warned:gpt:temperature:gpt-9-preview"} <= keys
+
+    for command in (("plan",), ("submit", "--dry-run"), ("collect",), ("plan",)):
+        again = project.run(*command)
+        assert again.exit_code in (0, 2), again.output
+        assert _warning_lines(again) == [], command
+    # --json still describes every current fallback: a document does not depend on what was read.
+    data = json.loads(project.run("plan", "--json").stdout)
+    assert any("gpt-9-preview" in w and "caps: default row" in w for w in data["warnings"])
+
+    # Another unlisted model on the route is news again; the same model respelled is not.
+    cfg["routes"]["gpt"]["model"] = "gpt-9.1-preview"
+    project.config_path.write_text(json.dumps(cfg))
+    assert len(_warning_lines(project.run("plan"), "gpt-9.1-preview")) == 1
+    cfg["routes"]["gpt"]["model"] = "openai/GPT-9-1-preview-2026-05-01"
+    project.config_path.write_text(json.dumps(cfg))
+    assert _warning_lines(project.run("plan"), "'gpt'") == []
+
+
+def test_a_judge_with_an_unlisted_model_gets_no_caps_warning(project: Project) -> None:
+    small_project(project)  # judge-a: claude-sonnet-4-6, not in the caps table (a judge never gets a document)
+    config = load_config(project.config_path)
+    (judge_a,) = [w for w in config.warnings if w.route == "judge-a"]
+    assert [f.rule for f in judge_a.fallbacks] == ["temperature"]
+    result = project.run("plan")
+    assert result.exit_code == 0, result.output
+    (line,) = _warning_lines(result, "'judge-a'")
+    assert "temperature: sent" in line and "caps" not in line
+    # Saying what the judge accepts leaves nothing to warn about.
+    cfg = json.loads(project.config_path.read_text())
+    for name in ("judge-a", "judge-g"):
+        cfg["routes"][name]["send_temperature"] = True
+    project.config_path.write_text(json.dumps(cfg))
+    assert load_config(project.config_path).warnings == ()
+    # The same model as a contestant does get the caps warning.
+    project.config(routes={"sonnet": route("anthropic", "claude-sonnet-4-6")}, panel=[])
+    (w,) = load_config(project.config_path).warnings
+    assert [f.rule for f in w.fallbacks] == ["caps", "temperature"]
+
+
+def test_quiet_silences_warnings_and_keeps_them_for_the_next_run(project: Project) -> None:
+    small_project(project)
+    quiet = project.run("-q", "plan")
+    assert quiet.exit_code == 0, quiet.output
+    assert "Warning" not in quiet.stderr
+    assert project.sql("SELECT key FROM meta WHERE key LIKE 'warned:%'") == []
+    loud = project.run("plan")
+    assert len(_warning_lines(loud, "'judge-a'")) == 1
