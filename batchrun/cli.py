@@ -73,13 +73,17 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     elif command in _READS_DATASET:
         # Likewise before recording a run in an existing state.db: a bad dataset changes nothing.
         # (Read-only: the document cache makes this a stat per unchanged document.)
-        ro = Store(config.paths.state, readonly=True)
+        ro = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
         try:
             scan_corpus(ro, config)
         finally:
             ro.close()
     lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
-    store = Store(config.paths.state)
+    try:
+        store = Store.open(config.paths.state, rehearsal=config.rehearsal)
+    except BaseException:
+        lock.release()
+        raise
     store.start_run(command)
     outcome = "error"
     try:
@@ -108,7 +112,7 @@ def route_stage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="batchrun")
 @click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default ./batchrun.toml; env BATCHRUN_CONFIG).")
-@click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Send every route to a local emulator at URL (rehearsals; env BATCHRUN_EMULATOR).")
+@click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Rehearse: send every route to a local emulator at URL, keeping state.db, jobs/ and results/ under rehearsal/ (env BATCHRUN_EMULATOR).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet: bool) -> None:
@@ -280,7 +284,7 @@ def status(ctx: Context, as_json: bool) -> None:
     from .status import status_data
 
     config = ctx.config()
-    store = Store(config.paths.state, readonly=True)
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     data = status_data(store)
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -320,7 +324,7 @@ def report(ctx: Context, fmt: str, out: str | None) -> None:
     from .scoring import report_data
 
     config = ctx.config()
-    store = Store(config.paths.state, readonly=True)
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     text = render(report_data(store, config), fmt)
     if out:
         with open(out, "w", encoding="utf-8") as f:
@@ -340,7 +344,7 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     from .cost import cost_report, fmt_money
 
     config = ctx.config()
-    store = Store(config.paths.state, readonly=True)
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     data = cost_report(store, since)
     if as_json:
         click.echo(json.dumps(data, indent=2))

@@ -81,6 +81,11 @@ def _iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds") if ts else None
 
 
+def rehearsal_of(store: Store, config: Config) -> str | None:
+    """The emulator URL if these results come from a rehearsal (the store says so for good)."""
+    return config.rehearsal or store.meta("rehearsal")
+
+
 def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
     route = config.routes[route_name]
     dates = store.one(
@@ -94,6 +99,7 @@ def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
         "transport": route.transport,
         "endpoint": route.endpoint_label,
         "endpoint_host": route.endpoint_host,
+        "rehearsal": rehearsal_of(store, config),
         "api_version": route.api_version,
         "endpoint_dates": {"first_submitted": _iso(dates.get("first")), "last_ended": _iso(dates.get("last"))},
         "context_policy": {"en_cap": route.caps.en, "cjk_cap": route.caps.cjk, "source": route.caps.source,
@@ -177,5 +183,5 @@ def report_data(store: Store, config: Config) -> dict[str, Any]:
     # The same keys as the scores files (tasks included), plus the matched panel.
     snapshot_cells(store)
     routes = [route_scores(store, config, row) for row in leaderboard(store) if row["route"] in config.routes]
-    return {"routes": routes, "matched_panel": matched_panel(store), "dataset_sha256": store.meta("dataset_sha256"),
-            "batchrun_version": __version__}
+    return {"rehearsal": rehearsal_of(store, config), "routes": routes, "matched_panel": matched_panel(store),
+            "dataset_sha256": store.meta("dataset_sha256"), "batchrun_version": __version__}

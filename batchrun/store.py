@@ -311,13 +311,19 @@ def m006_judge_lookup_index(db: Database) -> None:
 
 
 class Store:
-    """An open state.db with migrations applied."""
+    """An open state.db with migrations applied.
 
-    def __init__(self, path: Path, *, readonly: bool = False):
+    `rehearsal` is the emulator URL when the store is opened for a rehearsal: a store created
+    then records it in meta (`rehearsal`), for good. `Store.open` refuses a store of the other
+    kind, so emulator answers can never be read or extended as real results (and the reverse)."""
+
+    def __init__(self, path: Path, *, readonly: bool = False, rehearsal: str | None = None):
         self.path = Path(path)
         self.readonly = readonly
         if readonly and not self.path.exists():
-            raise StateError(f"No state database at {self.path}.", "Run `batchrun plan` or `batchrun submit` first.")
+            hint = ("A rehearsal keeps its own state.db: run `batchrun --emulator URL refresh` (or plan, submit) first."
+                    if rehearsal else "Run `batchrun plan` or `batchrun submit` first.")
+            raise StateError(f"No state database at {self.path}.", hint)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
         self.db = Database(conn, execute_plugins=False)
@@ -334,7 +340,36 @@ class Store:
                 with self.db.atomic():
                     self.set_meta("store_id", uuid.uuid4().hex[:12])
                     self.set_meta("created_by", __version__)
+                    if rehearsal:
+                        self.set_meta("rehearsal", rehearsal)
         self.run_id: int | None = None
+
+    @classmethod
+    def open(cls, path: Path, *, rehearsal: str | None, readonly: bool = False) -> "Store":
+        """Open state.db for a real run (`rehearsal` None) or a rehearsal; refuse the other kind."""
+        store = cls(path, readonly=readonly, rehearsal=rehearsal)
+        try:
+            store.check_kind(rehearsal)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def check_kind(self, rehearsal: str | None) -> None:
+        """Defence in depth behind the separate rehearsal paths (config.rehearsal_path)."""
+        marked = self.meta("rehearsal")
+        if rehearsal and not marked:
+            raise StateError(
+                f"{self.path} holds the state of real runs; a rehearsal on the emulator ({rehearsal}) never reads or writes it.",
+                "Rehearsals keep their state in a `rehearsal` folder beside the real paths; check [paths] in the config. "
+                "If this is a demo folder made by an older batchrun, delete it and run `batchrun demo` again. Nothing was changed.",
+            )
+        if not rehearsal and marked:
+            raise StateError(
+                f"{self.path} was made by a rehearsal on the emulator at {marked}: its answers are not real results.",
+                "To rehearse, pass --emulator URL (or set BATCHRUN_EMULATOR); for real results point [paths] state at "
+                "another file (the default is state.db beside the config). Nothing was changed.",
+            )
 
     def _check_version(self) -> None:
         if "_sqlite_migrations" not in self.db.table_names():

@@ -1,0 +1,140 @@
+"""Rehearsals (--emulator) never touch real results.
+
+A rehearsal keeps state.db, jobs/ and results/ under rehearsal/ and marks its state.db; a store of
+the other kind is refused. "Real" runs here are real runs whose routes' base URLs point at the emulator (Project.point_at), so they work
+offline.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from batchrun.cli import cli
+from batchrun.emulator import Emulator
+from conftest import Project, small_project
+
+TITLE = "# Rehearsal on the emulator at {} — not real results"
+
+
+def ok(result: Any, code: int = 0) -> Any:
+    assert result.exit_code == code, result.output
+    return result
+
+
+def rows(db: Path, query: str, params: Any = ()) -> list[dict[str, Any]]:
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(query, params).fetchall()]
+    finally:
+        conn.close()
+
+
+def meta(db: Path, key: str) -> str | None:
+    found = rows(db, "SELECT value FROM meta WHERE key = ?", [key])
+    return found[0]["value"] if found else None
+
+
+def test_rehearsal_then_real_run_sends_every_cell_and_keeps_apart(project: Project, emulator: Emulator) -> None:
+    small_project(project)
+    real_db, rehearsal_db = project.root / "state.db", project.root / "rehearsal" / "state.db"
+
+    rehearsal = ok(project.run("refresh", "--interval", "0.05", emulator=emulator))
+    assert rehearsal.stdout.splitlines()[0] == TITLE.format(emulator.url)
+    for name in ("state.db", "jobs", "results"):
+        assert (project.root / "rehearsal" / name).exists()
+        assert not (project.root / name).exists()
+    assert meta(rehearsal_db, "rehearsal") == emulator.url
+    rehearsed = [r["custom_id"] for r in emulator.requests]
+    assert rehearsed and len(set(rehearsed)) == len(rehearsed)
+
+    # The real run, same config but without --emulator: it finds everything still to do.
+    project.point_at(emulator)
+    real = ok(project.run("refresh", "--interval", "0.05"))
+    assert "Rehearsal" not in real.stdout and "| # | Route |" in real.stdout
+    assert "nothing to do" not in real.output
+    sent = Counter(r["custom_id"] for r in emulator.requests[len(rehearsed):])
+    wanted = {r["custom_id"] for r in rows(real_db, "SELECT custom_id FROM requests")}
+    gen = {r["custom_id"] for r in rows(real_db, "SELECT custom_id FROM cells WHERE scope = 'send'")}
+    assert gen and gen <= wanted
+    assert set(sent) == wanted and set(sent.values()) == {1}  # every real cell and judgment sent, once
+    assert wanted == set(rehearsed)  # the very requests the rehearsal had answered
+
+    # The real state.db holds the real run only: no rehearsal mark, batches, attempts or results.
+    assert meta(real_db, "rehearsal") is None
+    assert [r["command"] for r in rows(real_db, "SELECT command FROM runs")] == ["refresh"]
+    real_batches = {r["provider_batch_id"] for r in rows(real_db, "SELECT provider_batch_id FROM batches")}
+    rehearsal_batches = {r["provider_batch_id"] for r in rows(rehearsal_db, "SELECT provider_batch_id FROM batches")}
+    assert real_batches and not real_batches & rehearsal_batches
+    assert Counter(r["custom_id"] for r in rows(real_db, "SELECT custom_id FROM batch_requests")) == sent
+    assert len(rows(real_db, "SELECT id FROM results")) == len(wanted)
+    assert {r["dir"].startswith(str(project.root / "jobs")) for r in rows(real_db, "SELECT dir FROM batches")} == {True}
+
+    # Reports: the rehearsal's says so in every format; the real one does not.
+    md = ok(project.run("report", emulator=emulator)).stdout
+    assert md.splitlines()[0] == TITLE.format(emulator.url)
+    data = json.loads(ok(project.run("report", "--format", "json", emulator=emulator)).stdout)
+    assert data["rehearsal"] == emulator.url and all(r["provenance"]["rehearsal"] == emulator.url for r in data["routes"])
+    csv_lines = ok(project.run("report", "--format", "csv", emulator=emulator)).stdout.splitlines()
+    assert csv_lines[0].endswith(",rehearsal") and all(line.endswith("," + emulator.url) for line in csv_lines[1:])
+    scores = json.loads((project.root / "rehearsal" / "results" / "gpt.scores.json").read_text())
+    assert scores["provenance"]["rehearsal"] == emulator.url
+    assert not ok(project.run("report")).stdout.startswith("#")
+    real_data = json.loads(ok(project.run("report", "--format", "json")).stdout)
+    assert real_data["rehearsal"] is None
+    assert all(line.endswith(",") for line in ok(project.run("report", "--format", "csv")).stdout.splitlines()[1:])
+
+
+def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_project(project)
+    # BATCHRUN_EMULATOR rehearses like --emulator.
+    monkeypatch.setenv("BATCHRUN_EMULATOR", emulator.url)
+    ok(project.run("plan"))
+    monkeypatch.delenv("BATCHRUN_EMULATOR")
+    rehearsal_db = project.root / "rehearsal" / "state.db"
+    assert meta(rehearsal_db, "rehearsal") == emulator.url and not (project.root / "state.db").exists()
+
+    # A real run whose config points at the rehearsal's state.db.
+    cfg = json.loads(project.config_path.read_text())
+    cfg["paths"]["state"] = "rehearsal/state.db"
+    project.config_path.write_text(json.dumps(cfg))
+    before = rehearsal_db.read_bytes()
+    for args in (["plan"], ["status"], ["report"], ["cost"]):
+        r = ok(project.run(*args), 1)
+        assert f"was made by a rehearsal on the emulator at {emulator.url}" in r.output and "not real results" in r.output
+        assert "Hint:" in r.output and "Traceback" not in r.output
+    assert rehearsal_db.read_bytes() == before
+
+    # A rehearsal pointed at a real state.db: a real store copied where the rehearsal keeps its own.
+    del cfg["paths"]["state"]
+    project.config_path.write_text(json.dumps(cfg))
+    ok(project.run("plan"))
+    real_db = project.root / "state.db"
+    shutil.copyfile(real_db, rehearsal_db)
+    before = rehearsal_db.read_bytes()
+    for args in (["plan"], ["submit"], ["status"], ["report"]):
+        r = ok(project.run(*args, emulator=emulator), 1)
+        assert "holds the state of real runs" in r.output and "Traceback" not in r.output
+    assert rehearsal_db.read_bytes() == before
+    assert emulator.calls == []
+
+
+def test_demo_report_says_rehearsal_and_its_state_is_refused_to_real_runs(tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    runner = CliRunner()
+    first = runner.invoke(cli, ["demo", "--dir", str(folder)], catch_exceptions=False)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith("# Rehearsal on the emulator at http://127.0.0.1:")
+    assert meta(folder / "state.db", "rehearsal").startswith("http://127.0.0.1:")
+    # The demo keeps its own paths: nothing under rehearsal/.
+    assert not (folder / "rehearsal").exists()
+    r = runner.invoke(cli, ["--config", str(folder / "batchrun.toml"), "report"], catch_exceptions=False)
+    assert r.exit_code == 1 and "was made by a rehearsal" in r.output
