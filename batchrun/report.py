@@ -53,8 +53,15 @@ def render(data: dict[str, Any], fmt: str) -> str:
     for r in routes:
         p = r["provenance"]
         d = p["decoding"]
+        # The hosts the scored answers came from; the configured one too when it differs.
+        if not p["endpoint_hosts"]:
+            host = f"— (nothing answered yet; the config names {p['configured_host']})"
+        elif p["endpoint_hosts"] != [p["configured_host"]]:
+            host = f"{p['endpoint_host']} (the config now names {p['configured_host']})"
+        else:
+            host = p["endpoint_host"]
         lines.append(
-            f"- {r['route']}: {p['provider']} {p['model']} at {p['endpoint_host']} {p['endpoint']}"
+            f"- {r['route']}: {p['provider']} {p['model']} at {host} {p['endpoint']}"
             + (f" (anthropic-version {p['api_version']})" if p.get("api_version") else "")
             + f"; batches {p['endpoint_dates']['first_submitted'] or '—'} … {p['endpoint_dates']['last_ended'] or '—'}"
             + f"; caps {p['context_policy']['en_cap']:,}/{p['context_policy']['cjk_cap']:,} ({p['context_policy']['source']})"

@@ -1,7 +1,9 @@
-"""Rehearsals (--emulator) never touch real results.
+"""Rehearsals (--emulator) never touch real results; provenance names the hosts batches went to.
 
 A rehearsal keeps state.db, jobs/ and results/ under rehearsal/ and marks its state.db; a store of
-the other kind is refused. "Real" runs here are real runs whose routes' base URLs point at the emulator (Project.point_at), so they work
+the other kind is refused. Every batch records the host it was really sent to, and the report's
+provenance reads the hosts from those records, not from the current config or flags. "Real" runs
+here are real runs whose routes' base URLs point at the emulator (Project.point_at), so they work
 offline.
 """
 
@@ -19,7 +21,7 @@ from click.testing import CliRunner
 
 from batchrun.cli import cli
 from batchrun.emulator import Emulator
-from conftest import Project, small_project
+from conftest import Project, route, small_project
 
 TITLE = "# Rehearsal on the emulator at {} — not real results"
 
@@ -41,6 +43,10 @@ def rows(db: Path, query: str, params: Any = ()) -> list[dict[str, Any]]:
 def meta(db: Path, key: str) -> str | None:
     found = rows(db, "SELECT value FROM meta WHERE key = ?", [key])
     return found[0]["value"] if found else None
+
+
+def host_of(emu: Emulator) -> str:
+    return emu.url.split("://", 1)[1].rstrip("/")
 
 
 def test_rehearsal_then_real_run_sends_every_cell_and_keeps_apart(project: Project, emulator: Emulator) -> None:
@@ -91,6 +97,73 @@ def test_rehearsal_then_real_run_sends_every_cell_and_keeps_apart(project: Proje
     real_data = json.loads(ok(project.run("report", "--format", "json")).stdout)
     assert real_data["rehearsal"] is None
     assert all(line.endswith(",") for line in ok(project.run("report", "--format", "csv")).stdout.splitlines()[1:])
+
+
+def test_provenance_hosts_come_from_the_batches_not_from_the_flags(project: Project, emulator: Emulator) -> None:
+    small_project(project)
+    ok(project.run("refresh", "--interval", "0.05", emulator=emulator))
+    other = Emulator(host="127.0.0.1", port=0, latency=0.0).start()
+    try:
+        # Reading the rehearsal with --emulator at another address does not move its answers there.
+        data = json.loads(ok(project.run("report", "--format", "json", emulator=other)).stdout)
+    finally:
+        other.stop()
+    for r in data["routes"]:
+        p = r["provenance"]
+        assert p["endpoint_host"] == host_of(emulator) and p["endpoint_hosts"] == [host_of(emulator)]
+        assert p["configured_host"] == host_of(other)
+        assert all(j["endpoint_hosts"] == [host_of(emulator)] for j in p["judge_panel"])
+
+    # A real run at the emulator, then the config moves the routes back to the providers.
+    project.point_at(emulator)
+    ok(project.run("refresh", "--interval", "0.05"))
+    cfg = json.loads(project.config_path.read_text())
+    for spec in cfg["routes"].values():
+        del spec["base_url"]
+    project.config_path.write_text(json.dumps(cfg))
+    data = json.loads(ok(project.run("report", "--format", "json")).stdout)
+    configured = {"gpt": "api.openai.com", "claude": "api.anthropic.com", "gemini": "generativelanguage.googleapis.com"}
+    assert {r["route"]: r["provenance"]["configured_host"] for r in data["routes"]} == configured
+    assert {r["provenance"]["endpoint_host"] for r in data["routes"]} == {host_of(emulator)}
+    md = ok(project.run("report")).stdout
+    assert f"at {host_of(emulator)} (the config now names api.openai.com)" in md
+
+
+def test_every_batch_records_the_host_it_was_sent_to(project: Project, emulator: Emulator) -> None:
+    dead = "http://127.0.0.1:9"
+    small_project(project, routes={
+        "gpt": route("openai", "gpt-5.5", base_url=dead + "/v1"),
+        "claude": route("anthropic", "claude-opus-4.8", base_url=dead),
+        "gemini": route("gemini", "gemini-2.5-pro", base_url=dead),
+        "kimi": route("openai-compatible", "kimi-k2.6", transport="sync", base_url=dead + "/v1"),
+        "judge-a": route("anthropic", "claude-sonnet-4-6", base_url=dead),
+        "judge-g": route("gemini", "gemini-2.5-flash", base_url=dead),
+    })
+    ok(project.run("plan"))  # planned for the configured host
+    assert {r["endpoint_host"] for r in project.sql("SELECT endpoint_host FROM batches")} == {"127.0.0.1:9"}
+    project.point_at(emulator)  # then the config moves every route before anything is sent
+    ok(project.run("refresh", "--interval", "0.05"))
+    batches = project.sql("SELECT transport, stage, endpoint_host FROM batches")
+    assert {(b["transport"], b["stage"]) for b in batches} == {("batch", "gen"), ("sync", "gen"), ("batch", "judge")}
+    assert {b["endpoint_host"] for b in batches} == {host_of(emulator)}
+
+
+def test_sdk_base_url_variables_are_the_recorded_host(project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No base_url in the routes: the SDKs read their own variables, and the batch records say so.
+    small_project(project, panel=[], routes={
+        "gpt": route("openai", "gpt-5.5"), "gpt-sync": route("openai", "gpt-5.5", transport="sync"),
+        "claude": route("anthropic", "claude-opus-4.8"), "gemini": route("gemini", "gemini-2.5-pro"),
+    })
+    monkeypatch.setenv("OPENAI_BASE_URL", emulator.url + "/v1")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", emulator.url)
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", emulator.url)
+    ok(project.run("refresh", "--interval", "0.05"))
+    assert {r["endpoint_host"] for r in project.sql("SELECT endpoint_host FROM batches")} == {host_of(emulator)}
+    data = json.loads(ok(project.run("report", "--format", "json")).stdout)
+    assert {r["route"]: (r["provenance"]["endpoint_host"], r["provenance"]["configured_host"]) for r in data["routes"]} == {
+        "gpt": (host_of(emulator), "api.openai.com"), "gpt-sync": (host_of(emulator), "api.openai.com"),
+        "claude": (host_of(emulator), "api.anthropic.com"), "gemini": (host_of(emulator), "generativelanguage.googleapis.com"),
+    }
 
 
 def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
