@@ -310,6 +310,21 @@ def m006_judge_lookup_index(db: Database) -> None:
     db.execute("CREATE INDEX requests_parent_route_policy ON requests (parent_custom_id, route, policy_fp)")
 
 
+@migrations()
+def m007_document_readings(db: Database) -> None:
+    # A document's length and CJK flag depend on how its bytes are read as text. batchrun first
+    # kept \r\n and lone \r as they are; the reference harness reads with universal newlines
+    # (corpus.READING). Measurements are cached per reading here, keyed by it, so a store
+    # measured under an older rule re-measures every document once and its `documents` rows
+    # (chars and cjk as first measured) stay as they were, for audit. `document_files` (path ->
+    # sha256 of the bytes) does not depend on the reading and stays valid.
+    db.execute(
+        """CREATE TABLE document_readings (
+            sha256 TEXT NOT NULL, reading TEXT NOT NULL, chars INTEGER NOT NULL, cjk INTEGER NOT NULL,
+            measured_at REAL NOT NULL, PRIMARY KEY (sha256, reading))"""
+    )
+
+
 class Store:
     """An open state.db with migrations applied.
 
