@@ -95,6 +95,14 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         lock.release()
 
 
+def _note_rehearsal(config: Config) -> None:
+    """On stderr, so the data on stdout keeps its shape: these numbers are the emulator's."""
+    if config.rehearsal:
+        from .report import rehearsal_title
+
+        click.echo(rehearsal_title(config.rehearsal), err=True)
+
+
 # Commands that read the dataset and corpus (poll and cancel don't: they keep working on a broken dataset).
 _READS_DATASET = frozenset({"plan", "submit", "collect", "refresh"})
 
@@ -285,6 +293,7 @@ def status(ctx: Context, as_json: bool) -> None:
 
     config = ctx.config()
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
+    _note_rehearsal(config)
     data = status_data(store)
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -345,6 +354,7 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 
     config = ctx.config()
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
+    _note_rehearsal(config)
     data = cost_report(store, since)
     if as_json:
         click.echo(json.dumps(data, indent=2))

@@ -361,14 +361,21 @@ class Store:
 
     @classmethod
     def open(cls, path: Path, *, rehearsal: str | None, readonly: bool = False) -> "Store":
-        """Open state.db for a real run (`rehearsal` None) or a rehearsal; refuse the other kind."""
-        store = cls(path, readonly=readonly, rehearsal=rehearsal)
-        try:
-            store.check_kind(rehearsal)
-        except BaseException:
-            store.close()
-            raise
-        return store
+        """Open state.db for a real run (`rehearsal` None) or a rehearsal; refuse the other kind.
+
+        An existing store is checked read-only first: opening it for writing applies migrations,
+        and a store of the other kind must be left exactly as it was."""
+        if readonly or Path(path).exists():
+            ro = cls(path, readonly=True, rehearsal=rehearsal)
+            try:
+                ro.check_kind(rehearsal)
+            except BaseException:
+                ro.close()
+                raise
+            if readonly:
+                return ro
+            ro.close()
+        return cls(path, rehearsal=rehearsal)
 
     def check_kind(self, rehearsal: str | None) -> None:
         """Defence in depth behind the separate rehearsal paths (config.rehearsal_path)."""

@@ -93,6 +93,10 @@ def test_rehearsal_then_real_run_sends_every_cell_and_keeps_apart(project: Proje
     assert csv_lines[0].endswith(",rehearsal") and all(line.endswith("," + emulator.url) for line in csv_lines[1:])
     scores = json.loads((project.root / "rehearsal" / "results" / "gpt.scores.json").read_text())
     assert scores["provenance"]["rehearsal"] == emulator.url
+    for command in ("cost", "status"):  # data on stdout as for real runs; the note on stderr
+        r = ok(project.run(command, "--json", emulator=emulator))
+        assert json.loads(r.stdout) and r.stderr.startswith(TITLE.format(emulator.url)[2:])
+        assert "Rehearsal" not in ok(project.run(command, "--json")).stderr
     assert not ok(project.run("report")).stdout.startswith("#")
     real_data = json.loads(ok(project.run("report", "--format", "json")).stdout)
     assert real_data["rehearsal"] is None
@@ -191,9 +195,14 @@ def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulat
     project.config_path.write_text(json.dumps(cfg))
     ok(project.run("plan"))
     real_db = project.root / "state.db"
+    conn = sqlite3.connect(real_db)
+    with conn:  # as the previous batchrun left it: one migration behind, which a refusal must not apply
+        conn.execute("DROP TABLE document_readings")
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm007_document_readings'")
+    conn.close()
     shutil.copyfile(real_db, rehearsal_db)
     before = rehearsal_db.read_bytes()
-    for args in (["plan"], ["submit"], ["status"], ["report"]):
+    for args in (["plan"], ["submit"], ["poll"], ["cancel", "--all"], ["status"], ["report"]):
         r = ok(project.run(*args, emulator=emulator), 1)
         assert "holds the state of real runs" in r.output and "Traceback" not in r.output
     assert rehearsal_db.read_bytes() == before
