@@ -74,14 +74,18 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         # Likewise before recording a run in an existing state.db: a bad dataset, or a judge the
         # config would silently turn into a contestant, changes nothing (not even the runs table).
         # (Read-only: the document cache makes this a stat per unchanged document.)
-        ro = Store(config.paths.state, readonly=True, any_schema=True)
+        ro = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True)
         try:
             check_role_changes(ro, config)
             scan_corpus(ro, config)
         finally:
             ro.close()
     lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
-    store = Store(config.paths.state)
+    try:
+        store = Store.open(config.paths.state, rehearsal=config.rehearsal)
+    except BaseException:
+        lock.release()
+        raise
     store.start_run(command)
     outcome = "error"
     try:
@@ -91,6 +95,14 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         store.end_run(outcome)
         store.close()
         lock.release()
+
+
+def _note_rehearsal(config: Config) -> None:
+    """On stderr, so the data on stdout keeps its shape: these numbers are the emulator's."""
+    if config.rehearsal:
+        from .report import rehearsal_title
+
+        click.echo(rehearsal_title(config.rehearsal), err=True)
 
 
 # Commands that read the dataset and corpus (poll and cancel don't: they keep working on a broken dataset).
@@ -126,7 +138,7 @@ def route_stage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="batchrun")
 @click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default ./batchrun.toml; env BATCHRUN_CONFIG).")
-@click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Send every route to a local emulator at URL (rehearsals; env BATCHRUN_EMULATOR).")
+@click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Rehearse: send every route to a local emulator at URL, keeping state.db, jobs/ and results/ under rehearsal/ (env BATCHRUN_EMULATOR).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet: bool) -> None:
@@ -359,7 +371,8 @@ def status(ctx: Context, as_json: bool) -> None:
     from .status import status_data
 
     config = ctx.config()
-    store = Store(config.paths.state, readonly=True)
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
+    _note_rehearsal(config)
     data = status_data(store, config)
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -401,7 +414,7 @@ def report(ctx: Context, fmt: str, out: str | None) -> None:
     from .scoring import report_data
 
     config = ctx.config()
-    store = Store(config.paths.state, readonly=True)
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     text = render(report_data(store, config), fmt)
     if out:
         with open(out, "w", encoding="utf-8") as f:
@@ -421,7 +434,8 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     from .cost import cost_report, fmt_money
 
     config = ctx.config()
-    store = Store(config.paths.state, readonly=True)
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
+    _note_rehearsal(config)
     data = cost_report(store, since)
     if as_json:
         click.echo(json.dumps(data, indent=2))

@@ -65,6 +65,21 @@ def make_client(route: Route, *, timeout: float = 600.0) -> Any:
     raise ConfigError(f"Unknown provider {route.provider!r} for route {route.name!r}.")
 
 
+def client_host(client: Any, route: Route) -> str:
+    """The host `client` really sends to, for the batch records (and so for provenance).
+
+    Not `route.endpoint_host`: without a base_url in the route the SDKs take one from their own
+    environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL), so the
+    config alone can name the wrong host."""
+    from urllib.parse import urlparse
+
+    base = getattr(client, "base_url", None)  # openai, anthropic
+    if base is None:  # google-genai keeps it in its API client's HTTP options
+        options = getattr(getattr(client, "_api_client", None), "_http_options", None)
+        base = getattr(options, "base_url", None)
+    return (urlparse(str(base)).netloc if base else "") or route.endpoint_host
+
+
 @dataclass(frozen=True)
 class Classified:
     failure: CallFailure

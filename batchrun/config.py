@@ -56,6 +56,16 @@ DEFAULT_PATHS = {
     "results": "results",
 }
 
+# Rehearsals (--emulator) keep their state.db, jobs/ and results/ in a folder of this name beside
+# each configured path: <parent>/rehearsal/<name>. Emulator answers then cannot reach the real
+# state.db by construction, and a person listing the project folder sees which is which.
+REHEARSAL_DIR = "rehearsal"
+
+
+def rehearsal_path(path: Path) -> Path:
+    """Where a rehearsal keeps what a real run keeps at `path`."""
+    return path.parent / REHEARSAL_DIR / path.name
+
 
 @dataclass(frozen=True)
 class Paths:
@@ -196,6 +206,7 @@ class Config:
     routes: dict[str, Route]
     budget: float | None = None
     warnings: tuple[ConfigWarning, ...] = ()
+    rehearsal: str | None = None  # the emulator's URL when this config is a rehearsal
 
     def role_of(self, name: str) -> Literal["contestant", "judge", "idle"]:
         """A route in the panel judges; a route declared a judge but out of the panel is idle
@@ -260,14 +271,22 @@ class Config:
             "prompt_template_sha256": JUDGE_TEMPLATE_SHA256,
         }
 
-    def with_emulator(self, url: str) -> "Config":
-        """Point every route at a local emulator (rehearsals, the demo, tests)."""
+    def with_emulator(self, url: str, *, own_paths: bool = True) -> "Config":
+        """A rehearsal: every route sent to a local emulator (rehearsals, the demo, tests).
+
+        With `own_paths` (the default) state.db, jobs/ and results/ move to their rehearsal paths
+        (`rehearsal_path`), so emulator answers never mix with real ones. The demo, whose whole
+        folder is a demo, keeps its paths (its state.db is still marked as a rehearsal's)."""
         url = url.rstrip("/")
         routes = {}
         for name, r in self.routes.items():
             base = url + "/v1" if r.provider in ("openai", "openai-compatible") else url
             routes[name] = replace(r, base_url=base)
-        return replace(self, routes=routes)
+        paths = self.paths
+        if own_paths:
+            paths = replace(paths, state=rehearsal_path(paths.state), jobs=rehearsal_path(paths.jobs),
+                            results=rehearsal_path(paths.results))
+        return replace(self, routes=routes, paths=paths, rehearsal=url)
 
 
 def fingerprint(policy: dict[str, Any]) -> str:

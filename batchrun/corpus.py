@@ -1,14 +1,19 @@
 """Corpus documents: resolved safely, streamed in pieces, measured once (then cached in state.db),
 JSON-escaped once per plan.
 
-A document's length is `len()` of its decoded UTF-8 text (the spec counts characters, not bytes).
-Its identity is the sha256 of its bytes, which goes into every custom_id built from it.
+A document is its text as the reference harness (Python) reads it: `open(path,
+encoding="utf-8").read()`, that is strict UTF-8 with universal newlines (`\r\n` and a lone `\r`
+become `\n`) and a UTF-8 BOM kept as U+FEFF (the "utf-8" codec does not strip it). Its length
+(the spec counts characters, not bytes), its CJK head and the text sent in request lines are all
+of that text. Its identity is the sha256 of its bytes, which goes into every custom_id built from
+it.
 """
 
 from __future__ import annotations
 
 import codecs
 import hashlib
+import io
 import os
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +32,11 @@ CHUNK_BYTES = 1 << 15
 # The escaped document is streamed into request lines in bigger pieces (fewer hand-offs to the
 # checksum thread), still just under the mmap threshold.
 STREAM_BYTES = 120 << 10
+
+# The reading rule above, by name: state.db caches measurements per reading (document_readings),
+# so a change of rule re-measures every document once instead of serving counts made under the
+# old one. Change it whenever what `_decoded_chunks` yields changes.
+READING = "utf-8/universal-newlines/bom-kept"
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,12 @@ def resolve(corpus_dir: Path, corpus_file: str, *, where: str) -> tuple[str, Pat
 
 
 def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
-    """(raw piece, decoded text) pairs for a document, decoded strictly as UTF-8 in pieces."""
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    """(raw piece, text) pairs for a document, read as the harness reads it (module docstring).
+
+    The newline decoder holds back a `\r` that ends a piece until the next piece shows whether a
+    `\n` follows, so a CRLF split across pieces still becomes one `\n`: the text of a piece may be
+    one character short, and the next (or the final, empty) piece carries it."""
+    decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")("strict"), translate=True)
     offset = 0
     try:
         f = open(path, "rb")

@@ -34,7 +34,7 @@ from . import jsonl
 from .caps import CJK_WINDOW, is_cjk
 from .clients import round_backoff
 from .config import Config, ConfigWarning, Route, fingerprint
-from .corpus import DocumentInfo, EscapedDocument, measure_file, resolve
+from .corpus import READING, DocumentInfo, EscapedDocument, measure_file, resolve
 from .cost import online_cost, request_cost
 from .dataset import Dataset, RubricItem, Task, load_dataset
 from .errors import ConfigError, DataError
@@ -142,7 +142,10 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
         raise DataError(f"Corpus folder {corpus_dir} does not exist.", "Set [paths] corpus in the config, or put the documents in corpus/.")
     tables = store.db.table_names() if store is not None else []
     cache = {r["path"]: r for r in store.rows("SELECT * FROM document_files")} if store is not None and "document_files" in tables else {}
-    known = {r["sha256"]: r for r in store.rows("SELECT * FROM documents")} if store is not None and "documents" in tables else {}
+    # Only measurements made under the current reading rule count (m007_document_readings).
+    known = {r["sha256"]: r for r in store.rows(
+        """SELECT d.sha256, d.bytes, r.chars, r.cjk FROM document_readings r JOIN documents d ON d.sha256 = r.sha256
+           WHERE r.reading = ?""", [READING])} if store is not None and "document_readings" in tables else {}
     docs: dict[str, DocumentInfo] = {}
     paths: dict[str, Path] = {}
     for task in dataset.tasks:
@@ -226,6 +229,7 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
         store.set_meta("dataset_sha256", ds.sha256)
         for cf, info in corpus.docs.items():
             db.execute("INSERT OR IGNORE INTO documents VALUES (?, ?, ?, ?, ?)", [info.sha256, info.name, info.chars, info.nbytes, int(info.cjk)])
+            db.execute("INSERT OR IGNORE INTO document_readings VALUES (?, ?, ?, ?, ?)", [info.sha256, READING, info.chars, int(info.cjk), now])
             st = corpus.paths[cf].stat()
             if _cacheable(st):  # see _measured: a racy file is not cached
                 db.execute("INSERT OR REPLACE INTO document_files VALUES (?, ?, ?, ?)", [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import faults, jsonl
-from .clients import classify, is_transient, make_client
+from .clients import classify, client_host, is_transient, make_client
 from .config import Config, Route
 from .errors import ProviderError
 from .progress import SILENT, Progress
@@ -160,6 +160,11 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
         cid = str(line.get("custom_id") or line.get("key"))
         if cid not in done:
             todo.append(raw)
+    # Record where these lines go before sending them. A batch resumed after the config moved the
+    # route keeps both hosts: its earlier answers came from the first.
+    host = client_host(client, route)
+    hosts = set(filter(None, (b["endpoint_host"] or "").split(", "))) if done else set()
+    _set(store, b["id"], endpoint_host=", ".join(sorted(hosts | {host})))
     lock = threading.Lock()
     progress.event(f"{b['id']}: sending {len(todo)} request(s) online ({len(done)} already answered)")
 

@@ -12,7 +12,15 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}"
 
 
+def rehearsal_title(url: str) -> str:
+    return f"Rehearsal on the emulator at {url} — not real results"
+
+
 def render(data: dict[str, Any], fmt: str) -> str:
+    # A rehearsal says so in every format: JSON has `rehearsal` (the emulator URL, null for real
+    # results); CSV has no place for a title, so every row carries it in a `rehearsal` column
+    # (empty for real results); Markdown starts with a title.
+    rehearsal = data.get("rehearsal")
     if fmt == "json":
         return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
     routes = data["routes"]
@@ -20,12 +28,13 @@ def render(data: dict[str, Any], fmt: str) -> str:
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(["rank", "route", "model", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks",
-                    "out_of_context_n", "failed_n", "pending_n", "complete"])
+                    "out_of_context_n", "failed_n", "pending_n", "complete", "rehearsal"])
         for i, r in enumerate(routes, 1):
             w.writerow([i, r["route"], r["model"], r["all_tasks_overall"], r["scored_overall"], r["scored_n"], r["n_tasks"],
-                        r["out_of_context_n"], r["failed_n"], r["pending_n"], r["complete"]])
+                        r["out_of_context_n"], r["failed_n"], r["pending_n"], r["complete"], rehearsal or ""])
         return buf.getvalue()
-    lines = [
+    lines = [f"# {rehearsal_title(rehearsal)}", ""] if rehearsal else []
+    lines += [
         "| # | Route | Model | All-tasks | Scored (n) | Out of context | Failed | Pending |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
@@ -55,8 +64,15 @@ def render(data: dict[str, Any], fmt: str) -> str:
     for r in routes:
         p = r["provenance"]
         d = p["decoding"]
+        # The hosts the scored answers came from; the configured one too when it differs.
+        if not p["endpoint_hosts"]:
+            host = f"— (nothing answered yet; the config names {p['configured_host']})"
+        elif p["endpoint_hosts"] != [p["configured_host"]]:
+            host = f"{p['endpoint_host']} (the config now names {p['configured_host']})"
+        else:
+            host = p["endpoint_host"]
         lines.append(
-            f"- {r['route']}: {p['provider']} {p['model']} at {p['endpoint_host']} {p['endpoint']}"
+            f"- {r['route']}: {p['provider']} {p['model']} at {host} {p['endpoint']}"
             + (f" (anthropic-version {p['api_version']})" if p.get("api_version") else "")
             + f"; batches {p['endpoint_dates']['first_submitted'] or '—'} … {p['endpoint_dates']['last_ended'] or '—'}"
             + f"; caps {p['context_policy']['en_cap']:,}/{p['context_policy']['cjk_cap']:,} ({p['context_policy']['source']})"

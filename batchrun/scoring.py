@@ -88,11 +88,35 @@ def _iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds") if ts else None
 
 
+def _hosts(values: list[Any]) -> list[str]:
+    # A sync batch resumed at another host records both, joined by ", " (poll.run_sync_batch).
+    return sorted({h for v in values if v for h in str(v).split(", ")})
+
+
+def rehearsal_of(store: Store, config: Config) -> str | None:
+    """The emulator URL if these results come from a rehearsal (the store says so for good)."""
+    return config.rehearsal or store.meta("rehearsal")
+
+
 def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
     route = config.routes[route_name]
     dates = store.one(
         """SELECT min(b.submitted_at) AS first, max(b.ended_at) AS last FROM cells_now cs
            JOIN results r ON r.id = cs.result_id JOIN batches b ON b.id = r.batch_id WHERE cs.route = ?""", [route_name]) or {}
+    # Hosts come from the batches that produced the results being scored, as recorded when they
+    # were sent: not from today's config or flags, which may point elsewhere.
+    hosts = _hosts([r[0] for r in store.db.execute(
+        """SELECT DISTINCT b.endpoint_host FROM cells_now cs
+           JOIN results r ON r.id = cs.result_id JOIN batches b ON b.id = r.batch_id WHERE cs.route = ?""", [route_name])])
+    judge_hosts: dict[str, list[str]] = defaultdict(list)
+    for r in store.rows(
+        """SELECT DISTINCT jr.route AS judge, b.endpoint_host AS host FROM cells_now cs
+           JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
+           JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
+           JOIN request_status s ON s.custom_id = jr.custom_id AND s.state = 'ok'
+           JOIN results res ON res.id = s.ok_result_id JOIN batches b ON b.id = res.batch_id
+           WHERE cs.route = ?""", [route_name]):
+        judge_hosts[r["judge"]].append(r["host"])
     temperature = config.generation_temperature(route)
     return {
         "route": route.name,
@@ -100,7 +124,10 @@ def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
         "provider": route.provider,
         "transport": route.transport,
         "endpoint": route.endpoint_label,
-        "endpoint_host": route.endpoint_host,
+        "endpoint_host": ", ".join(hosts) or None,  # None: nothing answered yet
+        "endpoint_hosts": hosts,
+        "configured_host": route.endpoint_host,
+        "rehearsal": rehearsal_of(store, config),
         "api_version": route.api_version,
         "endpoint_dates": {"first_submitted": _iso(dates.get("first")), "last_ended": _iso(dates.get("last"))},
         "context_policy": {"en_cap": route.caps.en, "cjk_cap": route.caps.cjk, "source": route.caps.source,
@@ -119,7 +146,8 @@ def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
                 [route_name])],
         "judge_panel": [{"route": j.name, "model": j.model, "provider": j.provider,
                          "temperature": config.judge_temperature(j) if config.judge_temperature(j) is not None else "omitted",
-                         "max_tokens": config.judging.max_tokens} for j in config.judges],
+                         "max_tokens": config.judging.max_tokens, "endpoint_hosts": _hosts(judge_hosts[j.name])}
+                        for j in config.judges],
         "prompt_templates": {"generation_sha256": GENERATION_TEMPLATE_SHA256, "judge_sha256": JUDGE_TEMPLATE_SHA256},
         "dataset_sha256": store.meta("dataset_sha256"),
         "batchrun_version": __version__,
@@ -197,5 +225,6 @@ def report_data(store: Store, config: Config) -> dict[str, Any]:
     routes = [route_scores(store, config, row) for row in leaderboard(store) if row["route"] in config.routes]
     from .diagnosis import open_problems
 
-    return {"routes": routes, "matched_panel": matched_panel(store), "dataset_sha256": store.meta("dataset_sha256"),
-            "batchrun_version": __version__, "problems": [p.as_json() for p in open_problems(store, config)]}
+    return {"rehearsal": rehearsal_of(store, config), "routes": routes, "matched_panel": matched_panel(store),
+            "dataset_sha256": store.meta("dataset_sha256"), "batchrun_version": __version__,
+            "problems": [p.as_json() for p in open_problems(store, config)]}

@@ -527,16 +527,37 @@ def _backfill_graded_sha256(db: Database) -> None:
     db.conn.executemany("UPDATE requests SET graded_sha256 = ? WHERE custom_id = ?", updates)
 
 
-class Store:
-    """An open state.db with migrations applied."""
+@migrations()
+def m008_document_readings(db: Database) -> None:
+    # A document's length and CJK flag depend on how its bytes are read as text. batchrun first
+    # kept \r\n and lone \r as they are; the reference harness reads with universal newlines
+    # (corpus.READING). Measurements are cached per reading here, keyed by it, so a store
+    # measured under an older rule re-measures every document once and its `documents` rows
+    # (chars and cjk as first measured) stay as they were, for audit. `document_files` (path ->
+    # sha256 of the bytes) does not depend on the reading and stays valid.
+    db.execute(
+        """CREATE TABLE document_readings (
+            sha256 TEXT NOT NULL, reading TEXT NOT NULL, chars INTEGER NOT NULL, cjk INTEGER NOT NULL,
+            measured_at REAL NOT NULL, PRIMARY KEY (sha256, reading))"""
+    )
 
-    def __init__(self, path: Path, *, readonly: bool = False, any_schema: bool = False):
-        """`any_schema`: a reader that reads only tables every version has (the document cache)
-        may open a state.db that a writer has yet to upgrade."""
+
+class Store:
+    """An open state.db with migrations applied.
+
+    `rehearsal` is the emulator URL when the store is opened for a rehearsal: a store created
+    then records it in meta (`rehearsal`), for good. `Store.open` refuses a store of the other
+    kind, so emulator answers can never be read or extended as real results (and the reverse)."""
+
+    def __init__(self, path: Path, *, readonly: bool = False, rehearsal: str | None = None, any_schema: bool = False):
+        """`any_schema`: a reader that reads only tables every version has (the document cache,
+        meta) may open a state.db that a writer has yet to upgrade."""
         self.path = Path(path)
         self.readonly = readonly
         if readonly and not self.path.exists():
-            raise StateError(f"No state database at {self.path}.", "Run `batchrun plan` or `batchrun submit` first.")
+            hint = ("A rehearsal keeps its own state.db: run `batchrun --emulator URL refresh` (or plan, submit) first."
+                    if rehearsal else "Run `batchrun plan` or `batchrun submit` first.")
+            raise StateError(f"No state database at {self.path}.", hint)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
         self.db = Database(conn, execute_plugins=False)
@@ -559,7 +580,44 @@ class Store:
                 with self.db.atomic():
                     self.set_meta("store_id", uuid.uuid4().hex[:12])
                     self.set_meta("created_by", __version__)
+                    if rehearsal:
+                        self.set_meta("rehearsal", rehearsal)
         self.run_id: int | None = None
+
+    @classmethod
+    def open(cls, path: Path, *, rehearsal: str | None, readonly: bool = False, any_schema: bool = False) -> "Store":
+        """Open state.db for a real run (`rehearsal` None) or a rehearsal; refuse the other kind.
+
+        An existing store is checked read-only first: opening it for writing applies migrations,
+        and a store of the other kind must be left exactly as it was (meta, which that check
+        reads, is in every schema version)."""
+        if readonly or Path(path).exists():
+            ro = cls(path, readonly=True, rehearsal=rehearsal, any_schema=any_schema or not readonly)
+            try:
+                ro.check_kind(rehearsal)
+            except BaseException:
+                ro.close()
+                raise
+            if readonly:
+                return ro
+            ro.close()
+        return cls(path, rehearsal=rehearsal)
+
+    def check_kind(self, rehearsal: str | None) -> None:
+        """Defence in depth behind the separate rehearsal paths (config.rehearsal_path)."""
+        marked = self.meta("rehearsal")
+        if rehearsal and not marked:
+            raise StateError(
+                f"{self.path} holds the state of real runs; a rehearsal on the emulator ({rehearsal}) never reads or writes it.",
+                "Rehearsals keep their state in a `rehearsal` folder beside the real paths; check [paths] in the config. "
+                "If this is a demo folder made by an older batchrun, delete it and run `batchrun demo` again. Nothing was changed.",
+            )
+        if not rehearsal and marked:
+            raise StateError(
+                f"{self.path} was made by a rehearsal on the emulator at {marked}: its answers are not real results.",
+                "To rehearse, pass --emulator URL (or set BATCHRUN_EMULATOR); for real results point [paths] state at "
+                "another file (the default is state.db beside the config). Nothing was changed.",
+            )
 
     def _check_version(self) -> None:
         if "_sqlite_migrations" not in self.db.table_names():

@@ -31,6 +31,7 @@ from . import faults
 from .clients import (
     api_key,
     classify,
+    client_host,
     is_transient,
     is_unreachable,
     make_client,
@@ -149,8 +150,10 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
             continue
         if b["transport"] == "sync":
             verify_request_file(b)
-            # The sync transport has no provider batch: poll sends its lines online.
-            _set(store, b["id"], status="in_flight", provider_batch_id=f"sync-{b['id']}", submitted_at=time.time(), run_id=store.run_id)
+            # The sync transport has no provider batch: poll sends its lines online (and records
+            # the host again if the config changed in between).
+            _set(store, b["id"], status="in_flight", provider_batch_id=f"sync-{b['id']}", submitted_at=time.time(), run_id=store.run_id,
+                 endpoint_host=client_host(make_client(route), route))
             gate.admit(b)
             result.created.append(b["id"])
             progress.event(f"started {b['id']} ({b['n_requests']} requests, online with concurrency {route.sync_concurrency})")
@@ -175,9 +178,11 @@ def _upload_and_create(store: Store, config: Config, route: Route, b: dict[str, 
     client = make_client(route)
     path = Path(b["request_file"])
     file_id = b["provider_file_id"]
+    # Planning recorded the host the config named then; the batch goes where this client sends.
+    host = client_host(client, route)
     if b["status"] in ("planned", "uploading") or not file_id:
         verify_request_file(b)
-        _set(store, b["id"], status="uploading")
+        _set(store, b["id"], status="uploading", endpoint_host=host)
         faults.point("submit.before_upload")
         try:
             file_id = adapter.upload(client, route, path)
@@ -248,7 +253,8 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
             time.sleep(min(2 ** attempt, 10) * float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0")))
             continue
         faults.point("submit.after_create")
-        _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None)
+        _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
+                       endpoint_host=client_host(client, route))
         result.created.append(b["id"])
         progress.event(f"created {b['id']} as {status.provider_batch_id} ({b['n_requests']} requests, est. {fmt_money(b['est_cost'])})")
         return True
@@ -265,7 +271,8 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
     if route.provider != "anthropic":
         for status in recent:
             if _matches_tag(store, b["id"], status):
-                _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None)
+                _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
+                               endpoint_host=client_host(client, route))
                 progress.event(f"adopted {status.provider_batch_id} for {b['id']} (created before a crash or a dropped connection)")
                 return "adopted"
         return "absent"
@@ -292,7 +299,8 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
                     except ValueError:
                         continue
         if ids and ids <= ours:
-            _record_status(store, b["id"], cand, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None)
+            _record_status(store, b["id"], cand, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
+                           endpoint_host=client_host(client, route))
             progress.event(f"adopted {cand.provider_batch_id} for {b['id']}: its results carry our custom_ids")
             return "adopted"
     return "hold" if waiting else "absent"

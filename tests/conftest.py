@@ -82,10 +82,22 @@ class Project:
         (root / "data").mkdir(parents=True, exist_ok=True)
         self.config_path = root / "batchrun.json"
         self.dataset_path = root / "data" / "tasks.json"
+        # Set by the first run or load with an emulator: a rehearsal (--emulator) keeps state.db,
+        # jobs/ and results/ under rehearsal/, and the helpers below look there from then on.
+        self.rehearsing = False
+
+    @property
+    def area(self) -> Path:
+        """The folder holding state.db, jobs/ and results/ (the defaults) of the runs under test."""
+        return self.root / "rehearsal" if self.rehearsing else self.root
 
     @property
     def state_path(self) -> Path:
-        return self.root / "state.db"
+        return self.area / "state.db"
+
+    @property
+    def results_dir(self) -> Path:
+        return self.area / "results"
 
     def doc(self, name: str, text: str) -> Path:
         path = self.root / "corpus" / name
@@ -126,7 +138,18 @@ class Project:
 
     def load(self, emulator: Any = None) -> Config:
         config = load_config(self.config_path)
-        return config.with_emulator(emulator.url) if emulator is not None else config
+        if emulator is None:
+            return config
+        self.rehearsing = True
+        return config.with_emulator(emulator.url)
+
+    def point_at(self, emulator: Any) -> None:
+        """Make the config's own base URLs the emulator's (config.with_emulator's rule): runs
+        without --emulator are then real runs, with real state, that still work offline."""
+        cfg = json.loads(self.config_path.read_text())
+        for r in cfg["routes"].values():
+            r["base_url"] = emulator.url + "/v1" if r["provider"] in ("openai", "openai-compatible") else emulator.url
+        self.config_path.write_text(json.dumps(cfg, indent=1))
 
     def store(self) -> Store:
         return Store(self.state_path)
@@ -136,6 +159,7 @@ class Project:
         base = ["--config", str(self.config_path)]
         if emulator is not None:
             base += ["--emulator", emulator.url]
+            self.rehearsing = True
         return CliRunner().invoke(cli, [*base, *args], input=input, catch_exceptions=False)
 
     def sql(self, query: str, params: Any = ()) -> list[dict[str, Any]]:
@@ -147,7 +171,7 @@ class Project:
             conn.close()
 
     def jobs_files(self) -> list[Path]:
-        return sorted((self.root / "jobs").glob("*/requests.jsonl"))
+        return sorted((self.area / "jobs").glob("*/requests.jsonl"))
 
 
 @pytest.fixture

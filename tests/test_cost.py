@@ -508,7 +508,7 @@ def test_actual_cost_from_usage_matches_hand_computation(project: Project) -> No
         assert v["night"] == datetime.fromtimestamp(batches[bid]["ended_at"] - 12 * 3600).strftime("%Y-%m-%d")
 
     # `batchrun cost --json`: per route (and stage) and per night.
-    data = json.loads(ok(project.run("cost", "--json")).stdout)
+    data = json.loads(ok(project.run("cost", "--json", emulator=emu)).stdout)
     per_route: dict[tuple[str, str, str], dict[str, float]] = {}
     for bid, b in batches.items():
         key = (view[bid]["night"], b["route"], b["stage"])
@@ -531,12 +531,12 @@ def test_actual_cost_from_usage_matches_hand_computation(project: Project) -> No
         assert n["actual_cost"] < n["estimated_cost"]  # estimates assume the whole completion budget
 
     # The table: both figures per route, in dollars.
-    text = ok(project.run("cost")).stdout
+    text = ok(project.run("cost", emulator=emu)).stdout
     for (night, name, stage), acc in per_route.items():
         (line,) = [ln for ln in text.splitlines() if ln.split()[:3] == [night, name, stage]]
         assert line.split()[-2:] == [money(acc["estimated_cost"]), money(acc["actual_cost"])]
     # --since: a later night has nothing yet.
-    later = json.loads(ok(project.run("cost", "--json", "--since", "9999-01-01")).stdout)
+    later = json.loads(ok(project.run("cost", "--json", "--since", "9999-01-01", emulator=emu)).stdout)
     assert later == {"rows": [], "nights": []}
 
 
@@ -553,7 +553,7 @@ def test_failed_request_lines_cost_nothing_not_unknown(project: Project, emulato
     failed = project.sql("SELECT * FROM results WHERE kind != 'ok'")
     assert sorted(r["kind"] for r in failed) == ["expired", "expired", "transient"]
     assert all(r["input_tokens"] is None and r["cost"] == 0.0 for r in failed)  # nothing billed: $0, not unknown
-    data = json.loads(ok(project.run("cost", "--json")).stdout)
+    data = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)
     rows = {r["route"]: r for r in data["rows"]}
     for name, price, discount in (("gpt", ACT_GPT, 0.5), ("claude", ACT_CLAUDE, 0.5)):
         ok_rows = project.sql("SELECT r.* FROM results r JOIN requests q USING (custom_id) WHERE q.route = ? AND r.kind = 'ok'", [name])
@@ -578,7 +578,7 @@ def test_one_overnight_run_across_midnight_is_one_night(project: Project, emulat
         conn.execute("UPDATE batches SET submitted_at = ?, ended_at = ? WHERE id NOT IN (?, ?)",
                      [evening + 3700, evening + 3800, gen[0]["id"], gen[1]["id"]])
     conn.close()
-    nights = json.loads(ok(project.run("cost", "--json")).stdout)["nights"]
+    nights = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)["nights"]
     assert [n["night"] for n in nights] == ["2026-03-10"]
 
 
@@ -621,14 +621,14 @@ def test_unknown_price_is_unknown_everywhere_never_zero(project: Project, emulat
     assert view["anon"]["estimated_cost"] is None and view["anon"]["actual_cost"] is None
     assert view["jx"]["estimated_cost"] is None and view["jx"]["actual_cost"] is None
 
-    data = json.loads(ok(project.run("cost", "--json")).stdout)
+    data = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)
     rows = {r["route"]: r for r in data["rows"]}
     assert rows["anon"]["estimated_cost"] is None and rows["anon"]["actual_cost"] is None
     assert rows["jx"]["estimated_cost"] is None and rows["jx"]["actual_cost"] is None
     assert rows["gpt"]["actual_cost"] == pytest.approx(sum(r["cost"] for r in by_route["gpt"]), rel=1e-12)
     (night,) = data["nights"]
     assert night["estimated_cost"] is None and night["actual_cost"] is None  # a total with an unknown part is unknown
-    text = ok(project.run("cost")).stdout
+    text = ok(project.run("cost", emulator=emulator)).stdout
     for line in text.splitlines():
         parts = line.split()
         if len(parts) > 2 and parts[1] in ("anon", "jx", "TOTAL"):
@@ -739,6 +739,6 @@ def test_provider_quota_refusal_leaves_requests_pending_and_a_later_submit_sends
     assert sorted(r["custom_id"] for r in emulator.requests if r["custom_id"] in ids) == sorted(ids)  # each sent once
     assert {c["status"] for c in project.sql("SELECT status FROM cell_status")} == {"ok"}
     # The refused attempt cost nothing and does not make the night's spend unknown.
-    (night,) = json.loads(ok(project.run("cost", "--json")).stdout)["nights"]
+    (night,) = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)["nights"]
     spent = sum(r["cost"] for r in project.sql("SELECT cost FROM results"))
     assert night["actual_cost"] == pytest.approx(spent, rel=1e-12)

@@ -265,15 +265,15 @@ def test_cjk_flag_flips_scope_via_the_cjk_cap(project: Project) -> None:
 
 
 def test_documents_are_decoded_strictly_and_bom_is_content(project: Project) -> None:
-    """The document is the file's exact text: a BOM or CRLF is kept, never normalised away."""
+    """The document is the file's text as the harness reads it: a BOM is kept, CRLF becomes LF."""
     (project.root / "corpus" / "bom.txt").write_bytes("\ufeffLine one\r\nLine two".encode("utf-8"))
     project.tasks([task("b", "Q?", "bom.txt")])
     project.config(routes={"r": route("anthropic", "claude-opus-4.8")}, panel=[])
     plan_ok(project)
     (f,) = project.jobs_files()
     line = json.loads(f.read_bytes().split(b"\n")[0])
-    assert line["params"]["messages"][0]["content"].endswith("Document:\n\ufeffLine one\r\nLine two")
-    assert project.sql("SELECT chars FROM documents")[0]["chars"] == len("\ufeffLine one\r\nLine two")
+    assert line["params"]["messages"][0]["content"].endswith("Document:\n\ufeffLine one\nLine two")
+    assert project.sql("SELECT chars FROM documents")[0]["chars"] == len("\ufeffLine one\nLine two")
 
 
 def test_small_project_fixture_plans_every_cell(project: Project) -> None:

@@ -442,7 +442,9 @@ def test_unreachable_base_url_fails_cleanly_then_resumes(project: Project, emu: 
     assert statuses <= {"planned", "uploaded"}, statuses
     assert all(b["provider_batch_id"] is None for b in project.sql("SELECT provider_batch_id FROM batches"))
 
-    cycle(project, emu, collect_code=0)
+    # Resumed for real (a rehearsal would keep its own state): the route's URL now works.
+    project.point_at(emu)
+    cycle(project, None, collect_code=0)
     assert len(project.sql("SELECT * FROM batches")) == 1
     assert kinds_by_task(project) == {"p1": ["ok"], "p2": ["ok"]}
     assert sent_per_task(project, emu) == Counter({"p1": 1, "p2": 1})
@@ -459,7 +461,8 @@ def test_unreachable_base_url_other_providers(project: Project, emu: Any, provid
     rows = project.sql("SELECT status, provider_batch_id FROM batches")
     assert {b["status"] for b in rows} <= {"planned", "uploaded"}, rows
     assert all(b["provider_batch_id"] is None for b in rows)
-    cycle(project, emu, collect_code=0)
+    project.point_at(emu)  # resumed for real, as above
+    cycle(project, None, collect_code=0)
     assert len(project.sql("SELECT * FROM batches")) == 1
     assert kinds_by_task(project) == {"p1": ["ok"], "p2": ["ok"]}
     assert sent_per_task(project, emu) == Counter({"p1": 1, "p2": 1})

@@ -248,7 +248,7 @@ def test_accept_failures_zero_fills_publishes_the_reason_and_is_undone_by_a_poli
     assert len(project.sql("SELECT * FROM results")) == before
     report = run(project, emu, "report", code=0).output
     assert "Accepted failures" in report and "provider outage all week" in report
-    scores = json.loads((project.root / "results" / "down.scores.json").read_text())
+    scores = json.loads((project.results_dir / "down.scores.json").read_text())
     assert scores["provenance"]["accepted_failures"][0]["reason"] == "provider outage all week"
     assert {t["score"] for t in scores["tasks"]} == {0.0}
 
@@ -259,8 +259,8 @@ def test_accept_failures_zero_fills_publishes_the_reason_and_is_undone_by_a_poli
     refresh(project, emu, 0)
     b = board(project)["down"]
     assert (b["accepted_n"], b["scored_n"]) == (0, len(TASKS))
-    assert "accepted_failures" in json.loads((project.root / "results" / "down.scores.json").read_text())["provenance"]
-    assert json.loads((project.root / "results" / "down.scores.json").read_text())["provenance"]["accepted_failures"] == []
+    assert "accepted_failures" in json.loads((project.results_dir / "down.scores.json").read_text())["provenance"]
+    assert json.loads((project.results_dir / "down.scores.json").read_text())["provenance"]["accepted_failures"] == []
 
 
 def test_content_filter_is_a_refusal_not_a_retry() -> None:

@@ -100,7 +100,7 @@ def refresh(project: Project, script: Script) -> Any:
 
 
 def results(project: Project, route_name: str, kind: str) -> dict[str, Any]:
-    return json.loads((project.root / "results" / f"{route_name}.{kind}.json").read_text(encoding="utf-8"))
+    return json.loads((project.results_dir / f"{route_name}.{kind}.json").read_text(encoding="utf-8"))
 
 
 def by_task(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:

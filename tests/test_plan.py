@@ -124,7 +124,9 @@ def test_document_with_line_separators_quotes_backslashes_and_chinese_round_trip
            "中文内容：港口起重机在凌晨三点十四分发生故障。\n"
            "Astral: 𠀋 😀. Lone combining: e\u0301.\n")
     question = 'Who said "stop"\u2028 and where? 问题\\?'
-    project.doc("weird.txt", doc)
+    path = project.doc("weird.txt", doc)
+    with open(path, encoding="utf-8") as f:
+        harness_doc = f.read()  # the reference harness's reading: its CRLF becomes LF
     project.tasks([task("w1", question, "weird.txt")])
     project.config(routes=ALL_PROVIDER_ROUTES, panel=[])
     ok(project.run("plan"))
@@ -143,7 +145,7 @@ def test_document_with_line_separators_quotes_backslashes_and_chinese_round_trip
         # Escaped on write: even a reader using str.splitlines sees one line.
         assert len(data.decode("utf-8").splitlines()) == 1
         (line,) = read_lines(f)
-        assert line_prompt(line) == expected_prompt(question, doc)
+        assert line_prompt(line) == expected_prompt(question, harness_doc)
 
 
 def test_no_rubric_gold_answer_or_clue_text_reaches_generation_files(project: Project) -> None:

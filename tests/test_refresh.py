@@ -130,7 +130,7 @@ def test_progress_is_one_line_per_event_off_a_terminal_and_live_on_one(project: 
                 lines = out.splitlines()
                 assert any("created" in line for line in lines) and all(line.startswith("[") for line in lines)
             project.state_path.unlink()
-            for f in project.root.glob("state.db*"):
+            for f in project.area.glob("state.db*"):
                 f.unlink()
     finally:
         emu.stop()
@@ -142,5 +142,5 @@ def test_generation_only_config_completes_without_headline_numbers(project: Proj
     assert result.exit_code == 0, result.output
     (row,) = project.sql("SELECT * FROM leaderboard")
     assert row["complete"] == 1 and row["all_tasks_overall"] is None and row["scored_overall"] is None
-    report = json.loads(project.run("report", "--format", "json").output)
+    report = json.loads(project.run("report", "--format", "json", emulator=emulator).output)
     assert report["routes"][0]["overall"] is None

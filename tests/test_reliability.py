@@ -87,6 +87,7 @@ def run_batchrun(project: Project, *args: str, emu: EmulatorProcess | None = Non
     cmd = [sys.executable, "-m", "batchrun", "--config", str(project.config_path)]
     if emu is not None:
         cmd += ["--emulator", emu.url]
+        project.rehearsing = True  # its state is under rehearsal/ (see conftest.Project)
     # Module-scoped fixtures run before the autouse `env` fixture: set what it would.
     full_env = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.01", **(env or {})}
     full_env.pop("BATCHRUN_DIE_AT", None) if "BATCHRUN_DIE_AT" not in (env or {}) else None
@@ -147,6 +148,7 @@ def test_sigkill_at_random_moments(seed: int, project: Project, emu: EmulatorPro
     make(project)
     rng = random.Random(seed)
     cmd = [sys.executable, "-m", "batchrun", "--config", str(project.config_path), "--emulator", emu.url, "refresh", "--interval", "0.05"]
+    project.rehearsing = True
     for _ in range(4):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.3, 1.5))
@@ -226,7 +228,7 @@ def hold_writer_lock(project: Project, *, seconds: float) -> subprocess.Popen[st
 
 def test_second_writer_exits_naming_the_first_and_readers_still_work(project: Project, emu: EmulatorProcess) -> None:
     small_project(project)
-    assert run_batchrun(project, "plan").returncode == 0
+    assert run_batchrun(project, "plan", emu=emu).returncode == 0  # the rehearsal's state.db, which submit uses
     holder = hold_writer_lock(project, seconds=30)
     try:
         second = run_batchrun(project, "submit", emu=emu)
@@ -235,8 +237,8 @@ def test_second_writer_exits_naming_the_first_and_readers_still_work(project: Pr
         assert "Traceback" not in second.stderr
         assert not any(b["status"] != "planned" for b in project.sql("SELECT status FROM batches"))
         # Readers keep working while the writer holds the lock.
-        assert run_batchrun(project, "status").returncode == 0
-        assert run_batchrun(project, "report").returncode == 0
+        assert run_batchrun(project, "status", emu=emu).returncode == 0
+        assert run_batchrun(project, "report", emu=emu).returncode == 0
     finally:
         holder.kill()
         holder.wait()
@@ -253,7 +255,7 @@ def test_second_writer_exits_naming_the_first_and_readers_still_work(project: Pr
 
 def test_edited_request_file_is_refused(project: Project, emu: EmulatorProcess) -> None:
     small_project(project)
-    assert run_batchrun(project, "plan").returncode == 0
+    assert run_batchrun(project, "plan", emu=emu).returncode == 0
     path = project.jobs_files()[0]
     path.write_bytes(path.read_bytes().replace(b"harbor", b"HARBOR"))
     before = project.sql("SELECT id, status FROM batches ORDER BY id")
@@ -288,6 +290,7 @@ def test_missing_key_variable_fails_before_upload(project: Project, emu: Emulato
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
     r = subprocess.run([sys.executable, "-m", "batchrun", "--config", str(project.config_path), "--emulator", emu.url, "submit"],
                        capture_output=True, text=True, env=env)
+    project.rehearsing = True
     assert r.returncode == 1
     assert KEY_ENV in r.stderr and "Traceback" not in r.stderr
     assert emu.requests == []

@@ -50,10 +50,16 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
     os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-a-secret")
     emu = Emulator(host="127.0.0.1", port=0, latency=latency).start()
     try:
-        config = load_config(config_path).with_emulator(emu.url)
+        # The demo folder is all demo: it keeps the usual paths, but its state.db is marked as a
+        # rehearsal's (Store.open), so it is never taken for, or mixed into, real results.
+        config = load_config(config_path).with_emulator(emu.url, own_paths=False)
         progress.event(f"emulator listening on {emu.url}; working folder {folder}")
         lock = WriterLock(config.paths.state, "demo").acquire()
-        store = Store(config.paths.state)
+        try:
+            store = Store.open(config.paths.state, rehearsal=config.rehearsal)
+        except BaseException:
+            lock.release()
+            raise
         store.start_run("demo")
         try:
             outcome = refresh(store, config, interval=interval, progress=progress)

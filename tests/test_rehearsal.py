@@ -1,0 +1,222 @@
+"""Rehearsals (--emulator) never touch real results; provenance names the hosts batches went to.
+
+A rehearsal keeps state.db, jobs/ and results/ under rehearsal/ and marks its state.db; a store of
+the other kind is refused. Every batch records the host it was really sent to, and the report's
+provenance reads the hosts from those records, not from the current config or flags. "Real" runs
+here are real runs whose routes' base URLs point at the emulator (Project.point_at), so they work
+offline.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from batchrun.cli import cli
+from batchrun.emulator import Emulator
+from conftest import Project, route, small_project
+
+TITLE = "# Rehearsal on the emulator at {} — not real results"
+
+
+def ok(result: Any, code: int = 0) -> Any:
+    assert result.exit_code == code, result.output
+    return result
+
+
+def rows(db: Path, query: str, params: Any = ()) -> list[dict[str, Any]]:
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(query, params).fetchall()]
+    finally:
+        conn.close()
+
+
+def meta(db: Path, key: str) -> str | None:
+    found = rows(db, "SELECT value FROM meta WHERE key = ?", [key])
+    return found[0]["value"] if found else None
+
+
+def host_of(emu: Emulator) -> str:
+    return emu.url.split("://", 1)[1].rstrip("/")
+
+
+def test_rehearsal_then_real_run_sends_every_cell_and_keeps_apart(project: Project, emulator: Emulator) -> None:
+    small_project(project)
+    real_db, rehearsal_db = project.root / "state.db", project.root / "rehearsal" / "state.db"
+
+    rehearsal = ok(project.run("refresh", "--interval", "0.05", emulator=emulator))
+    assert rehearsal.stdout.splitlines()[0] == TITLE.format(emulator.url)
+    for name in ("state.db", "jobs", "results"):
+        assert (project.root / "rehearsal" / name).exists()
+        assert not (project.root / name).exists()
+    assert meta(rehearsal_db, "rehearsal") == emulator.url
+    rehearsed = [r["custom_id"] for r in emulator.requests]
+    assert rehearsed and len(set(rehearsed)) == len(rehearsed)
+
+    # The real run, same config but without --emulator: it finds everything still to do.
+    project.point_at(emulator)
+    real = ok(project.run("refresh", "--interval", "0.05"))
+    assert "Rehearsal" not in real.stdout and "| # | Route |" in real.stdout
+    assert "nothing to do" not in real.output
+    sent = Counter(r["custom_id"] for r in emulator.requests[len(rehearsed):])
+    wanted = {r["custom_id"] for r in rows(real_db, "SELECT custom_id FROM requests")}
+    gen = {r["custom_id"] for r in rows(real_db, "SELECT custom_id FROM cells WHERE scope = 'send'")}
+    assert gen and gen <= wanted
+    assert set(sent) == wanted and set(sent.values()) == {1}  # every real cell and judgment sent, once
+    assert wanted == set(rehearsed)  # the very requests the rehearsal had answered
+
+    # The real state.db holds the real run only: no rehearsal mark, batches, attempts or results.
+    assert meta(real_db, "rehearsal") is None
+    assert [r["command"] for r in rows(real_db, "SELECT command FROM runs")] == ["refresh"]
+    real_batches = {r["provider_batch_id"] for r in rows(real_db, "SELECT provider_batch_id FROM batches")}
+    rehearsal_batches = {r["provider_batch_id"] for r in rows(rehearsal_db, "SELECT provider_batch_id FROM batches")}
+    assert real_batches and not real_batches & rehearsal_batches
+    assert Counter(r["custom_id"] for r in rows(real_db, "SELECT custom_id FROM batch_requests")) == sent
+    assert len(rows(real_db, "SELECT id FROM results")) == len(wanted)
+    assert {r["dir"].startswith(str(project.root / "jobs")) for r in rows(real_db, "SELECT dir FROM batches")} == {True}
+
+    # Reports: the rehearsal's says so in every format; the real one does not.
+    md = ok(project.run("report", emulator=emulator)).stdout
+    assert md.splitlines()[0] == TITLE.format(emulator.url)
+    data = json.loads(ok(project.run("report", "--format", "json", emulator=emulator)).stdout)
+    assert data["rehearsal"] == emulator.url and all(r["provenance"]["rehearsal"] == emulator.url for r in data["routes"])
+    csv_lines = ok(project.run("report", "--format", "csv", emulator=emulator)).stdout.splitlines()
+    assert csv_lines[0].endswith(",rehearsal") and all(line.endswith("," + emulator.url) for line in csv_lines[1:])
+    scores = json.loads((project.root / "rehearsal" / "results" / "gpt.scores.json").read_text())
+    assert scores["provenance"]["rehearsal"] == emulator.url
+    for command in ("cost", "status"):  # data on stdout as for real runs; the note on stderr
+        r = ok(project.run(command, "--json", emulator=emulator))
+        assert json.loads(r.stdout) and r.stderr.startswith(TITLE.format(emulator.url)[2:])
+        assert "Rehearsal" not in ok(project.run(command, "--json")).stderr
+    assert not ok(project.run("report")).stdout.startswith("#")
+    real_data = json.loads(ok(project.run("report", "--format", "json")).stdout)
+    assert real_data["rehearsal"] is None
+    assert all(line.endswith(",") for line in ok(project.run("report", "--format", "csv")).stdout.splitlines()[1:])
+
+
+def test_provenance_hosts_come_from_the_batches_not_from_the_flags(project: Project, emulator: Emulator) -> None:
+    small_project(project)
+    ok(project.run("refresh", "--interval", "0.05", emulator=emulator))
+    other = Emulator(host="127.0.0.1", port=0, latency=0.0).start()
+    try:
+        # Reading the rehearsal with --emulator at another address does not move its answers there.
+        data = json.loads(ok(project.run("report", "--format", "json", emulator=other)).stdout)
+    finally:
+        other.stop()
+    for r in data["routes"]:
+        p = r["provenance"]
+        assert p["endpoint_host"] == host_of(emulator) and p["endpoint_hosts"] == [host_of(emulator)]
+        assert p["configured_host"] == host_of(other)
+        assert all(j["endpoint_hosts"] == [host_of(emulator)] for j in p["judge_panel"])
+
+    # A real run at the emulator, then the config moves the routes back to the providers.
+    project.point_at(emulator)
+    ok(project.run("refresh", "--interval", "0.05"))
+    cfg = json.loads(project.config_path.read_text())
+    for spec in cfg["routes"].values():
+        del spec["base_url"]
+    project.config_path.write_text(json.dumps(cfg))
+    data = json.loads(ok(project.run("report", "--format", "json")).stdout)
+    configured = {"gpt": "api.openai.com", "claude": "api.anthropic.com", "gemini": "generativelanguage.googleapis.com"}
+    assert {r["route"]: r["provenance"]["configured_host"] for r in data["routes"]} == configured
+    assert {r["provenance"]["endpoint_host"] for r in data["routes"]} == {host_of(emulator)}
+    md = ok(project.run("report")).stdout
+    assert f"at {host_of(emulator)} (the config now names api.openai.com)" in md
+
+
+def test_every_batch_records_the_host_it_was_sent_to(project: Project, emulator: Emulator) -> None:
+    dead = "http://127.0.0.1:9"
+    small_project(project, routes={
+        "gpt": route("openai", "gpt-5.5", base_url=dead + "/v1"),
+        "claude": route("anthropic", "claude-opus-4.8", base_url=dead),
+        "gemini": route("gemini", "gemini-2.5-pro", base_url=dead),
+        "kimi": route("openai-compatible", "kimi-k2.6", transport="sync", base_url=dead + "/v1", send_temperature=False),
+        "judge-a": route("anthropic", "claude-sonnet-4-6", base_url=dead),
+        "judge-g": route("gemini", "gemini-2.5-flash", base_url=dead),
+    })
+    ok(project.run("plan"))  # planned for the configured host
+    assert {r["endpoint_host"] for r in project.sql("SELECT endpoint_host FROM batches")} == {"127.0.0.1:9"}
+    project.point_at(emulator)  # then the config moves every route before anything is sent
+    ok(project.run("refresh", "--interval", "0.05"))
+    batches = project.sql("SELECT transport, stage, endpoint_host FROM batches")
+    assert {(b["transport"], b["stage"]) for b in batches} == {("batch", "gen"), ("sync", "gen"), ("batch", "judge")}
+    assert {b["endpoint_host"] for b in batches} == {host_of(emulator)}
+
+
+def test_sdk_base_url_variables_are_the_recorded_host(project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No base_url in the routes: the SDKs read their own variables, and the batch records say so.
+    small_project(project, panel=[], routes={
+        "gpt": route("openai", "gpt-5.5"), "gpt-sync": route("openai", "gpt-5.5", transport="sync"),
+        "claude": route("anthropic", "claude-opus-4.8"), "gemini": route("gemini", "gemini-2.5-pro"),
+    })
+    monkeypatch.setenv("OPENAI_BASE_URL", emulator.url + "/v1")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", emulator.url)
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", emulator.url)
+    ok(project.run("refresh", "--interval", "0.05"))
+    assert {r["endpoint_host"] for r in project.sql("SELECT endpoint_host FROM batches")} == {host_of(emulator)}
+    data = json.loads(ok(project.run("report", "--format", "json")).stdout)
+    assert {r["route"]: (r["provenance"]["endpoint_host"], r["provenance"]["configured_host"]) for r in data["routes"]} == {
+        "gpt": (host_of(emulator), "api.openai.com"), "gpt-sync": (host_of(emulator), "api.openai.com"),
+        "claude": (host_of(emulator), "api.anthropic.com"), "gemini": (host_of(emulator), "generativelanguage.googleapis.com"),
+    }
+
+
+def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_project(project)
+    # BATCHRUN_EMULATOR rehearses like --emulator.
+    monkeypatch.setenv("BATCHRUN_EMULATOR", emulator.url)
+    ok(project.run("plan"))
+    monkeypatch.delenv("BATCHRUN_EMULATOR")
+    rehearsal_db = project.root / "rehearsal" / "state.db"
+    assert meta(rehearsal_db, "rehearsal") == emulator.url and not (project.root / "state.db").exists()
+
+    # A real run whose config points at the rehearsal's state.db.
+    cfg = json.loads(project.config_path.read_text())
+    cfg["paths"]["state"] = "rehearsal/state.db"
+    project.config_path.write_text(json.dumps(cfg))
+    before = rehearsal_db.read_bytes()
+    for args in (["plan"], ["status"], ["report"], ["cost"]):
+        r = ok(project.run(*args), 1)
+        assert f"was made by a rehearsal on the emulator at {emulator.url}" in r.output and "not real results" in r.output
+        assert "Hint:" in r.output and "Traceback" not in r.output
+    assert rehearsal_db.read_bytes() == before
+
+    # A rehearsal pointed at a real state.db: a real store copied where the rehearsal keeps its own.
+    del cfg["paths"]["state"]
+    project.config_path.write_text(json.dumps(cfg))
+    ok(project.run("plan"))
+    real_db = project.root / "state.db"
+    conn = sqlite3.connect(real_db)
+    with conn:  # as the previous batchrun left it: one migration behind, which a refusal must not apply
+        conn.execute("DROP TABLE document_readings")
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm007_document_readings'")
+    conn.close()
+    shutil.copyfile(real_db, rehearsal_db)
+    before = rehearsal_db.read_bytes()
+    for args in (["plan"], ["submit"], ["poll"], ["cancel", "--all"], ["status"], ["report"]):
+        r = ok(project.run(*args, emulator=emulator), 1)
+        assert "holds the state of real runs" in r.output and "Traceback" not in r.output
+    assert rehearsal_db.read_bytes() == before
+    assert emulator.calls == []
+
+
+def test_demo_report_says_rehearsal_and_its_state_is_refused_to_real_runs(tmp_path: Path) -> None:
+    folder = tmp_path / "demo"
+    runner = CliRunner()
+    first = runner.invoke(cli, ["demo", "--dir", str(folder)], catch_exceptions=False)
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith("# Rehearsal on the emulator at http://127.0.0.1:")
+    assert meta(folder / "state.db", "rehearsal").startswith("http://127.0.0.1:")
+    # The demo keeps its own paths: nothing under rehearsal/.
+    assert not (folder / "rehearsal").exists()
+    r = runner.invoke(cli, ["--config", str(folder / "batchrun.toml"), "report"], catch_exceptions=False)
+    assert r.exit_code == 1 and "was made by a rehearsal" in r.output
