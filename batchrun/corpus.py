@@ -46,6 +46,9 @@ class DocumentInfo:
     chars: int
     nbytes: int
     cjk: bool
+    # The reading changed the text (a \r or \r\n became \n): the prompt differs from one built
+    # from the raw bytes, and generation ids say so (plan.generation_custom_id).
+    newlines_translated: bool = False
 
 
 def resolve(corpus_dir: Path, corpus_file: str, *, where: str) -> tuple[str, Path]:
@@ -102,13 +105,16 @@ def measure_file(name: str, path: Path, *, where: str) -> DocumentInfo:
     h = hashlib.sha256()
     chars = nbytes = 0
     head = ""
+    translated = False
     for piece, text in _decoded_chunks(path, where=where):
         h.update(piece)
+        translated = translated or b"\r" in piece  # UTF-8: a 0x0D byte is always a CR
         nbytes += len(piece)
         chars += len(text)
         if len(head) < CJK_WINDOW:
             head += text[: CJK_WINDOW - len(head)]
-    return DocumentInfo(name=name, sha256=h.hexdigest(), chars=chars, nbytes=nbytes, cjk=is_cjk(head))
+    return DocumentInfo(name=name, sha256=h.hexdigest(), chars=chars, nbytes=nbytes, cjk=is_cjk(head),
+                        newlines_translated=translated)
 
 
 class EscapedDocument:

@@ -20,6 +20,7 @@ token counts).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .config import Config
@@ -43,17 +44,23 @@ class Problem:
     kind: str  # the last failure's kind
     message: str  # the provider's last message (or batchrun's, for a batch without one)
     diagnosis: Diagnosis
+    tasks: tuple[str, ...] = ()  # the cells' task ids, in dataset order
+
+    def _cells(self) -> str:
+        shown = ", ".join(self.tasks[:5]) + (f" and {len(self.tasks) - 5} more" if len(self.tasks) > 5 else "")
+        return f" [{shown}]" if shown else ""
 
     def describe(self) -> str:
         what = "answers to judge" if self.stage == "judge" else "cell(s)"
         if self.state == "waiting":
-            return (f"route {self.route!r}: {self.requests} {what} used this run's retries after infrastructure failures "
-                    f"(last: {self.message}). {self.diagnosis.fix}")
-        return f"route {self.route!r}: {self.requests} {what} blocked: {self.diagnosis.cause} ({self.message}). Fix: {self.diagnosis.fix}"
+            return (f"route {self.route!r}: {self.requests} {what}{self._cells()} used this run's retries after infrastructure "
+                    f"failures (last: {self.message}). {self.diagnosis.fix}")
+        return (f"route {self.route!r}: {self.requests} {what}{self._cells()} blocked: {self.diagnosis.cause} ({self.message}). "
+                f"Fix: {self.diagnosis.fix}")
 
     def as_json(self) -> dict[str, object]:
         return {"route": self.route, "stage": self.stage, "state": self.state, "requests": self.requests, "kind": self.kind,
-                "message": self.message, "cause": self.diagnosis.cause, "fix": self.diagnosis.fix}
+                "message": self.message, "cause": self.diagnosis.cause, "fix": self.diagnosis.fix, "tasks": list(self.tasks)}
 
 
 def _has(text: str, *words: str) -> bool:
@@ -104,9 +111,11 @@ def open_problems(store: Store, config: Config | None = None) -> list[Problem]:
     from .plan import current_requests_sql  # the one definition of "wanted by the current config"
 
     rows = store.rows(
-        f"""SELECT s.route, s.stage, s.state, count(*) AS n, max(s.last_result_id) AS last_id
-            FROM request_status s
-            WHERE s.state IN ('blocked', 'waiting') AND s.custom_id IN ({current_requests_sql()})
+        f"""SELECT s.route, s.stage, s.state, count(*) AS n, max(s.last_result_id) AS last_id,
+                   json_group_array(s.task_id) AS tasks
+            FROM (SELECT s.* FROM request_status s JOIN tasks t ON t.task_id = s.task_id
+                  WHERE s.state IN ('blocked', 'waiting') AND s.custom_id IN ({current_requests_sql()})
+                  ORDER BY t.position) s
             GROUP BY s.route, s.stage, s.state ORDER BY s.state, s.route, s.stage""")
     problems = []
     for r in rows:
@@ -126,5 +135,6 @@ def open_problems(store: Store, config: Config | None = None) -> list[Problem]:
         else:
             diagnosis = Diagnosis("this run's retry budget is used up",
                                   "Run `batchrun refresh` again later: the next run resumes them with a fresh budget.")
-        problems.append(Problem(r["route"], r["stage"], r["state"], r["n"], last["kind"], message, diagnosis))
+        tasks = tuple(dict.fromkeys(json.loads(r["tasks"])))
+        problems.append(Problem(r["route"], r["stage"], r["state"], r["n"], last["kind"], message, diagnosis, tasks))
     return problems

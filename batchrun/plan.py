@@ -89,8 +89,14 @@ def _h(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
-def generation_custom_id(policy_fp: str, task: Task, doc_sha256: str) -> str:
-    return "g-" + _h("gen", policy_fp, task.task_id, doc_sha256, task.question)[:40]
+def generation_custom_id(policy_fp: str, task: Task, doc: DocumentInfo) -> str:
+    """The generation request's id. Where reading the document translated newlines (spec 001 reads
+    with universal newlines; batchrun before 0.2 sent \r\n as it was), the reading is part of the
+    id: such a prompt differs from the one an older batchrun sent under the same id, so its answer
+    must not be reused. Every other document keeps its id, and its answers."""
+    if doc.newlines_translated:
+        return "g-" + _h("gen", policy_fp, task.task_id, doc.sha256, task.question, READING)[:40]
+    return "g-" + _h("gen", policy_fp, task.task_id, doc.sha256, task.question)[:40]
 
 
 def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha256: str) -> str:
@@ -144,7 +150,7 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
     cache = {r["path"]: r for r in store.rows("SELECT * FROM document_files")} if store is not None and "document_files" in tables else {}
     # Only measurements made under the current reading rule count (m007_document_readings).
     known = {r["sha256"]: r for r in store.rows(
-        """SELECT d.sha256, d.bytes, r.chars, r.cjk FROM document_readings r JOIN documents d ON d.sha256 = r.sha256
+        """SELECT d.sha256, d.bytes, r.chars, r.cjk, r.newlines_translated FROM document_readings r JOIN documents d ON d.sha256 = r.sha256
            WHERE r.reading = ?""", [READING])} if store is not None and "document_readings" in tables else {}
     docs: dict[str, DocumentInfo] = {}
     paths: dict[str, Path] = {}
@@ -160,7 +166,8 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
         hit = cache.get(str(path))
         if hit and hit["size"] == st.st_size and hit["mtime_ns"] == st.st_mtime_ns and hit["sha256"] in known:
             row = known[hit["sha256"]]
-            info = DocumentInfo(name=name, sha256=row["sha256"], chars=row["chars"], nbytes=row["bytes"], cjk=bool(row["cjk"]))
+            info = DocumentInfo(name=name, sha256=row["sha256"], chars=row["chars"], nbytes=row["bytes"], cjk=bool(row["cjk"]),
+                                newlines_translated=bool(row["newlines_translated"]))
         else:
             if not os.access(path, os.R_OK):
                 raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
@@ -229,7 +236,8 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
         store.set_meta("dataset_sha256", ds.sha256)
         for cf, info in corpus.docs.items():
             db.execute("INSERT OR IGNORE INTO documents VALUES (?, ?, ?, ?, ?)", [info.sha256, info.name, info.chars, info.nbytes, int(info.cjk)])
-            db.execute("INSERT OR IGNORE INTO document_readings VALUES (?, ?, ?, ?, ?)", [info.sha256, READING, info.chars, int(info.cjk), now])
+            db.execute("""INSERT OR IGNORE INTO document_readings (sha256, reading, chars, cjk, measured_at, newlines_translated)
+                          VALUES (?, ?, ?, ?, ?, ?)""", [info.sha256, READING, info.chars, int(info.cjk), now, int(info.newlines_translated)])
             st = corpus.paths[cf].stat()
             if _cacheable(st):  # see _measured: a racy file is not cached
                 db.execute("INSERT OR REPLACE INTO document_files VALUES (?, ?, ?, ?)", [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])
@@ -256,7 +264,7 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
                 info = corpus.docs[t.corpus_file]
                 cap = route.caps.cjk if info.cjk else route.caps.en
                 scope = "send" if info.chars <= cap else "out_of_context_scope"
-                custom_id = generation_custom_id(fp, t, info.sha256) if scope == "send" else None
+                custom_id = generation_custom_id(fp, t, info) if scope == "send" else None
                 db.execute(
                     "INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [fp, t.task_id, route.name, info.sha256, info.chars, int(info.cjk), cap, route.caps.source, scope, custom_id, t.sha256, now],

@@ -538,7 +538,7 @@ def m008_document_readings(db: Database) -> None:
     db.execute(
         """CREATE TABLE document_readings (
             sha256 TEXT NOT NULL, reading TEXT NOT NULL, chars INTEGER NOT NULL, cjk INTEGER NOT NULL,
-            measured_at REAL NOT NULL, PRIMARY KEY (sha256, reading))"""
+            measured_at REAL NOT NULL, newlines_translated INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (sha256, reading))"""
     )
 
 

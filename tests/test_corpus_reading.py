@@ -153,3 +153,20 @@ def test_measurements_made_under_the_old_reading_are_not_reused(project: Project
     monkeypatch.setattr(plan_module, "_measured", {})
     ok(project.run("plan"))
     assert measured == ["crlf.txt"]
+
+
+def test_generation_ids_change_only_for_documents_whose_reading_translated_newlines(tmp_path: Path) -> None:
+    """An answer produced from a prompt with \\r\\n (batchrun before 0.2) must not stand for the prompt a
+    clean-room run sends now; every other document keeps its id and so its answers."""
+    from batchrun.corpus import measure_file
+    from batchrun.dataset import RubricItem, Task
+    from batchrun.plan import _h, generation_custom_id
+
+    (tmp_path / "lf.txt").write_bytes(b"one\ntwo\n")
+    (tmp_path / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+    task = Task("t1", "q?", "lf.txt", (RubricItem(100, "x"),), {}, 0)
+    lf = measure_file("lf.txt", tmp_path / "lf.txt", where="test")
+    crlf = measure_file("crlf.txt", tmp_path / "crlf.txt", where="test")
+    assert (lf.newlines_translated, crlf.newlines_translated) == (False, True)
+    assert generation_custom_id("fp", task, lf) == "g-" + _h("gen", "fp", "t1", lf.sha256, "q?")[:40]  # as before
+    assert generation_custom_id("fp", task, crlf) != "g-" + _h("gen", "fp", "t1", crlf.sha256, "q?")[:40]

@@ -173,7 +173,7 @@ def test_every_result_kind_end_to_end(project: Project, emu: Any, script: Script
     assert [r["custom_id"] for r in project.sql("SELECT custom_id FROM batch_requests WHERE batch_id = ?", [second["id"]])] == [ids_by_task(project)["t-flaky"]]
     ok(project.run("poll", emulator=emu))
     blocked = ok(project.run("collect", emulator=emu), 2)  # the blocked request keeps the route open
-    assert f"blocked: route {name!r}: 1 cell(s) blocked" in blocked.output
+    assert f"blocked: route {name!r}: 1 cell(s) [t-invalid] blocked" in blocked.output
 
     assert kinds_by_task(project) == {
         "t-ok": ["ok"], "t-refuse": ["refusal"], "t-empty": ["empty"], "t-invalid": ["invalid"], "t-flaky": ["transient", "ok"],

@@ -93,7 +93,7 @@ def test_constant_429_waits_for_the_next_run_never_a_zero(project: Project, emu:
     assert (b["limited"]["all_tasks_overall"], b["limited"]["scored_overall"], b["limited"]["failed_n"]) == (None, None, 0)
     assert b["limited"]["waiting_n"] == len(TASKS) and b["limited"]["pending_n"] == len(TASKS)
     assert {c["status"] for c in project.sql("SELECT status FROM cell_status WHERE route = 'limited'")} == {"waiting"}
-    assert f"waiting: route 'limited': {len(TASKS)} cell(s) used this run's retries" in r.output
+    assert f"waiting: route 'limited': {len(TASKS)} cell(s) [t1, t2, t3] used this run's retries" in r.output
     assert "Rate limit reached" in r.output and "next run" in r.output
     status = run(project, emu, "status", code=0)
     assert "waiting: route 'limited'" in status.output
@@ -148,7 +148,7 @@ def test_temperature_rejection_blocks_the_route_with_the_fix_then_the_fixed_poli
     b = board(project)
     assert (b["strict"]["all_tasks_overall"], b["strict"]["failed_n"], b["strict"]["blocked_n"]) == (None, 0, len(TASKS))
     assert attempts(project, "strict") == Counter({1: len(TASKS)})  # an invalid request is not retried
-    expected = f"blocked: route 'strict': {len(TASKS)} cell(s) blocked: the model rejects temperature"
+    expected = f"blocked: route 'strict': {len(TASKS)} cell(s) [t1, t2, t3] blocked: the model rejects temperature"
     assert expected in r.output and "send_temperature = false" in r.output and "Unsupported value" in r.output
     assert "nothing more can move in this run" in r.output
     for command in (["status"], ["report"], ["report", "--format", "json"]):
@@ -364,7 +364,7 @@ def test_a_state_db_from_the_previous_version_is_upgraded_in_place_without_rejud
 
     c = project.run("collect")
     assert c.exit_code == 2, c.output
-    assert "route 'gpt': 1 cell(s) blocked" in c.output and "scripted invalid request" in c.output
+    assert "route 'gpt': 1 cell(s) [t2] blocked" in c.output and "scripted invalid request" in c.output
     assert {t: project.sql(f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in counts} == counts  # nothing re-queued
     assert not project.sql("SELECT * FROM requests WHERE stage = 'judge' AND graded_sha256 IS NULL")
     new_scores = {(r["route"], r["task_id"]): r["score"] for r in project.sql("SELECT * FROM cell_status WHERE status = 'ok'")}

@@ -341,7 +341,7 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Any:
             v[(JUDGE_G, _answer("flaky", "t1"))] = verdict(35, [30, 5])
             r = project.run("refresh", "--interval", "0", emulator=s.emu)
             # flaky's t3 is an invalid request: blocked (the config's fault), never a zero on its own.
-            assert r.exit_code == 2 and "route 'flaky': 1 cell(s) blocked" in r.output, r.output
+            assert r.exit_code == 2 and "route 'flaky': 1 cell(s) [t3] blocked" in r.output, r.output
             # The maintainer decides to publish anyway: t3 is zero-filled by that recorded decision.
             a = project.run("accept-failures", "--route", "flaky", "--reason", "t3 rejected by the provider", emulator=s.emu)
             assert a.exit_code == 0, a.output
