@@ -295,7 +295,7 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Any:
         for var in list(os.environ):
             if var.startswith(("OPENAI_", "ANTHROPIC_", "GOOGLE_", "GEMINI_", "BATCHRUN_")):
                 mp.delenv(var)
-        mp.setenv("BATCHRUN_RETRY_BASE", "0.01")
+        mp.setenv("BATCHRUN_RETRY_BASE", "0.0001")  # as conftest: 6 ms between retry rounds
         mp.setenv(KEY_ENV, "test-key-not-secret")
         project = Project(tmp_path_factory.mktemp("board") / "proj")
         s = Script()

@@ -89,7 +89,7 @@ def run_batchrun(project: Project, *args: str, emu: EmulatorProcess | None = Non
         cmd += ["--emulator", emu.url]
         project.rehearsing = True  # its state is under rehearsal/ (see conftest.Project)
     # Module-scoped fixtures run before the autouse `env` fixture: set what it would.
-    full_env = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.01", **(env or {})}
+    full_env = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001", **(env or {})}
     full_env.pop("BATCHRUN_DIE_AT", None) if "BATCHRUN_DIE_AT" not in (env or {}) else None
     return subprocess.run(cmd + list(args), capture_output=True, text=True, env=full_env, timeout=timeout)
 
