@@ -605,6 +605,10 @@ class Store:
 
     def check_kind(self, rehearsal: str | None) -> None:
         """Defence in depth behind the separate rehearsal paths (config.rehearsal_path)."""
+        if self.meta("store_id") is None:
+            # Its creation never finished (killed between the migrations and the first meta
+            # rows): it holds nothing yet, and the writer that opens it now marks it.
+            return
         marked = self.meta("rehearsal")
         if rehearsal and not marked:
             raise StateError(

@@ -113,7 +113,9 @@ def test_progress_is_one_line_per_event_off_a_terminal_and_live_on_one(project: 
     from batchrun.refresh import refresh
 
     small_project(project)
-    emu = Emulator(port=0, latency=0.6).start()
+    # Each batch takes 2 s: however slow this machine, some polling round sees nothing end and
+    # shows the live status line (0.6 s was sometimes outrun by rounds on a loaded machine).
+    emu = Emulator(port=0, latency=2.0).start()
     try:
         config = project.load(emu)
         for live in (False, True):
