@@ -300,3 +300,80 @@ def test_a_whole_refresh_against_a_hostile_provider_completes_inside_the_project
     big = project.sql("SELECT q.route, r.truncated, length(r.text) AS n FROM results r JOIN requests q ON q.custom_id = r.custom_id "
                       "WHERE q.task_id = 'p4' AND q.stage = 'gen' AND r.kind = 'ok' ORDER BY q.route")
     assert big == [{"route": r, "truncated": 1, "n": MAX_STORED_CHARS} for r in ("claude", "gem", "gpt")]
+
+
+# --- the pure halves: parse_line on every JSON value, safe_component on every name ------------------------------
+
+VALID_LINES = {
+    "openai": {"id": "r", "custom_id": "g-1", "error": None, "response": {"status_code": 200, "body": {
+        "object": "chat.completion", "choices": [{"message": {"content": "x", "refusal": None}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "completion_tokens_details": {"reasoning_tokens": 0},
+                  "prompt_tokens_details": {"cached_tokens": 0}}}}},
+    "openai-responses": {"custom_id": "g-1", "response": {"status_code": 200, "body": {
+        "object": "response", "status": "completed", "incomplete_details": None,
+        "output": [{"type": "message", "content": [{"type": "output_text", "text": "x"}, {"type": "refusal", "refusal": "no"}]}],
+        "usage": {"input_tokens": 1, "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
+                  "input_tokens_details": {"cached_tokens": 0}}}}},
+    "openai-error": {"custom_id": "g-1", "response": {"status_code": 400, "body": {"error": {"code": "x", "message": "m"}}}},
+    "anthropic": {"custom_id": "g-1", "result": {"type": "succeeded", "message": {
+        "content": [{"type": "text", "text": "x"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1, "cache_read_input_tokens": 0}}}},
+    "anthropic-error": {"custom_id": "g-1", "result": {"type": "errored", "error": {"error": {"type": "api_error", "message": "m"}}}},
+    "gemini": {"key": "g-1", "response": {
+        "candidates": [{"content": {"parts": [{"text": "x"}, {"text": "y", "thought": True}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}, "promptFeedback": {}}},
+    "gemini-error": {"key": "g-1", "error": {"code": 429, "message": "m", "status": "RESOURCE_EXHAUSTED"}},
+}
+ODD_VALUES = [None, True, 0, -1, 1.5, 10**30, "", "hello", [], [1, 2, 3], [None], {}, {"a": [1]}]
+
+
+def variants(value: Any) -> Any:
+    """`value` with, in turn, each field or element anywhere in it replaced by each odd value."""
+    yield value
+    if isinstance(value, dict):
+        for key in value:
+            for odd in ODD_VALUES:
+                yield {**value, key: odd}
+            for inner in variants(value[key]):
+                yield {**value, key: inner}
+    elif isinstance(value, list):
+        for i in range(len(value)):
+            for odd in ODD_VALUES:
+                yield value[:i] + [odd] + value[i + 1:]
+            for inner in variants(value[i]):
+                yield value[:i] + [inner] + value[i + 1:]
+
+
+@pytest.mark.parametrize("shape", list(VALID_LINES))
+def test_parse_line_is_total_on_every_json_value(shape: str) -> None:
+    from batchrun.providers import LineResult, get_adapter
+
+    adapter = get_adapter(shape.split("-")[0])
+    n = 0
+    for obj in [*ODD_VALUES, *variants(VALID_LINES[shape])]:
+        line = adapter.parse_line(obj)  # never raises
+        n += 1
+        assert isinstance(line, LineResult) and isinstance(line.custom_id, str)
+        assert line.kind in ("ok", "refusal", "empty", "invalid", "auth", "transient", "expired", "cancelled")
+        assert line.text is None or isinstance(line.text, str)
+        assert all(v is None or isinstance(v, str) for v in (line.finish_reason, line.error_type, line.error_message))
+        assert all(v is None or (type(v) is int and 0 <= v < 2**63) for v in vars(line.usage).values())
+        # Read by the typed helpers, not rescued by parse_total's last-resort catch.
+        assert not (line.error_message or "").startswith("unexpected result line shape"), (obj, line)
+        assert line.custom_id == (adapter.custom_id_of(obj) or "")
+    assert n > 50
+
+
+@pytest.mark.parametrize("name", ["../../PWNED", "x/../../../../PWNED", "/etc/passwd", ".", "..", "", "...", "a\\b", "a\x00b",
+                                  "batches/abc", "é" * 300, "%2F..", "msgbatch_01AbC-x.y"])
+def test_safe_component_is_one_component_inside_the_folder(name: str, tmp_path: Path) -> None:
+    from batchrun.safepath import safe_component
+
+    component = safe_component(name)
+    assert "/" not in component and "\\" not in component and "\x00" not in component
+    assert component not in ("", ".", "..") and len(component.encode()) <= 255
+    assert (tmp_path / component).resolve().parent == tmp_path.resolve()
+    (tmp_path / component).mkdir()  # a name the filesystem accepts
+    if name == "msgbatch_01AbC-x.y":
+        assert component == name  # real ids stay readable
+    assert safe_component(name + "z") != component
