@@ -117,6 +117,8 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
                    "requests without a readable result line are resubmitted")
         progress.event(f"{b['id']}: result download still truncated after {attempts} attempt(s) ({names}); accepting it as it is, "
                        "requests without a readable line will be resubmitted")
+    elif (b["error"] or "").startswith("result download truncated"):
+        _set(store, b["id"], error=None)  # fetched whole this time: the earlier notice no longer holds
     faults.point("poll.after_download")
     _set(store, b["id"], status="downloaded", downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]))
     result.downloaded.append(b["id"])
