@@ -377,3 +377,17 @@ def test_safe_component_is_one_component_inside_the_folder(name: str, tmp_path: 
     if name == "msgbatch_01AbC-x.y":
         assert component == name  # real ids stay readable
     assert safe_component(name + "z") != component
+
+
+def test_the_emulator_refuses_a_gemini_file_name_that_is_not_one(emu: Any, tmp_path: Path) -> None:
+    """The emulator stores uploads under a client-chosen name: the Files API's own rule keeps it
+    one component inside the emulator's folder."""
+    from google import genai
+    from google.genai import errors, types
+
+    client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=emu.url))
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"key":"a"}\n')
+    with pytest.raises(errors.APIError, match="Invalid file name"):
+        client.files.upload(file=str(path), config={"mime_type": "application/jsonl", "name": "files/../../x"})
+    assert client.files.upload(file=str(path), config={"mime_type": "application/jsonl", "name": "files/abc-1"}).name == "files/abc-1"

@@ -1436,6 +1436,9 @@ class Emulator:
             mime = "application/jsonl"
         name = meta.get("name")
         file_id = name[len("files/"):] if isinstance(name, str) and name.startswith("files/") else (name or wire.lower_id(12))
+        if not isinstance(file_id, str) or not re.fullmatch(r"[a-z0-9-]{1,40}", file_id):
+            # The Files API's rule, and what keeps a client's name from leading out of our folder.
+            raise ApiError(400, f"Invalid file name {name!r}: a name is at most 40 lowercase alphanumeric characters or dashes.")
         if file_id in self._files:
             raise ApiError(409, f"File files/{file_id} already exists.")
         upload_id = wire.new_id("ABgVH", 40)
