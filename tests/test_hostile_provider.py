@@ -164,6 +164,20 @@ def test_malformed_result_lines_are_per_request_failures_never_a_crash(project: 
     assert {t: k[-1] for t, k in kinds(project).items()} == {t: "ok" for t in TASKS}
 
 
+def test_a_lone_surrogate_in_an_answer_is_stored_replaced_not_a_crash(project: Project, emu: Any) -> None:
+    """JSON allows "\\ud800"; Python decodes it to a lone surrogate, which SQLite cannot store."""
+    setup(project, {"r": BATCH_ROUTES["anthropic"]}, tasks=["p1", "p2"])
+    ok(project.run("plan", emulator=emu))
+    line = ('{"custom_id":"$CUSTOM_ID","result":{"type":"succeeded","message":{"content":[{"type":"text",'
+            '"text":"Mara Quist \\ud800 at 03:14 \\ud83d\\ude00"}],"stop_reason":"end_turn","usage":{"input_tokens":5}}}}')
+    emu.add_fault({"kind": "corrupt_line", "custom_id": ids(project)["p1"], "line": line})
+    ok(project.run("submit", emulator=emu))
+    ok(project.run("poll", emulator=emu))
+    ok(project.run("collect", emulator=emu), 0)
+    row = project.sql("SELECT kind, text FROM results WHERE custom_id = ?", [ids(project)["p1"]])[0]
+    assert row == {"kind": "ok", "text": "Mara Quist \ufffd at 03:14 \U0001F600"}
+
+
 def test_gemini_upload_without_upload_url_waits_for_a_later_round(project: Project, emu: Any) -> None:
     setup(project, {"r": BATCH_ROUTES["gemini"]})
     emu.add_fault({"kind": "omit_header", "header": "X-Goog-Upload-URL", "count": -1})
