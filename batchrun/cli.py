@@ -381,9 +381,12 @@ def status(ctx: Context, as_json: bool) -> None:
         click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     for p in data["problems"]:
         click.echo(f"{p['state']}: {p['text']}")
+    for t in data["truncated"]:
+        click.echo(f"truncated: {t['text']}")
     click.echo(f"{len(data['in_flight'])} batch(es) live")
     for b in data["in_flight"]:
-        click.echo(f"  {b['id']}: {b['status']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)")
+        click.echo(f"  {b['id']}: {b['status']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)"
+                   + (f": {b['error']}" if b["error"] else ""))
 
 
 @cli.command()

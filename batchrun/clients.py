@@ -80,6 +80,17 @@ def client_host(client: Any, route: Route) -> str:
     return (urlparse(str(base)).netloc if base else "") or route.endpoint_host
 
 
+class MalformedResponse(Exception):
+    """A provider answered a call successfully but without what its protocol requires (a Gemini
+    upload start without its X-Goog-Upload-URL header). Transient: a proxy or a provider bug
+    that may be gone on the next attempt; the call is retried, then the batch waits for a later
+    round, with this message."""
+
+    def __init__(self, message: str, status: int | None = 200):
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass(frozen=True)
 class Classified:
     failure: CallFailure
@@ -96,6 +107,8 @@ def classify(exc: BaseException) -> Classified | None:
     retry_after = None
     name = type(exc).__name__
     module = type(exc).__module__
+    if isinstance(exc, MalformedResponse):
+        return Classified("transient", exc.status, _short(message))
     if module.startswith(("openai", "anthropic")):
         if "Connection" in name or "Timeout" in name:
             # The request may have reached the provider: a create may have happened -- unless

@@ -6,6 +6,12 @@ into `judgments`. Requests a batch ended without answering get a row saying why 
 `cancelled`, `missing`, `batch_failed`), so the retry policy can count them. A batch the provider
 refused for a queue quota gets no rows at all: its requests are simply pending again.
 
+A result line is provider output and is read as such: a line that is not JSON, or whose custom_id
+cannot be read, is skipped (its request gets the `missing` row and is resubmitted); a line that
+names one of our requests but has the wrong shape is a `transient` failure of that request
+(error_type `malformed`, raw line kept, retried). No line can stop the batch. What is stored per
+line is bounded (MAX_STORED_CHARS); the whole line stays in its file under jobs/.
+
 After reconciling, judge requests are queued for new valid answers, and results/ and the
 leaderboard are rewritten from the views.
 """
@@ -13,6 +19,7 @@ leaderboard are rewritten from the views.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -27,10 +34,17 @@ from .cost import billed_output, request_cost
 from .grading import parse_verdict, points_json, score
 from .plan import queue_judgments, sync_state
 from .progress import SILENT, Progress
-from .providers import RETRY_AFTER_KEY, get_adapter
+from .providers import RETRY_AFTER_KEY, LineResult, get_adapter, malformed
 from .store import Store
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
+
+# The most of one answer kept in state.db (results.text; likewise results.raw_json, the line),
+# in characters. The largest completion budget the protocol sends is 32,768 tokens (~130 KB of
+# text), so no honest answer comes near it; a provider that returns 60 MB must not make state.db
+# grow by 60 MB a line. A longer answer is stored cut, with results.truncated = 1; its whole line
+# stays in the batch's result file under jobs/. Judges see response[:5000], so they grade the same.
+MAX_STORED_CHARS = 1 << 20
 
 _MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed"}
 
@@ -39,6 +53,8 @@ _MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batc
 class CollectResult:
     batches: list[str] = field(default_factory=list)
     lines: int = 0
+    skipped_lines: int = 0  # lines that name none of the batch's requests (unreadable, or not ours)
+    truncated: list[str] = field(default_factory=list)  # notices: batches accepted with a cut result file
     by_kind: dict[str, int] = field(default_factory=dict)
     new_judge_requests: int = 0
     complete: bool = False
@@ -79,15 +95,20 @@ def ingest(store: Store, config: Config, result: CollectResult, *, progress: Pro
     """
     with store.page_cache(kib=65536), store.background_checkpoints(), _gc_paused():
         for b in store.rows("SELECT * FROM batches WHERE status = 'downloaded' ORDER BY seq"):
+            skipped_before, truncated_before = result.skipped_lines, len(result.truncated)
             collect_batch(store, config, b, result)
             if not progress.quiet:
-                progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items())))
+                progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items()))
+                               + (f"; skipped {result.skipped_lines - skipped_before} unreadable line(s)"
+                                  if result.skipped_lines > skipped_before else ""))
+                for notice in result.truncated[truncated_before:]:
+                    progress.event(notice)
 
 
-def _retry_after(obj: dict[str, Any]) -> float | None:
+def _retry_after(obj: Any) -> float | None:
     """The Retry-After a provider sent with an online failure, as poll's sync transport noted it
     on the line (RETRY_AFTER_KEY); batch result lines carry none."""
-    value = obj.get(RETRY_AFTER_KEY)
+    value = obj.get(RETRY_AFTER_KEY) if isinstance(obj, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
@@ -104,6 +125,32 @@ def _gc_paused() -> Iterator[None]:
 
 def _kinds(store: Store, batch_id: str) -> dict[str, int]:
     return {r[0]: r[1] for r in store.db.execute("SELECT kind, count(*) FROM results WHERE batch_id = ? GROUP BY kind", [batch_id])}
+
+
+def _parse(adapter: Any, obj: Any) -> LineResult:
+    """The adapter's reading of one decoded line. parse_line is total (providers.parse_total);
+    this guard is the last line of defence: whatever it raises makes the line malformed, so one
+    line can never stop a batch (or every later collect)."""
+    try:
+        return adapter.parse_line(obj)
+    except Exception as e:  # noqa: BLE001 - a per-request failure is a value, never an exception
+        try:
+            custom_id = adapter.custom_id_of(obj)
+        except Exception:  # noqa: BLE001
+            custom_id = None
+        return malformed(custom_id, f"unreadable result line ({type(e).__name__}: {e})")
+
+
+def _pointer(path: str, number: int, raw: bytes) -> str:
+    """raw_json for a line longer than MAX_STORED_CHARS: where the whole line is, and its hash.
+    Valid JSON (an audit query's json_extract must not fail on it), not the line itself."""
+    return jsonl.dumps({"batchrun_cut": {"file": str(path), "line": number, "bytes": len(raw),
+                                         "sha256": hashlib.sha256(raw).hexdigest()}})
+
+
+def _scrub(text: str) -> str:
+    """Text with lone surrogates replaced by U+FFFD (and surrogate pairs joined)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def collect_batch(store: Store, config: Config, b: dict[str, Any], result: CollectResult) -> None:
@@ -131,11 +178,23 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
         if final and (rows or verdicts):
             flush()  # commit the last rows first: a crash here must leave a batch half-collected
             faults.point("collect.mid_batch")
+        try:
+            write(final)
+        except UnicodeEncodeError:
+            # A JSON "\ud800" escape decodes to a lone surrogate, which SQLite cannot store as
+            # UTF-8 (the transaction was rolled back): replace those, then write the chunk again.
+            rows[:] = [tuple(_scrub(v) if isinstance(v, str) else v for v in row) for row in rows]
+            write(final)
+        rows.clear()
+        verdicts.clear()
+
+    def write(final: bool) -> None:
         with store.db.atomic():
             store.db.conn.executemany(
                 """INSERT OR IGNORE INTO results (batch_id, custom_id, kind, text, finish_reason, input_tokens, output_tokens,
-                   reasoning_tokens, cached_tokens, error_type, error_message, raw_json, collected_at, run_id, cost, retry_after)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
+                   reasoning_tokens, cached_tokens, error_type, error_message, raw_json, collected_at, run_id, cost, retry_after,
+                   truncated)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
             if verdicts:
                 # Each judgment points at its result row, found through the (batch_id, custom_id) key.
                 store.db.conn.executemany(
@@ -146,27 +205,34 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                      for cid, v, rt in verdicts])
             if final:
                 store.db.execute("UPDATE batches SET status = 'collected', collected_at = ? WHERE id = ?", [now, b["id"]])
-        rows.clear()
-        verdicts.clear()
 
     for path in json.loads(b["result_files_json"] or "[]"):
         if not Path(path).exists():
             continue
-        for _, raw, _ in jsonl.iter_lines(Path(path)):
+        for number, raw, _ in jsonl.iter_lines(Path(path)):
             text = raw.decode("utf-8", "replace")  # decoded once: parsed, and kept as raw_json
             try:
                 obj = jsonl.loads(text)
             except ValueError:
-                continue  # a truncated last line: that request gets a 'missing' row below
-            line = adapter.parse_line(obj)
+                # Not JSON (a truncated last line, garbage, nesting too deep to decode): no
+                # custom_id can be read, so that request gets a 'missing' row below.
+                result.skipped_lines += 1
+                continue
+            line = _parse(adapter, obj)
             member = members.get(line.custom_id)
             if member is None or line.custom_id in seen:
+                result.skipped_lines += member is None
                 continue  # not ours (or a duplicate line): never attributed
             seen.add(line.custom_id)
             stage, rubric_total = member
             kind = line.kind
+            answer, raw_json, cut = line.text, text, None
+            if answer is not None and len(answer) > MAX_STORED_CHARS:
+                answer, cut = answer[:MAX_STORED_CHARS], 1
+            if len(text) > MAX_STORED_CHARS:
+                raw_json, cut = _pointer(path, number, raw), 1
             if stage == "judge" and kind == "ok":
-                verdict = parse_verdict(line.text)
+                verdict = parse_verdict(answer)
                 if verdict.total is None:
                     kind = "unparseable"
                 verdicts.append((line.custom_id, verdict, rubric_total))
@@ -176,21 +242,34 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                 cost = request_cost(route, u.input_tokens, billed_output(route, u.output_tokens, u.reasoning_tokens))
                 if cost is None and kind != "ok" and route.price.known and u.input_tokens is None and u.output_tokens is None:
                     cost = 0.0  # a failed line the provider reports no usage for is not billed: $0, not unknown
-            rows.append((b["id"], line.custom_id, kind, line.text, line.finish_reason, u.input_tokens, u.output_tokens,
+            rows.append((b["id"], line.custom_id, kind, answer, line.finish_reason, u.input_tokens, u.output_tokens,
                          u.reasoning_tokens, u.cached_tokens, line.error_type, line.error_message,
-                         text, now, store.run_id, cost, _retry_after(obj)))
+                         raw_json, now, store.run_id, cost, _retry_after(obj), cut))
             result.lines += 1
             result.by_kind[kind] = result.by_kind.get(kind, 0) + 1
             if len(rows) >= CHUNK:
                 flush()
     # Requests the batch never answered: say why, so the retry policy can count them.
     missing_kind = _MISSING_KIND.get(b["provider_state"] or "", "missing")
+    unread = 0
     for cid in members:
         if cid not in seen:
-            message = b["error"] if missing_kind == "batch_failed" else f"no result line in batch ({b['provider_status']})"
+            if missing_kind == "batch_failed":
+                message = b["error"]
+            elif b["download_truncated"]:
+                message = (f"no readable result line: the result file was still truncated after {b['download_attempts']} "
+                           f"download(s) and was accepted as it is ({b['provider_status']})")
+            else:
+                message = f"no result line in batch ({b['provider_status']})"
             unbilled = 0.0 if route is not None and route.price.known else None  # never processed: nothing billed
-            rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id, unbilled, None))
+            rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id,
+                         unbilled, None, None))
             result.by_kind[missing_kind] = result.by_kind.get(missing_kind, 0) + 1
+            unread += 1
+    if b["download_truncated"]:
+        result.truncated.append(
+            f"batch {b['id']} ({b['route']}): result download still truncated after {b['download_attempts']} attempt(s); "
+            f"accepted as it is: {unread} request(s) without a readable line are resubmitted")
     flush(final=True)
     faults.point("collect.after_batch")
     result.batches.append(b["id"])

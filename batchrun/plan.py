@@ -148,7 +148,7 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
         raise DataError(f"Corpus folder {corpus_dir} does not exist.", "Set [paths] corpus in the config, or put the documents in corpus/.")
     tables = store.db.table_names() if store is not None else []
     cache = {r["path"]: r for r in store.rows("SELECT * FROM document_files")} if store is not None and "document_files" in tables else {}
-    # Only measurements made under the current reading rule count (m007_document_readings).
+    # Only measurements made under the current reading rule count (m009_document_readings).
     known = {r["sha256"]: r for r in store.rows(
         """SELECT d.sha256, d.bytes, r.chars, r.cjk, r.newlines_translated FROM document_readings r JOIN documents d ON d.sha256 = r.sha256
            WHERE r.reading = ?""", [READING])} if store is not None and "document_readings" in tables else {}

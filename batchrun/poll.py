@@ -2,8 +2,9 @@
 
 For each batch `in_flight`: retrieve it, record what the provider says, and once it is terminal
 record `ended` and download its result files into jobs/<id>/ (then `downloaded`). A download whose
-last line does not parse (a truncated transfer) is fetched again; what still cannot be read is
-left to collect, which resubmits requests that have no result line.
+last line does not parse (a truncated transfer) is fetched again, a bounded number of times across
+runs (MAX_DOWNLOAD_ATTEMPTS); a file still cut short then is accepted as it is and said so by name:
+collect resubmits the requests that have no readable result line.
 
 Sync-transport batches are run here: their lines are sent online with bounded concurrency and
 each answer is appended to jobs/<id>/results.jsonl as it arrives, in the provider's batch result
@@ -28,7 +29,13 @@ from .progress import SILENT, Progress
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, BatchStatus, get_adapter
 from .store import Store
 
-DOWNLOAD_ATTEMPTS = 3
+DOWNLOAD_ATTEMPTS = 3  # fetches of a truncated result file per poll
+# Fetches of one batch's result files in all, across polls and runs (5 polls' worth). The
+# provider keeps the results for days, so a cut transfer is fetched again rather than paid for
+# again; but a file that arrives cut every time (a proxy's size limit, a provider bug) must not
+# be fetched forever: after this many the file is accepted as it is and its unreadable tail is
+# resubmitted (each request of it costs once more; the alternative is never finishing).
+MAX_DOWNLOAD_ATTEMPTS = 5 * DOWNLOAD_ATTEMPTS
 
 
 @dataclass
@@ -93,51 +100,89 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
     if status.state not in TERMINAL_STATES:
         result.waiting(b)
         return
-    files = _download(adapter, client, route, status, Path(b["dir"]))
-    if not all(_complete(f) for f in files):
-        # The provider still holds the results: never resubmit (and pay for) what it returned.
-        # Keep the batch 'ended' and fetch again on the next poll.
-        _set(store, b["id"], error=f"result download truncated; retrying ({', '.join(f.name for f in files)})")
-        progress.event(f"{b['id']}: result download was cut short; will fetch it again")
-        result.waiting(b)
-        return
+    files, attempts, complete = _download(store, b, adapter, client, route, status)
+    names = ", ".join(f.name for f in files)
+    if not complete:
+        if attempts < MAX_DOWNLOAD_ATTEMPTS:
+            # The provider still holds the results: never resubmit (and pay for) what it returned.
+            # Keep the batch 'ended' and fetch again on the next poll.
+            _set(store, b["id"], error=f"result download truncated ({names}); fetched {attempts} of at most "
+                                       f"{MAX_DOWNLOAD_ATTEMPTS} time(s), will fetch it again")
+            progress.event(f"{b['id']}: result download truncated ({names}), attempt {attempts} of {MAX_DOWNLOAD_ATTEMPTS}; "
+                           "will fetch it again")
+            result.waiting(b)
+            return
+        _set(store, b["id"], download_truncated=1,
+             error=f"result download still truncated after {attempts} attempt(s) ({names}); accepted as it is: "
+                   "requests without a readable result line are resubmitted")
+        progress.event(f"{b['id']}: result download still truncated after {attempts} attempt(s) ({names}); accepting it as it is, "
+                       "requests without a readable line will be resubmitted")
+    elif (b["error"] or "").startswith("result download truncated"):
+        _set(store, b["id"], error=None)  # fetched whole this time: the earlier notice no longer holds
     faults.point("poll.after_download")
     _set(store, b["id"], status="downloaded", downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]))
     result.downloaded.append(b["id"])
     if files:
-        progress.event(f"downloaded {b['id']}: {', '.join(f.name for f in files)}")
+        progress.event(f"downloaded {b['id']}: {names}")
 
 
-def _download(adapter: Any, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+def _download(store: Store, b: dict[str, Any], adapter: Any, client: Any, route: Route,
+              status: BatchStatus) -> tuple[list[Path], int, bool]:
+    """Fetch the result files (again while the last line is cut): (files, fetches so far in all, complete)."""
+    attempts = b["download_attempts"] or 0
     if not any(status.result_refs):
-        return []  # failed at validation, or expired with no results (Gemini)
+        return [], attempts, True  # failed at validation, or expired with no results (Gemini)
     files: list[Path] = []
-    for _ in range(DOWNLOAD_ATTEMPTS):
-        files = adapter.download(client, route, status, dest)
+    for _ in range(max(1, min(DOWNLOAD_ATTEMPTS, MAX_DOWNLOAD_ATTEMPTS - attempts))):
+        files = adapter.download(client, route, status, Path(b["dir"]))
+        attempts += 1
+        _set(store, b["id"], download_attempts=attempts)  # counted across runs
         if all(_complete(f) for f in files):
-            return files
-    return files  # still truncated: the caller keeps the batch 'ended' and tries again later
+            return files, attempts, True
+    return files, attempts, False
 
 
 def _complete(path: Path) -> bool:
-    """True unless the last line of the file fails to parse (a transfer cut mid-line)."""
-    last = b""
-    with open(path, "rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - (1 << 20)))
-        tail = f.read()
-    for line in reversed(tail.split(b"\n")):
-        if line.strip():
-            last = line
-            break
+    """True unless the last line of the file fails to parse (a transfer cut mid-line).
+
+    The whole last line is read, however long: one answer can make a valid line of many MiB, and
+    a fixed look-back would take it for a cut one forever. A line nested too deep to decode is
+    complete as far as the transfer goes (fetching it again cannot change it): collect skips it
+    as unreadable and resubmits its request."""
+    last = _last_line(path)
     if not last:
         return True
     try:
         json.loads(last)
         return True
+    except RecursionError:
+        return True
     except ValueError:
         return False
+
+
+def _last_line(path: Path, block_size: int = 1 << 20) -> bytes:
+    """The file's last non-blank line (without its newline), read backwards block by block."""
+    blocks: list[bytes] = []
+    with open(path, "rb") as f:
+        pos = f.seek(0, 2)
+        found_content = False
+        while pos > 0:
+            step = min(block_size, pos)
+            pos -= step
+            f.seek(pos)
+            block = f.read(step)
+            if not found_content:
+                block = block.rstrip()
+                if not block:
+                    continue  # trailing newlines and spaces only, so far
+                found_content = True
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                blocks.append(block[newline + 1:])
+                break
+            blocks.append(block)
+    return b"".join(reversed(blocks)).strip()
 
 
 def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Progress) -> None:

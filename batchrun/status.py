@@ -19,9 +19,21 @@ def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
     for r in cells:
         routes.setdefault(r["route"], {})[r["status"]] = r["n"]
     batches = store.rows("SELECT route, stage, status, count(*) AS n, coalesce(sum(n_requests), 0) AS requests FROM batches GROUP BY route, stage, status ORDER BY route, stage, status")
-    live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_batch_id, n_requests FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)} ORDER BY seq")
+    live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_batch_id, n_requests, error FROM batches "
+                      f"WHERE status IN {sql_list(LIVE_BATCH_STATUSES)} ORDER BY seq")
     problems = [{**p.as_json(), "text": p.describe()} for p in open_problems(store, config)]
-    return {"cells": routes, "batches": batches, "in_flight": live, "problems": problems}
+    # Batches whose result file was accepted truncated (poll.MAX_DOWNLOAD_ATTEMPTS), named for
+    # as long as a request of its unreadable tail is still open.
+    truncated = store.rows(
+        """SELECT b.id, b.route, b.stage, b.download_attempts, count(DISTINCT r.custom_id) AS open_requests
+           FROM batches b JOIN results r ON r.batch_id = b.id AND r.kind = 'missing'
+           JOIN request_status s ON s.custom_id = r.custom_id
+           WHERE b.download_truncated = 1 AND s.state NOT IN ('ok', 'failed', 'accepted')
+           GROUP BY b.id ORDER BY b.seq""")
+    for t in truncated:
+        t["text"] = (f"batch {t['id']} ({t['route']}): result file still truncated after {t['download_attempts']} download(s), "
+                     f"accepted as it is; {t['open_requests']} request(s) of its unreadable tail are resubmitted")
+    return {"cells": routes, "batches": batches, "in_flight": live, "problems": problems, "truncated": truncated}
 
 
 def cancel(store: Store, config: Config, *, batch: str | None = None, route: str | None = None, all_: bool = False) -> list[str]:

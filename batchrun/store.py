@@ -493,6 +493,22 @@ def m007_failure_semantics(db: Database) -> None:
     )
 
 
+@migrations()
+def m008_provider_output_limits(db: Database) -> None:
+    """What a broken or hostile provider's output may cost is bounded, and recorded.
+
+    - `batches.download_attempts`: result downloads of the batch so far, across runs. A file that
+      is cut short every time is fetched a bounded number of times (poll.MAX_DOWNLOAD_ATTEMPTS),
+      then accepted as it is, with `batches.download_truncated` = 1: the requests in its
+      unreadable tail get `missing` rows and are resubmitted.
+    - `results.truncated` = 1: the stored `text` (and `raw_json`) of that line was cut to
+      collect.MAX_STORED_CHARS; the whole line stays in the batch's file under jobs/.
+    """
+    db.execute("ALTER TABLE batches ADD COLUMN download_attempts INTEGER")
+    db.execute("ALTER TABLE batches ADD COLUMN download_truncated INTEGER")
+    db.execute("ALTER TABLE results ADD COLUMN truncated INTEGER")
+
+
 def _backfill_graded_sha256(db: Database) -> None:
     """Judge requests from before m007 carry no graded_sha256. Their custom_id was
     "j-" + sha256(judge, policy, parent, sha256(answer), task_sha256)[:40]: where that equals the id
@@ -528,7 +544,7 @@ def _backfill_graded_sha256(db: Database) -> None:
 
 
 @migrations()
-def m008_document_readings(db: Database) -> None:
+def m009_document_readings(db: Database) -> None:
     # A document's length and CJK flag depend on how its bytes are read as text. batchrun first
     # kept \r\n and lone \r as they are; the reference harness reads with universal newlines
     # (corpus.READING). Measurements are cached per reading here, keyed by it, so a store

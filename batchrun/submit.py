@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults
+from . import faults, jsonl
 from .clients import (
     api_key,
     classify,
@@ -45,6 +45,7 @@ from .progress import SILENT, Progress
 from .providers import BatchStatus, get_adapter
 from .providers.anthropic import total_requests
 from .quota import Gate, submission_order
+from .safepath import safe_component
 from .store import Store
 
 # How far before our recorded create intent a provider's clock may place the batch.
@@ -287,17 +288,22 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
         if cand.state not in ("done", "cancelled"):
             waiting = True
             continue
-        dest = Path(b["dir"]) / f"candidate-{cand.provider_batch_id}"
+        # The id is the provider's word (a hostile listing once said `../../…/PWNED`): encoded,
+        # it stays one folder under this batch's own.
+        dest = Path(b["dir"]) / f"candidate-{safe_component(cand.provider_batch_id)}"
         dest.mkdir(parents=True, exist_ok=True)
         files = adapter.download(client, route, cand, dest)
         ids = set()
         for f in files:
-            with open(f, "rb") as fh:
-                for raw in fh:
-                    try:
-                        ids.add(json.loads(raw).get("custom_id"))
-                    except ValueError:
-                        continue
+            for _, raw, _ in jsonl.iter_lines(f):
+                try:
+                    custom_id = adapter.custom_id_of(jsonl.loads(raw.decode("utf-8", "replace")))
+                except ValueError:
+                    continue
+                # A line that names no request (not JSON, not an object, no custom_id) proves
+                # nothing either way; one that names a request not ours rules the candidate out.
+                if custom_id is not None:
+                    ids.add(custom_id)
         if ids and ids <= ours:
             _record_status(store, b["id"], cand, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
                            endpoint_host=client_host(client, route))

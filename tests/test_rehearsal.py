@@ -198,7 +198,7 @@ def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulat
     conn = sqlite3.connect(real_db)
     with conn:  # as the previous batchrun left it: one migration behind, which a refusal must not apply
         conn.execute("DROP TABLE document_readings")
-        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm007_document_readings'")
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm009_document_readings'")
     conn.close()
     shutil.copyfile(real_db, rehearsal_db)
     before = rehearsal_db.read_bytes()

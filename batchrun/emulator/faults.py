@@ -18,6 +18,15 @@ fail_validation    the batch fails as a whole (Anthropic: create -> 400)    per 
 slow               the batch gets ``latency`` seconds                      per created batch
 quota              batch creation refused for quota                        per created batch
 truncate           a result-file download is cut inside its last line      per result download
+corrupt_line       a batch result line is written as ``line`` (raw text,    per result line
+                   ``$CUSTOM_ID`` replaced by the request's custom_id):
+                   ``[1,2,3]``, ``null``, a ``result`` that is a string...
+alias_batch        an Anthropic batch is also listed (first), retrieved     per created batch
+                   and downloadable under the id ``id`` (a hostile listing:
+                   ``x/../../PWNED``)
+omit_header        the response goes out without the header ``header``      per matching HTTP call
+                   (e.g. a Gemini upload start without X-Goog-Upload-URL);  that carries it
+                   only responses that carry it consume the fault
 =================  ======================================================  ====================
 
 Matchers: ``method`` (exact, case-insensitive), ``path`` (``re.search`` on the URL path, no query),
@@ -25,7 +34,8 @@ Matchers: ``method`` (exact, case-insensitive), ``path`` (``re.search`` on the U
 A matcher that is absent matches everything; a matcher the event does not carry (``model`` on an
 HTTP call, ``path`` on a batch line) never matches. HTTP faults see method, path and provider;
 request faults see provider, model, custom_id and prompt; batch faults see provider and model;
-``truncate`` sees provider. Faults are tried in the order they were added.
+``truncate`` sees provider; ``corrupt_line`` sees provider, model and custom_id; ``omit_header``
+sees method, path and provider. Faults are tried in the order they were added.
 """
 
 from __future__ import annotations
@@ -46,10 +56,13 @@ KINDS = {
     "slow",
     "truncate",
     "quota",
+    "corrupt_line",
+    "alias_batch",
+    "omit_header",
 }
 HTTP_KINDS = {"http_error", "drop"}
 REQUEST_KINDS = {"request_error", "garbage"}
-BATCH_KINDS = {"expire", "cancel", "fail_validation", "slow", "quota"}
+BATCH_KINDS = {"expire", "cancel", "fail_validation", "slow", "quota", "alias_batch"}
 MATCHERS = ("method", "path", "provider", "model", "custom_id", "prompt_contains")
 
 
@@ -80,6 +93,12 @@ def normalize_fault(fault: Any) -> dict:
         latency = fault.get("latency")
         if not isinstance(latency, (int, float)) or latency < 0:
             raise ValueError(f"slow fault needs a non-negative 'latency' in seconds, got {latency!r}")
+    if kind == "corrupt_line" and not isinstance(fault.get("line"), str):
+        raise ValueError(f"corrupt_line needs the raw 'line' text to write, got {fault.get('line')!r}")
+    if kind == "alias_batch" and not (isinstance(fault.get("id"), str) and fault["id"]):
+        raise ValueError(f"alias_batch needs the 'id' to list the batch under, got {fault.get('id')!r}")
+    if kind == "omit_header" and not (isinstance(fault.get("header"), str) and fault["header"]):
+        raise ValueError(f"omit_header needs the 'header' name to leave out, got {fault.get('header')!r}")
     if "path" in fault and fault["path"] is not None:
         try:
             re.compile(fault["path"])
@@ -111,6 +130,8 @@ class FaultSet:
 
     @staticmethod
     def _matches(fault: dict, info: dict) -> bool:
+        if fault["kind"] == "omit_header" and str(fault["header"]).lower() not in info.get("response_headers", ()):
+            return False  # consumed only by a response that has the header to leave out
         for key in MATCHERS:
             want = fault.get(key)
             if want is None:

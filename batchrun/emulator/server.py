@@ -59,7 +59,7 @@ import traceback
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator, Optional
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from . import wire
 from .faults import HTTP_KINDS, FaultSet
@@ -202,6 +202,7 @@ class Ctx:
     body: BodyReader
     provider: str
     host: str
+    raw_path: str = ""  # the path as sent (percent-encoded): ids that contain "/" route on it
 
     def q(self, name: str, default: Optional[str] = None) -> Optional[str]:
         values = self.query.get(name)
@@ -491,7 +492,7 @@ class Emulator:
             return
         provider = detect_provider(path, handler.headers, query)
         host = handler.headers.get("Host") or f"{self.host}:{self.port}"
-        ctx = Ctx(method, path, query, handler.headers, body, provider, host)
+        ctx = Ctx(method, path, query, handler.headers, body, provider, host, split.path)
         # Each call is logged *before* its response goes out, so a client that has its answer
         # always finds the call in `calls` (status 0 = connection dropped, no response).
         try:
@@ -518,6 +519,11 @@ class Emulator:
                 self._record_call(method, path, 0)
                 return
             resp = self._error_resp(provider, ApiError(400, str(exc)))
+        if resp.headers and not path.startswith("/_emulator"):
+            names = {k.lower() for k, _ in resp.headers}
+            omit = self._faults.take("omit_header", {"method": method, "path": path, "provider": provider, "response_headers": names})
+            if omit is not None:
+                resp.headers = [(k, v) for k, v in resp.headers if k.lower() != str(omit["header"]).lower()]
         if path.startswith("/upload/") and resp.status >= 400 and resp.status not in (408, 429) and resp.status < 500:
             # google-genai resends a chunk (sleeping 1, 2, 4 s) while X-Goog-Upload-Status is
             # missing, which is right for transient errors (429/5xx keep no header, as the real
@@ -580,9 +586,10 @@ class Emulator:
                 return self._anthropic_create(ctx)
             if method == "GET":
                 return self._anthropic_list(ctx)
-        m = re.fullmatch(r"/v1/messages/batches/([^/]+)(/cancel|/results)?", path)
+        # Matched on the path as sent: an id with "/" in it (an alias_batch fault) is one segment.
+        m = re.fullmatch(r"/v1/messages/batches/([^/]+)(/cancel|/results)?", ctx.raw_path or path)
         if m:
-            batch_id, suffix = m.group(1), m.group(2)
+            batch_id, suffix = unquote(m.group(1)), m.group(2)
             if suffix is None and method == "GET":
                 return self._anthropic_retrieve(ctx, batch_id)
             if suffix is None and method == "DELETE":
@@ -763,6 +770,13 @@ class Emulator:
         return Outcome(
             kind, text=text, input_tokens=wire.count_input_tokens(prompt), output_tokens=wire.count_output_tokens(text)
         )
+
+    def _corrupt(self, provider: str, model: str, custom_id: Any, line: str) -> str:
+        """A result line as written, or as a ``corrupt_line`` fault rewrites it."""
+        fault = self._faults.take("corrupt_line", {"provider": provider, "model": model, "custom_id": custom_id})
+        if fault is None:
+            return line
+        return str(fault["line"]).replace("$CUSTOM_ID", str(custom_id))
 
     def _batch_faults(self, provider: str, model: str) -> dict:
         """Consume the batch-level faults that match a batch being created."""
@@ -1109,7 +1123,7 @@ class Emulator:
                     outcome = Outcome("expired")
                 else:  # cancelled: unprocessed requests are simply absent
                     break
-                line = dumps_line(wire.openai_batch_line(custom_id, outcome, url, body)) + "\n"
+                line = self._corrupt("openai", str(body.get("model") or ""), custom_id, dumps_line(wire.openai_batch_line(custom_id, outcome, url, body))) + "\n"
                 if outcome.ok:
                     out.write(line)
                     completed += 1
@@ -1215,16 +1229,21 @@ class Emulator:
             "anthropic", batch_id, model, "/v1/messages", source, len(requests), faults,
             anthropic_version=ctx.headers.get("anthropic-version") or "2023-06-01",
         )
+        alias = self._faults.take("alias_batch", {"provider": "anthropic", "model": model})
+        if alias is not None:
+            with self._lock:  # the same batch, also known (and listed first) under a hostile id
+                self._batches[alias["id"]] = rec
         del requests, body
         return json_resp(self._anthropic_batch_json(rec, ctx))
 
-    def _anthropic_batch_json(self, rec: BatchRec, ctx: Ctx) -> dict:
+    def _anthropic_batch_json(self, rec: BatchRec, ctx: Ctx, shown_id: Optional[str] = None) -> dict:
+        shown_id = shown_id or rec.id  # an alias_batch fault shows the batch under another id
         done = rec.state == "done"
         status = "ended" if done else ("canceling" if rec.state == "cancel_requested" else "in_progress")
         # Only `processing` is non-zero until the whole batch has ended (provider-apis.md §3.3).
         counts = rec.counts if done else {"processing": rec.n, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         return {
-            "id": rec.id,
+            "id": shown_id,
             "type": "message_batch",
             "processing_status": status,
             "request_counts": counts,
@@ -1234,7 +1253,7 @@ class Emulator:
             "cancel_initiated_at": wire.rfc3339(rec.cancel_at),
             "archived_at": None,
             # The SDK uses an absolute results_url verbatim, so build it from the Host the client used.
-            "results_url": f"{ctx.base}/v1/messages/batches/{rec.id}/results" if done else None,
+            "results_url": f"{ctx.base}/v1/messages/batches/{quote(shown_id, safe='')}/results" if done else None,
         }
 
     def _process_anthropic(self, rec: BatchRec, limit: int, end: str) -> None:
@@ -1252,7 +1271,7 @@ class Emulator:
                 key = {"text": "succeeded", "refusal": "succeeded", "error": "errored"}.get(outcome.kind, outcome.kind)
                 counts[key] += 1
                 # Exactly one "\n" per record: the SDK's JSONL decoder chokes on blank lines.
-                out.write(dumps_line(wire.anthropic_result_line(item["custom_id"], model, outcome)) + "\n")
+                out.write(self._corrupt("anthropic", model, item["custom_id"], dumps_line(wire.anthropic_result_line(item["custom_id"], model, outcome))) + "\n")
         rec.results_path = path
         rec.counts = counts
 
@@ -1266,14 +1285,17 @@ class Emulator:
         self._auth(ctx)
         rec = self._anthropic_get(batch_id)
         self._advance(rec)
-        return json_resp(self._anthropic_batch_json(rec, ctx))
+        return json_resp(self._anthropic_batch_json(rec, ctx, batch_id))
 
     def _anthropic_list(self, ctx: Ctx) -> Resp:
         self._auth(ctx)
         with self._lock:
-            items = sorted((b for b in self._batches.values() if b.provider == "anthropic"), key=lambda b: b.seq, reverse=True)
+            # (shown id, batch): a batch with an alias (alias_batch fault) is listed twice, the alias first.
+            entries = sorted(((k, b) for k, b in self._batches.items() if b.provider == "anthropic"),
+                             key=lambda e: (e[1].seq, e[0] != e[1].id), reverse=True)
         limit = _int_arg(ctx.q("limit"), 20, 1, 1000)
-        ids = [b.id for b in items]
+        ids = [k for k, _ in entries]
+        items = entries
         before_id, after_id = ctx.q("before_id"), ctx.q("after_id")
         if before_id:
             stop = ids.index(before_id) if before_id in ids else 0
@@ -1283,9 +1305,9 @@ class Emulator:
             start = ids.index(after_id) + 1 if after_id and after_id in ids else (len(ids) if after_id else 0)
             page, has_more = items[start : start + limit], start + limit < len(items)
         data = []
-        for rec in page:
+        for shown_id, rec in page:
             self._advance(rec)
-            data.append(self._anthropic_batch_json(rec, ctx))
+            data.append(self._anthropic_batch_json(rec, ctx, shown_id))
         return json_resp({
             "data": data,
             "has_more": has_more,
@@ -1302,7 +1324,7 @@ class Emulator:
             if rec.state == "pending":
                 rec.state = "cancel_requested"
                 rec.cancel_at = time.time()
-            return json_resp(self._anthropic_batch_json(rec, ctx))
+            return json_resp(self._anthropic_batch_json(rec, ctx, batch_id))
 
     def _anthropic_results(self, ctx: Ctx, batch_id: str) -> Resp:
         self._auth(ctx)
@@ -1414,6 +1436,9 @@ class Emulator:
             mime = "application/jsonl"
         name = meta.get("name")
         file_id = name[len("files/"):] if isinstance(name, str) and name.startswith("files/") else (name or wire.lower_id(12))
+        if not isinstance(file_id, str) or not re.fullmatch(r"[a-z0-9-]{1,40}", file_id):
+            # The Files API's rule, and what keeps a client's name from leading out of our folder.
+            raise ApiError(400, f"Invalid file name {name!r}: a name is at most 40 lowercase alphanumeric characters or dashes.")
         if file_id in self._files:
             raise ApiError(409, f"File files/{file_id} already exists.")
         upload_id = wire.new_id("ABgVH", 40)
@@ -1613,7 +1638,7 @@ class Emulator:
                     entry = {"error": wire.gemini_line_error(outcome)}
                 if out is not None:
                     line = {"key": key, **entry} if key is not None else entry
-                    out.write(dumps_line(line) + "\n")  # same order as the input
+                    out.write(self._corrupt("gemini", rec.model, key, dumps_line(line)) + "\n")  # same order as the input
                 else:
                     if metadata:
                         entry["metadata"] = metadata

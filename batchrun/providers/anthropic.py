@@ -17,7 +17,22 @@ from typing import Any
 
 from ..clients import call
 from ..config import Route
-from . import TRACE_HEADER, BatchStatus, LineResult, RequestSpec, Usage
+from . import (
+    TRACE_HEADER,
+    BatchStatus,
+    LineResult,
+    RequestSpec,
+    Usage,
+    as_array,
+    as_count,
+    as_label,
+    as_message,
+    as_object,
+    as_text,
+    custom_id_field,
+    malformed,
+    parse_total,
+)
 
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks
 # `invalid_request`); anything else (api_error, overloaded_error, rate_limit_error...) is transient.
@@ -44,35 +59,45 @@ class AnthropicAdapter:
     def online_body(self, line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return line["custom_id"], line["params"]
 
-    def parse_line(self, obj: dict[str, Any]) -> LineResult:
-        custom_id = str(obj.get("custom_id"))
-        result = obj.get("result") or {}
+    def custom_id_of(self, obj: Any) -> str | None:
+        return custom_id_field(obj, "custom_id")
+
+    def parse_line(self, obj: Any) -> LineResult:
+        return parse_total(self.custom_id_of, self._parse, obj)
+
+    def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
+        result = as_object(obj.get("result"), "`result`")
         kind = result.get("type")
         if kind == "succeeded":
-            message = result.get("message") or {}
-            u = message.get("usage") or {}
+            message = as_object(result.get("message"), "`result.message`")
+            u = as_object(message.get("usage"), "`usage`")
             usage = Usage(
-                input_tokens=u.get("input_tokens"),
-                output_tokens=u.get("output_tokens"),
-                cached_tokens=u.get("cache_read_input_tokens"),
+                input_tokens=as_count(u.get("input_tokens")),
+                output_tokens=as_count(u.get("output_tokens")),
+                cached_tokens=as_count(u.get("cache_read_input_tokens")),
             )
-            stop = message.get("stop_reason")
-            text = "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
+            stop = as_label(message.get("stop_reason"))
+            texts = []
+            for block in as_array(message.get("content"), "`message.content`"):
+                block = as_object(block, "a content block")
+                if block.get("type") == "text":
+                    texts.append(as_text(block.get("text"), "a text block's `text`") or "")
+            text = "".join(texts)
             if stop == "refusal":
                 return LineResult(custom_id, "refusal", text=text, finish_reason=stop, usage=usage)
             if not text.strip():
                 return LineResult(custom_id, "empty", text=text, finish_reason=stop, usage=usage)
             return LineResult(custom_id, "ok", text=text, finish_reason=stop, usage=usage)
         if kind == "errored":
-            err = ((result.get("error") or {}).get("error")) or {}
-            etype = err.get("type") or "error"
+            err = as_object(as_object(result.get("error"), "`result.error`").get("error"), "`result.error.error`")
+            etype = as_label(err.get("type")) or "error"
             kind = "invalid" if etype in _INVALID_ERRORS else "auth" if etype in _AUTH_ERRORS else "transient"
-            return LineResult(custom_id, kind, error_type=etype, error_message=err.get("message"))
+            return LineResult(custom_id, kind, error_type=etype, error_message=as_message(err.get("message")))
         if kind == "canceled":
             return LineResult(custom_id, "cancelled", error_type="canceled")
         if kind == "expired":
             return LineResult(custom_id, "expired", error_type="expired")
-        return LineResult(custom_id, "transient", error_type="malformed", error_message=f"unknown result type {kind!r}")
+        return malformed(custom_id, f"unknown result type {as_label(kind)!r}")
 
     # -- I/O halves ----------------------------------------------------------------------------
 

@@ -13,9 +13,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..clients import call
+from ..clients import MalformedResponse, call
 from ..config import Route
-from . import TRACE_HEADER, BatchStatus, LineResult, RequestSpec, Usage
+from . import (
+    TRACE_HEADER,
+    BatchStatus,
+    LineResult,
+    Malformed,
+    RequestSpec,
+    Usage,
+    as_array,
+    as_count,
+    as_label,
+    as_message,
+    as_object,
+    as_text,
+    custom_id_field,
+    parse_total,
+)
 
 _STATES = {
     "PENDING": "pending", "QUEUED": "pending", "UNSPECIFIED": "pending",
@@ -61,33 +76,52 @@ class GeminiAdapter:
     def online_body(self, line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return line["key"], line["request"]
 
-    def parse_line(self, obj: dict[str, Any]) -> LineResult:
-        key = obj.get("key") or (obj.get("metadata") or {}).get("key")
-        custom_id = str(key)
-        if obj.get("error"):
-            err = obj["error"]
+    def custom_id_of(self, obj: Any) -> str | None:
+        # File output carries `key`; inline responses carry it in `metadata` (we send files).
+        found = custom_id_field(obj, "key")
+        if found is None and isinstance(obj, dict):
+            found = custom_id_field(obj.get("metadata"), "key")
+        return found
+
+    def parse_line(self, obj: Any) -> LineResult:
+        return parse_total(self.custom_id_of, self._parse, obj)
+
+    def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
+        err = obj.get("error")
+        if err:
+            if not isinstance(err, dict):
+                return LineResult(custom_id, "transient", error_type="error", error_message=as_message(err))
             code = err.get("code")
-            kind = "invalid" if code in _INVALID_CODES else "auth" if code in _AUTH_CODES else "transient"
-            return LineResult(custom_id, kind, error_type=str(err.get("status") or code), error_message=err.get("message"))
-        response = obj.get("response") or {}
-        u = _get(response, "usageMetadata", "usage_metadata") or {}
+            number = code if isinstance(code, int) and not isinstance(code, bool) else None
+            kind = "invalid" if number in _INVALID_CODES else "auth" if number in _AUTH_CODES else "transient"
+            return LineResult(custom_id, kind, error_type=as_label(err.get("status") or code), error_message=as_message(err.get("message")))
+        if obj.get("response") is None:
+            # Neither an answer nor an error: not a result the model gave (never an "empty").
+            raise Malformed("result line has neither `response` nor `error`")
+        response = as_object(obj.get("response"), "`response`")
+        u = as_object(_get(response, "usageMetadata", "usage_metadata"), "`usageMetadata`")
         usage = Usage(
-            input_tokens=_get(u, "promptTokenCount", "prompt_token_count"),
-            output_tokens=_get(u, "candidatesTokenCount", "candidates_token_count"),
-            reasoning_tokens=_get(u, "thoughtsTokenCount", "thoughts_token_count"),
-            cached_tokens=_get(u, "cachedContentTokenCount", "cached_content_token_count"),
+            input_tokens=as_count(_get(u, "promptTokenCount", "prompt_token_count")),
+            output_tokens=as_count(_get(u, "candidatesTokenCount", "candidates_token_count")),
+            reasoning_tokens=as_count(_get(u, "thoughtsTokenCount", "thoughts_token_count")),
+            cached_tokens=as_count(_get(u, "cachedContentTokenCount", "cached_content_token_count")),
         )
-        feedback = _get(response, "promptFeedback", "prompt_feedback") or {}
-        block = _get(feedback, "blockReason", "block_reason")
+        feedback = as_object(_get(response, "promptFeedback", "prompt_feedback"), "`promptFeedback`")
+        block = as_label(_get(feedback, "blockReason", "block_reason"))
         if block:
-            return LineResult(custom_id, "refusal", finish_reason=str(block), usage=usage, error_message=f"prompt blocked: {block}")
-        candidates = response.get("candidates") or []
+            return LineResult(custom_id, "refusal", finish_reason=block, usage=usage, error_message=f"prompt blocked: {block}")
+        candidates = as_array(response.get("candidates"), "`candidates`")
         if not candidates:
             return LineResult(custom_id, "empty", usage=usage, error_message="no candidates")
-        cand = candidates[0]
-        finish = _get(cand, "finishReason", "finish_reason")
-        parts = ((cand.get("content") or {}).get("parts")) or []
-        text = "".join(p.get("text") or "" for p in parts if not p.get("thought"))
+        cand = as_object(candidates[0], "a candidate")
+        finish = as_label(_get(cand, "finishReason", "finish_reason"))
+        parts = as_array(as_object(cand.get("content"), "`candidate.content`").get("parts"), "`content.parts`")
+        texts = []
+        for part in parts:
+            part = as_object(part, "a content part")
+            if not part.get("thought"):
+                texts.append(as_text(part.get("text"), "a part's `text`") or "")
+        text = "".join(texts)
         if finish in _BLOCKED:
             return LineResult(custom_id, "refusal", text=text, finish_reason=finish, usage=usage)
         if not text.strip():
@@ -97,11 +131,21 @@ class GeminiAdapter:
     # -- I/O halves ----------------------------------------------------------------------------
 
     def upload(self, client: Any, route: Route, path: Path) -> str:
-        # Python's mimetypes does not know .jsonl: pass the MIME type explicitly (§4.6).
-        return call(
-            lambda: client.files.upload(file=str(path), config={"mime_type": "application/jsonl", "display_name": path.parent.name}).name,
-            what="Uploading the request file", route=route,
-        )
+        def do() -> str:
+            try:
+                # Python's mimetypes does not know .jsonl: pass the MIME type explicitly (§4.6).
+                file = client.files.upload(file=str(path), config={"mime_type": "application/jsonl", "display_name": path.parent.name})
+            except KeyError as e:
+                # google-genai reads the resumable session's URL as headers["x-goog-upload-url"]
+                # and raises KeyError when the upload start came back without it (a proxy that
+                # drops headers, a broken endpoint): nothing was uploaded, try again later.
+                raise MalformedResponse(f"the upload start was answered without the X-Goog-Upload-URL header ({e})") from e
+            name = getattr(file, "name", None)
+            if not isinstance(name, str) or not name:
+                raise MalformedResponse("the upload was answered without a file name")
+            return name
+
+        return call(do, what="Uploading the request file", route=route)
 
     def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
         job = client.batches.create(model=route.model, src=file_id, config={"display_name": tag["display_name"]})

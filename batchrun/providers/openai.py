@@ -18,8 +18,18 @@ from . import (
     BatchStatus,
     LineResult,
     RequestSpec,
+    Malformed,
     Usage,
+    as_array,
+    as_count,
+    as_label,
+    as_message,
+    as_object,
+    as_text,
+    custom_id_field,
     error_kind_for_status,
+    json_type,
+    parse_total,
 )
 
 _STATES = {
@@ -55,34 +65,41 @@ class OpenAIAdapter:
     def online_body(self, line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return line["custom_id"], line["body"]
 
-    def parse_line(self, obj: dict[str, Any]) -> LineResult:
-        custom_id = str(obj.get("custom_id"))
+    def custom_id_of(self, obj: Any) -> str | None:
+        return custom_id_field(obj, "custom_id")
+
+    def parse_line(self, obj: Any) -> LineResult:
+        return parse_total(self.custom_id_of, self._parse, obj)
+
+    def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
         error = obj.get("error")
         response = obj.get("response")
         if error and not response:
             if isinstance(error, dict):
-                code = error.get("code")
-                message = error.get("message")
+                code = as_label(error.get("code"))
+                message = as_message(error.get("message"))
             else:  # vLLM writes the error as a string
-                code, message = None, str(error)
+                code, message = None, as_message(error)
             if code == "batch_expired":
                 return LineResult(custom_id, "expired", error_type=code, error_message=message)
             if code == "batch_cancelled":
                 return LineResult(custom_id, "cancelled", error_type=code, error_message=message)
             return LineResult(custom_id, "transient", error_type=code or "error", error_message=message)
         if not isinstance(response, dict):
-            return LineResult(custom_id, "transient", error_type="malformed", error_message="result line has neither response nor error")
+            raise Malformed("result line has neither response nor error" if response is None
+                            else f"`response` is a JSON {json_type(response)}, not an object")
         status = response.get("status_code")
-        body = response.get("body") or {}
+        body = response.get("body")
         if status != 200:
             err = body.get("error") if isinstance(body, dict) else None
             err = err if isinstance(err, dict) else {}
             return LineResult(
                 custom_id,
-                error_kind_for_status(status),
-                error_type=str(err.get("code") or err.get("type") or status),
-                error_message=err.get("message") or (str(error) if error else None),
+                error_kind_for_status(status if isinstance(status, int) else None),
+                error_type=as_label(err.get("code") or err.get("type") or status),
+                error_message=as_message(err.get("message") or (error if error else None)),
             )
+        body = as_object(body, "`response.body`")
         if body.get("object") == "response" or "output" in body:
             return _parse_responses_body(custom_id, body)
         return _parse_chat_body(custom_id, body)
@@ -181,57 +198,62 @@ class OpenAIAdapter:
         )
 
 
-def _usage_chat(u: dict[str, Any] | None) -> Usage:
-    u = u or {}
+def _usage_chat(u: Any) -> Usage:
+    u = as_object(u, "`usage`")
     return Usage(
-        input_tokens=u.get("prompt_tokens"),
-        output_tokens=u.get("completion_tokens"),
-        reasoning_tokens=(u.get("completion_tokens_details") or {}).get("reasoning_tokens"),
-        cached_tokens=(u.get("prompt_tokens_details") or {}).get("cached_tokens"),
+        input_tokens=as_count(u.get("prompt_tokens")),
+        output_tokens=as_count(u.get("completion_tokens")),
+        reasoning_tokens=as_count(as_object(u.get("completion_tokens_details"), "`completion_tokens_details`").get("reasoning_tokens")),
+        cached_tokens=as_count(as_object(u.get("prompt_tokens_details"), "`prompt_tokens_details`").get("cached_tokens")),
     )
 
 
 def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
-    choices = body.get("choices") or []
+    choices = as_array(body.get("choices"), "`choices`")
     usage = _usage_chat(body.get("usage"))
     if not choices:
         return LineResult(custom_id, "empty", usage=usage, error_message="no choices")
-    choice = choices[0] or {}
-    message = choice.get("message") or {}
-    finish = choice.get("finish_reason")
-    if message.get("refusal"):
-        return LineResult(custom_id, "refusal", text=message["refusal"], finish_reason=finish, usage=usage)
-    if finish == "content_filter":
-        # The provider's content filter withheld the answer: a refusal (spec §2), never retried.
-        return LineResult(custom_id, "refusal", text=message.get("content") or "", finish_reason=finish, usage=usage)
+    choice = as_object(choices[0], "a choice")
+    message = as_object(choice.get("message"), "`choice.message`")
+    finish = as_label(choice.get("finish_reason"))
+    refusal = as_text(message.get("refusal"), "`message.refusal`")
+    if refusal:
+        return LineResult(custom_id, "refusal", text=refusal, finish_reason=finish, usage=usage)
     content = message.get("content")
     if isinstance(content, list):  # some compatible servers return content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    if not content or not str(content).strip():
+        content = "".join(as_text(p.get("text"), "a content part's `text`") or "" for p in content if isinstance(p, dict))
+    content = as_text(content, "`message.content`")
+    if finish == "content_filter":
+        # The provider's content filter withheld the answer: a refusal (spec §2), never retried.
+        return LineResult(custom_id, "refusal", text=content or "", finish_reason=finish, usage=usage)
+    if not content or not content.strip():
         return LineResult(custom_id, "empty", text=content or "", finish_reason=finish, usage=usage)
     return LineResult(custom_id, "ok", text=content, finish_reason=finish, usage=usage)
 
 
 def _parse_responses_body(custom_id: str, body: dict[str, Any]) -> LineResult:
-    u = body.get("usage") or {}
+    u = as_object(body.get("usage"), "`usage`")
     usage = Usage(
-        input_tokens=u.get("input_tokens"),
-        output_tokens=u.get("output_tokens"),
-        reasoning_tokens=(u.get("output_tokens_details") or {}).get("reasoning_tokens"),
-        cached_tokens=(u.get("input_tokens_details") or {}).get("cached_tokens"),
+        input_tokens=as_count(u.get("input_tokens")),
+        output_tokens=as_count(u.get("output_tokens")),
+        reasoning_tokens=as_count(as_object(u.get("output_tokens_details"), "`output_tokens_details`").get("reasoning_tokens")),
+        cached_tokens=as_count(as_object(u.get("input_tokens_details"), "`input_tokens_details`").get("cached_tokens")),
     )
     texts, refusals = [], []
-    for item in body.get("output") or []:
+    for item in as_array(body.get("output"), "`output`"):
+        item = as_object(item, "an output item")
         if item.get("type") != "message":
             continue
-        for part in item.get("content") or []:
+        for part in as_array(item.get("content"), "an output message's `content`"):
+            part = as_object(part, "a content part")
             if part.get("type") == "output_text":
-                texts.append(part.get("text", ""))
+                texts.append(as_text(part.get("text"), "an output_text part's `text`") or "")
             elif part.get("type") == "refusal":
-                refusals.append(part.get("refusal", ""))
-    finish = body.get("status")
-    if (body.get("incomplete_details") or {}).get("reason"):
-        finish = body["incomplete_details"]["reason"]
+                refusals.append(as_text(part.get("refusal"), "a refusal part's `refusal`") or "")
+    finish = as_label(body.get("status"))
+    reason = as_label(as_object(body.get("incomplete_details"), "`incomplete_details`").get("reason"))
+    if reason:
+        finish = reason
     if refusals and not texts:
         return LineResult(custom_id, "refusal", text="\n".join(refusals), finish_reason=finish, usage=usage)
     text = "".join(texts)
