@@ -578,12 +578,8 @@ class Store:
         conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
         self.db = Database(conn, execute_plugins=False)
         self._check_version()
-        if readonly and not any_schema and migrations.pending(self.db):
-            # A reader never changes the file; its views would be the old version's.
-            raise StateError(
-                f"{self.path} was written by an older batchrun and needs its schema upgraded.",
-                "Run a writing command once (batchrun collect, or batchrun plan): it upgrades state.db in place, "
-                "keeping every row.")
+        if readonly and not any_schema:
+            self.check_schema()
         if not readonly:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
@@ -608,9 +604,11 @@ class Store:
         and a store of the other kind must be left exactly as it was (meta, which that check
         reads, is in every schema version)."""
         if readonly or Path(path).exists():
-            ro = cls(path, readonly=True, rehearsal=rehearsal, any_schema=any_schema or not readonly)
+            ro = cls(path, readonly=True, rehearsal=rehearsal, any_schema=True)
             try:
-                ro.check_kind(rehearsal)
+                ro.check_kind(rehearsal)  # first: a store of the other kind is refused as such
+                if readonly and not any_schema:
+                    ro.check_schema()
             except BaseException:
                 ro.close()
                 raise
@@ -618,6 +616,15 @@ class Store:
                 return ro
             ro.close()
         return cls(path, rehearsal=rehearsal)
+
+    def check_schema(self) -> None:
+        """A reader never changes the file, and on an older schema its views would be the old
+        version's: refuse until a writer has upgraded it."""
+        if migrations.pending(self.db):
+            raise StateError(
+                f"{self.path} was written by an older batchrun and needs its schema upgraded.",
+                "Run a writing command once (batchrun collect, or batchrun plan): it upgrades state.db in place, "
+                "keeping every row.")
 
     def check_kind(self, rehearsal: str | None) -> None:
         """Defence in depth behind the separate rehearsal paths (config.rehearsal_path)."""

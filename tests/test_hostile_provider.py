@@ -220,13 +220,13 @@ def test_a_file_truncated_every_time_is_fetched_a_bounded_number_of_times_then_r
     assert kinds(project) == {"p1": ["ok"], "p2": ["ok"], "p3": ["ok"], "p4": ["missing"] * 4}
     assert "result download still truncated after 15 attempt(s)" in first.output
     assert "waiting: route 'r': 1 cell(s)" in first.output and "truncated" in first.output.split("waiting: ", 1)[1]
-    status = ok(project.run("status"))
+    status = ok(project.run("status", emulator=emu))
     assert f"truncated: batch {batches[-1]['id']} (r)" in status.output
 
     emu.clear_faults()  # the provider (or the proxy in between) is fixed
     ok(project.run("refresh", "--interval", "0.01", emulator=emu))
     assert kinds(project)["p4"] == ["missing"] * 4 + ["ok"]
-    assert "truncated" not in ok(project.run("status")).output
+    assert "truncated" not in ok(project.run("status", emulator=emu)).output
 
 
 # --- item 3: a provider's id never leads outside the project --------------------------------------------------
