@@ -443,11 +443,13 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 @handle_errors
 def emulator(host: str, port: int, latency: float, responder: str | None, faults_: tuple[str, ...]) -> None:
     """Serve a local emulator of the OpenAI, Anthropic and Gemini batch APIs (for rehearsals and tests)."""
-    from .emulator import run_emulator
+    from .emulator import normalize_fault, run_emulator
+    from .emulator.server import check_loopback
 
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        raise BatchrunError(f"--host {host} is not a loopback address.", "The emulator only serves loopback: use 127.0.0.1.")
-    from .emulator import normalize_fault
+    try:
+        check_loopback(host)
+    except ValueError as e:
+        raise BatchrunError(f"{e}.", "Run it on this machine and point batchrun at it with --emulator http://127.0.0.1:PORT.")
 
     parsed = []
     for f in faults_:

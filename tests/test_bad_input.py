@@ -270,3 +270,57 @@ def test_emulator_url_follows_the_same_rule(project: Project) -> None:
         result = CliRunner().invoke(cli, [*base, "--emulator", url, "plan"], catch_exceptions=False)
         assert_clean_error(result, "--emulator")
     assert not project.state_path.exists()
+
+
+# --- the emulator listens on loopback only, and says where ----------------------------------------
+
+
+def _start_emulator_process(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """python -m batchrun.emulator; returns the process and its first stderr line."""
+    proc = subprocess.Popen([sys.executable, "-m", "batchrun.emulator", "--port", "0", *args],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stderr is not None
+    return proc, proc.stderr.readline()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "", "::", "192.0.2.1", "example.com"])
+def test_both_emulator_entry_points_refuse_a_non_loopback_host(host: str) -> None:
+    """Before, `python -m batchrun.emulator --host 0.0.0.0` served every interface while printing
+    127.0.0.1, and only `batchrun emulator` refused. Now one rule (emulator.server.check_loopback)."""
+    from click.testing import CliRunner
+
+    from batchrun.cli import cli
+    from batchrun.emulator import Emulator
+
+    proc, first = _start_emulator_process("--host", host)
+    try:
+        assert proc.wait(timeout=30) == 1, first
+    finally:
+        proc.kill()
+    assert "is not a loopback address" in first and "Traceback" not in first
+    result = CliRunner().invoke(cli, ["emulator", "--host", host, "--port", "0"], catch_exceptions=False)
+    assert_clean_error(result, "is not a loopback address", "127.0.0.1")
+    with pytest.raises(ValueError, match="not a loopback address"):
+        Emulator(host=host, port=0)
+
+
+@pytest.mark.parametrize("host, bound", [("localhost", "127.0.0.1"), ("127.0.0.2", "127.0.0.2"), ("::1", "[::1]")])
+def test_emulator_prints_the_address_really_bound(host: str, bound: str) -> None:
+    import socket
+
+    if ":" in host and not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    proc, first = _start_emulator_process("--host", host)
+    try:
+        if ":" in host and "Cannot assign requested address" in first:
+            pytest.skip("IPv6 loopback is not configured here")
+        assert first.startswith(f"listening on http://{bound}:"), first
+        port = int(first.rsplit(":", 1)[1])
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://{bound}:{port}/_emulator/requests", timeout=10) as r:
+            assert r.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
