@@ -324,3 +324,226 @@ def test_emulator_prints_the_address_really_bound(host: str, bound: str) -> None
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+# --- a damaged state.db ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def finished(project: Project, emulator: Any) -> Project:
+    """A project whose refresh completed: every route scored, state.db checkpointed and closed."""
+    small_project(project)
+    result = project.run("refresh", emulator=emulator)
+    assert result.exit_code == 0, result.output
+    return project
+
+
+def _not_a_database(data: bytes) -> bytes:
+    return b"this is a text file someone saved over state.db\n" * 100
+
+
+def _truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _corrupted(data: bytes) -> bytes:
+    import random
+
+    b = bytearray(data)
+    rnd = random.Random(13)
+    for i in range(4096, 4096 * 4):  # pages 2-4: the schema's tables and their first rows
+        b[i] = rnd.randrange(256)
+    return bytes(b)
+
+
+DAMAGE = {"not_a_database": (_not_a_database, "not an SQLite database"), "truncated": (_truncated, "truncated"),
+          "corrupted": (_corrupted, "malformed")}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize("command", ["status", "report", "cost", "plan", "refresh"])
+def test_damaged_state_db_is_named_with_how_to_recover(finished: Project, emulator: Any, damage: str, command: str) -> None:
+    """Before: a traceback (sqlite3.DatabaseError) from every command."""
+    assert not Path(f"{finished.state_path}-wal").exists()
+    breaker, detail = DAMAGE[damage]
+    finished.state_path.write_bytes(breaker(finished.state_path.read_bytes()))
+    before = finished.state_path.read_bytes()
+    result = finished.run(command, emulator=emulator if command == "refresh" else None)
+    assert_clean_error(result, f"The state database {finished.state_path} is damaged", detail,
+                       f'sqlite3 {finished.state_path} ".recover" | sqlite3 recovered.db', "backup")
+    assert finished.state_path.read_bytes() == before
+
+
+# --- read-only media ------------------------------------------------------------------------------
+
+
+def _mount(*args: str) -> None:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount here (needs root and CAP_SYS_ADMIN, as in CI): {proc.stderr.strip()}")
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def read_only_copy(finished: Project, tmp_path: Path) -> Any:
+    """The finished project seen through a read-only bind mount: really read-only, even to root
+    (chmod is not: root writes through it), and os.access reports EROFS there."""
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    _mount("--bind", str(finished.root), str(mnt))
+    try:
+        _mount("-o", "remount,bind,ro", str(mnt))
+        ro = Project.__new__(Project)
+        ro.root, ro.config_path, ro.dataset_path = mnt, mnt / finished.config_path.name, mnt / "data" / "tasks.json"
+        with pytest.raises(OSError):
+            (mnt / "probe").write_text("x")
+        yield finished, ro
+    finally:
+        _umount(mnt)
+
+
+def test_readers_work_on_a_read_only_project(read_only_copy: Any) -> None:
+    """status, report and cost open state.db read-only (mode=ro; immutable=1 where no -shm can be
+    created); before, they failed because SQLite tried to create state.db-shm."""
+    original, ro = read_only_copy
+    for command in (["status"], ["report"], ["report", "--format", "json"], ["cost"]):
+        got = ro.run(*command)
+        assert got.exit_code == 0, got.output
+        assert got.stdout == original.run(*command).stdout
+    assert sorted(p.name for p in ro.root.iterdir()) == sorted(p.name for p in original.root.iterdir())
+
+
+def test_readers_see_unmerged_wal_content_on_read_only_media(read_only_copy: Any) -> None:
+    """With a -wal (and -shm) left by a writer, the read-only reader must read through it, not
+    around it (immutable=1 would silently ignore it)."""
+    import sqlite3
+
+    original, ro = read_only_copy
+    conn = sqlite3.connect(original.state_path)  # a writer still open: its commit lives in the -wal
+    try:
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("UPDATE config_routes SET model = 'renamed-in-wal' WHERE route = 'gpt'")
+        conn.commit()
+        assert Path(f"{original.state_path}-wal").stat().st_size > 0
+        got = ro.run("report", "--format", "json")
+        assert got.exit_code == 0, got.output
+        assert {r["route"]: r["model"] for r in json.loads(got.stdout)["routes"]}["gpt"] == "renamed-in-wal"
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("command", ["plan", "collect", "refresh", "retry --route gpt", "cancel --all"])
+def test_writers_say_the_project_is_read_only(read_only_copy: Any, command: str) -> None:
+    _, ro = read_only_copy
+    result = ro.run(*command.split())
+    assert_clean_error(result, "read-only", "writable copy", "status, report and cost")
+
+
+def test_unwritable_report_out_and_results_are_clear_errors(finished: Project, tmp_path: Path, emulator: Any) -> None:
+    """--out into a read-only folder; results/ on read-only media while state.db is writable."""
+    ro_dir = tmp_path / "ro-out"
+    ro_dir.mkdir()
+    _mount("--bind", str(ro_dir), str(ro_dir))
+    try:
+        _mount("-o", "remount,bind,ro", str(ro_dir))
+        out = ro_dir / "board.md"
+        assert_clean_error(finished.run("report", "--out", str(out)), f"--out {out}", "Read-only file system", "writable folder")
+        assert_clean_error(finished.run("report", "--out", str(tmp_path / "no" / "such" / "dir" / "b.md")), "--out", "No such file")
+        edit_config(finished, lambda cfg: cfg["paths"].update(results=str(ro_dir)))
+        before = snapshot(finished)
+        assert_clean_error(finished.run("collect"), str(ro_dir), "read-only")
+        assert snapshot(finished) == before
+    finally:
+        _umount(ro_dir)
+
+
+# --- a full disk ----------------------------------------------------------------------------------
+
+
+def _leaderboard(project: Project) -> list[dict[str, Any]]:
+    return project.sql("SELECT route, scored_n, all_tasks_overall, complete FROM leaderboard ORDER BY route")
+
+
+def test_disk_full_at_any_moment_is_a_clear_error_and_the_rerun_completes(tmp_path: Path, emulator: Any) -> None:
+    """A real full disk: the project on a 3 MiB tmpfs, with a filler file leaving less and less
+    room, so refresh runs out of space at a different moment each time (request files, state.db,
+    downloads, results/). Each run ends with the full-disk message and exit 1, or makes progress;
+    once there is room, the next refresh completes with the leaderboard of an undisturbed run,
+    and state.db passes integrity_check. Before: a traceback (OSError / sqlite3 "database or disk
+    is full") from whichever write came first."""
+    reference = Project(tmp_path / "reference")
+    small_project(reference)
+    big = "The harbor crane failed at 03:14 on Tuesday; the operator was Mara Quist. " * 2000  # ~150 kB
+    reference.doc("harbor.txt", big)
+    assert reference.run("refresh", emulator=emulator).exit_code == 0
+    expected = _leaderboard(reference)
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk))
+    try:
+        project = Project(disk / "proj")
+        small_project(project)
+        project.doc("harbor.txt", big)
+        filler = disk / "filler"
+        outcomes = []
+        free = 16 << 10
+        while True:
+            filler.unlink(missing_ok=True)
+            st = os.statvfs(disk)
+            room = st.f_bavail * st.f_frsize
+            if room > free:
+                with open(filler, "wb") as f:
+                    f.write(b"\0" * (room - free))
+            result = project.run("refresh", emulator=emulator)
+            assert "Traceback" not in result.output
+            outcomes.append(result.exit_code)
+            if result.exit_code == 0:
+                break
+            # Progress lines may come first: the error is the last thing said, with its fix.
+            assert result.exit_code == 1, result.output
+            error = result.stderr[result.stderr.rindex("Error: "):]
+            assert error.startswith("Error: The disk is full") and "\nHint: Free space" in error, result.output
+            assert "run the same command again" in error
+            free += 24 << 10
+            assert free < (3 << 20), "refresh never completed"
+        assert 1 in outcomes, "the disk never filled up: the test proves nothing"
+        assert len(outcomes) >= 4, f"too few moments exercised: {outcomes}"
+        filler.unlink()
+        assert project.sql("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+        assert _leaderboard(project) == expected
+        assert not list(project.root.rglob("*.tmp")), "no half-written results file left behind"
+        # Paid once: every request went out in exactly one batch that the emulator answered.
+        dup = project.sql("SELECT custom_id, count(*) AS n FROM results WHERE kind = 'ok' GROUP BY custom_id HAVING n > 1")
+        assert dup == []
+    finally:
+        _umount(disk)
+
+
+def test_unmerged_wal_without_shm_on_read_only_media_is_explained(finished: Project, tmp_path: Path) -> None:
+    """The one read-only case SQLite cannot read correctly: log content and no -shm to index it.
+    immutable=1 would silently read the database without the log; this says what to do."""
+    import shutil
+    import sqlite3
+
+    copy = tmp_path / "copy"
+    shutil.copytree(finished.root, copy)
+    conn = sqlite3.connect(finished.state_path)
+    try:
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("UPDATE config_routes SET model = 'only-in-wal' WHERE route = 'gpt'")
+        conn.commit()
+        shutil.copy(f"{finished.state_path}-wal", copy / "state.db-wal")  # as if the -shm was lost
+    finally:
+        conn.close()
+    _mount("--bind", str(copy), str(copy))
+    try:
+        _mount("-o", "remount,bind,ro", str(copy))
+        ro = Project.__new__(Project)
+        ro.root, ro.config_path = copy, copy / finished.config_path.name
+        assert_clean_error(ro.run("status"), f"{copy / 'state.db'}", "write-ahead log", "writable copy")
+    finally:
+        _umount(copy)
