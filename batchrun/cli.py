@@ -8,6 +8,8 @@ any route is incomplete.
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +20,7 @@ import click
 
 from . import __version__
 from .config import Config, load_config
-from .errors import BatchrunError
+from .errors import BatchrunError, environment_error, read_only
 from .progress import Progress
 from .store import Store
 
@@ -30,11 +32,13 @@ class Context:
         self.config_path = config_path
         self.emulator = emulator
         self.quiet = quiet
+        self.state_path: Any = None  # known once the config is read: errors from SQLite name no file
 
     def config(self) -> Config:
         config = load_config(self.config_path)
         if self.emulator:
             config = config.with_emulator(self.emulator)
+        self.state_path = config.paths.state
         return config
 
     def progress(self) -> Progress:
@@ -45,15 +49,27 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def fail(e: BatchrunError) -> None:
+        click.echo(f"Error: {e.message}", err=True)
+        if e.hint:
+            click.echo(f"Hint: {e.hint}", err=True)
+        sys.exit(1)
+
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except BatchrunError as e:
-            click.echo(f"Error: {e.message}", err=True)
-            if e.hint:
-                click.echo(f"Hint: {e.hint}", err=True)
-            sys.exit(1)
+            fail(e)
+        except (OSError, sqlite3.Error) as e:
+            # The disk or the database file, at whatever moment it failed (full, read-only,
+            # damaged): one message each, from errors.environment_error. Anything else is a bug
+            # and keeps its traceback.
+            ctx = next((a for a in args if isinstance(a, Context)), None)
+            mapped = environment_error(e, ctx.state_path if ctx else None)
+            if mapped is None:
+                raise
+            fail(mapped)
         except KeyboardInterrupt:
             click.echo("Interrupted; state.db is consistent and the next run resumes.", err=True)
             sys.exit(130)
@@ -67,6 +83,7 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     from .lock import WriterLock
     from .plan import check_role_changes, scan_corpus
 
+    _check_writable(config)
     if not config.paths.state.exists():
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
         scan_corpus(None, config)
@@ -81,20 +98,46 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         finally:
             ro.close()
     lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
+    store: Store | None = None
     try:
         store = Store.open(config.paths.state, rehearsal=config.rehearsal)
+        store.start_run(command)
+        yield store
+        store.end_run("ok")
     except BaseException:
-        lock.release()
+        if store is not None and store.run_id is not None:
+            # Best effort: the disk or database that just failed the command may refuse this too,
+            # and the original error is the one to report (a run left without ended_at reads as
+            # interrupted, which it was).
+            try:
+                store.end_run("error")
+            except (sqlite3.Error, OSError):
+                pass
         raise
-    store.start_run(command)
-    outcome = "error"
+    finally:
+        if store is not None:
+            store.close()
+        lock.release()
+
+
+def _check_writable(config: Config) -> None:
+    """A writer on read-only media says so before it starts (rather than failing at the lock or
+    halfway through writing jobs/). os.access, not a test write: it reports a read-only mount
+    (EROFS) even to root, and changes nothing."""
+    for path in (config.paths.state.parent, config.paths.jobs, config.paths.results):
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is not None and not os.access(existing, os.W_OK):
+            raise read_only(existing)
+
+
+@contextmanager
+def reader(config: Config) -> Iterator[Store]:
+    """state.db opened read-only (works on read-only media and while a writer runs), closed after."""
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     try:
         yield store
-        outcome = "ok"
     finally:
-        store.end_run(outcome)
         store.close()
-        lock.release()
 
 
 def _note_rehearsal(config: Config) -> None:
@@ -371,9 +414,9 @@ def status(ctx: Context, as_json: bool) -> None:
     from .status import status_data
 
     config = ctx.config()
-    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     _note_rehearsal(config)
-    data = status_data(store, config)
+    with reader(config) as store:
+        data = status_data(store, config)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -417,11 +460,15 @@ def report(ctx: Context, fmt: str, out: str | None) -> None:
     from .scoring import report_data
 
     config = ctx.config()
-    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
-    text = render(report_data(store, config), fmt)
+    with reader(config) as store:
+        text = render(report_data(store, config), fmt)
     if out:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise BatchrunError(f"Cannot write the report to --out {out}: {e.strerror}.",
+                                "Choose a path in a writable folder (or leave out --out to print the report).")
         click.echo(f"wrote {out}", err=True)
     else:
         click.echo(text, nl=False)
@@ -437,9 +484,9 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     from .cost import cost_report, fmt_money
 
     config = ctx.config()
-    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     _note_rehearsal(config)
-    data = cost_report(store, since)
+    with reader(config) as store:
+        data = cost_report(store, since)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -460,11 +507,13 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 @handle_errors
 def emulator(host: str, port: int, latency: float, responder: str | None, faults_: tuple[str, ...]) -> None:
     """Serve a local emulator of the OpenAI, Anthropic and Gemini batch APIs (for rehearsals and tests)."""
-    from .emulator import run_emulator
+    from .emulator import normalize_fault, run_emulator
+    from .emulator.server import check_loopback
 
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        raise BatchrunError(f"--host {host} is not a loopback address.", "The emulator only serves loopback: use 127.0.0.1.")
-    from .emulator import normalize_fault
+    try:
+        check_loopback(host)
+    except ValueError as e:
+        raise BatchrunError(f"{e}.", "Run it on this machine and point batchrun at it with --emulator http://127.0.0.1:PORT.")
 
     parsed = []
     for f in faults_:

@@ -13,7 +13,9 @@ what it is.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -22,6 +24,7 @@ from typing import Any, Literal
 
 from . import caps as capslib
 from .errors import ConfigError
+from .inputs import DuplicateKey, NotRegularFile, TooDeep, file_kind, parse_json, printable_line, read_regular, reject_duplicate_keys
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 
 ProviderName = Literal["openai", "anthropic", "gemini", "openai-compatible"]
@@ -47,6 +50,11 @@ ANTHROPIC_DEFAULT_API_VERSION = "2023-06-01"
 # anthropic-version 2026-10-21 (the default of anthropic SDK 2.x) rejects temperature, top_p and
 # top_k on every model (provider-apis.md §3.6).
 ANTHROPIC_NO_SAMPLING_VERSIONS = frozenset({"2026-10-21"})
+
+# Every provider accepts temperatures in 0..2 (Anthropic 0..1); anything else is a typo that would
+# be sent to every request. Integers are bounded where they must survive JSON and SQLite.
+MAX_TEMPERATURE = 2.0
+MAX_CONFIG_INT = 2**53
 
 DEFAULT_PATHS = {
     "dataset": "data/wildtrace_strict481.with_answers.json",
@@ -277,6 +285,10 @@ class Config:
         With `own_paths` (the default) state.db, jobs/ and results/ move to their rehearsal paths
         (`rehearsal_path`), so emulator answers never mix with real ones. The demo, whose whole
         folder is a demo, keeps its paths (its state.db is still marked as a rehearsal's)."""
+        # The real keys go along on a rehearsal: the same rule as a route's base_url (the
+        # emulator itself only ever listens on loopback).
+        if problem := base_url_problem(url, allow_insecure=False):
+            raise ConfigError(f"--emulator (or BATCHRUN_EMULATOR) {problem[0]}.", "Give the URL the emulator printed, e.g. http://127.0.0.1:8765.")
         url = url.rstrip("/")
         routes = {}
         for name, r in self.routes.items():
@@ -301,7 +313,7 @@ _ROUTE_KEYS = {
     "provider", "model", "role", "reasoning", "send_temperature", "caps", "transport", "endpoint",
     "endpoint_path", "base_url", "api_key_env", "api_version", "completion_window", "max_tokens",
     "max_requests_per_file", "max_bytes_per_file", "sync_concurrency", "price", "batch_discount",
-    "chars_per_token", "max_enqueued_tokens", "max_batches_in_flight",
+    "chars_per_token", "max_enqueued_tokens", "max_batches_in_flight", "allow_insecure_http",
 }
 
 
@@ -323,14 +335,23 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             "Run batchrun from the folder holding batchrun.toml, pass --config PATH, or set BATCHRUN_CONFIG.",
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
+    except NotRegularFile as e:
+        raise ConfigError(f"Config file {e}.", "Pass --config the path of the batchrun.toml file itself.")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"Cannot read config file {path}: {e}", "Check the file's permissions and that it is UTF-8.")
     try:
         if path.suffix.lower() == ".json":
-            raw = json.loads(text)
+            # json keeps the last of two equal keys without a word: two [routes."x"] tables or two
+            # temperatures would silently lose one (TOML refuses duplicates itself).
+            raw = parse_json(text, object_pairs_hook=reject_duplicate_keys)
         else:
             raw = tomllib.loads(text)
+    except DuplicateKey as e:
+        raise ConfigError(f"{path}: the key {e.key!r} appears twice in the same object; JSON would keep only the last one.",
+                          "Remove one of the two (or merge them), so the config says one thing.")
+    except (TooDeep, RecursionError):  # tomllib recurses too
+        raise ConfigError(f"{path}: nested thousands of levels deep; this is not a batchrun config.", "See the config reference in README.md.")
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}.", "Fix the JSON syntax at that position.")
     except tomllib.TOMLDecodeError as e:
@@ -347,7 +368,7 @@ class _Checker:
         self.path = path
 
     def fail(self, key: str, problem: str, fix: str) -> ConfigError:
-        return ConfigError(f"{self.path}: `{key}` {problem}.", fix)
+        return ConfigError(f"{self.path}: `{key.removeprefix('.')}` {problem}.", fix)  # ".budget": a top-level key
 
     def table(self, raw: Any, key: str) -> dict[str, Any]:
         if raw is None:
@@ -362,7 +383,8 @@ class _Checker:
                 near = ", ".join(sorted(allowed))
                 raise self.fail(f"{where}.{k}" if where else k, "is not a known key", f"Remove it or correct the spelling; known keys here: {near}.")
 
-    def number(self, raw: dict[str, Any], key: str, where: str, default: Any, *, integer: bool = False, minimum: float | None = 0, allow_none: bool = False) -> Any:
+    def number(self, raw: dict[str, Any], key: str, where: str, default: Any, *, integer: bool = False, minimum: float | None = 0,
+               maximum: float | None = None, allow_none: bool = False) -> Any:
         if key not in raw:
             return default
         v = raw[key]
@@ -372,8 +394,17 @@ class _Checker:
         if isinstance(v, bool) or not ok:
             kind = "an integer" if integer else "a number"
             raise self.fail(f"{where}.{key}", f"must be {kind} (got {v!r})", f"Set {key} = <{kind}>.")
+        # JSON's NaN/Infinity and TOML's nan/inf compare false with every bound, so they would
+        # pass the checks below and poison every estimate and score computed from them.
+        if isinstance(v, float) and not math.isfinite(v):
+            raise self.fail(f"{where}.{key}", f"must be a finite number (got {v!r})", f"Set {key} to a finite number.")
         if minimum is not None and v < minimum:
             raise self.fail(f"{where}.{key}", f"must be at least {minimum} (got {v!r})", f"Use a value >= {minimum}.")
+        # Past 2**53 an integer no longer survives a round trip through JSON or a float, and past
+        # 2**63 SQLite cannot store it: no count or size in a config comes near either.
+        limit = maximum if maximum is not None else (MAX_CONFIG_INT if integer else None)
+        if limit is not None and v > limit:
+            raise self.fail(f"{where}.{key}", f"must be at most {limit:,} (got {v!r})", f"Use a value <= {limit:,}.")
         return v
 
     def string(self, raw: dict[str, Any], key: str, where: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
@@ -382,6 +413,9 @@ class _Checker:
         v = raw[key]
         if not isinstance(v, str) or not v:
             raise self.fail(f"{where}.{key}", f"must be a non-empty string (got {v!r})", f'Set {key} = "...".')
+        if not printable_line(v):
+            # A NUL breaks every path and SQL call it reaches; a line break forges log and table lines.
+            raise self.fail(f"{where}.{key}", f"contains a control character or line break ({v!r})", f"Write {key} on one line, without control characters.")
         if choices and v not in choices:
             raise self.fail(f"{where}.{key}", f"must be one of {', '.join(choices)} (got {v!r})", f"Use one of: {', '.join(choices)}.")
         return v
@@ -407,11 +441,12 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         value = c.string(praw, key, "paths", default)
         resolved[key] = (root / value) if not Path(value).is_absolute() else Path(value)
     paths = Paths(**resolved)
+    _check_paths(c, paths)
 
     graw = c.table(raw.get("generation"), "generation")
     c.unknown(graw, {"temperature", "max_tokens", "reasoning_max_tokens", "max_retries", "max_resubmits"}, "generation")
     generation = Generation(
-        temperature=c.number(graw, "temperature", "generation", 0.1),
+        temperature=c.number(graw, "temperature", "generation", 0.1, maximum=MAX_TEMPERATURE),
         max_tokens=c.number(graw, "max_tokens", "generation", 8192, integer=True, minimum=1),
         reasoning_max_tokens=c.number(graw, "reasoning_max_tokens", "generation", 32768, integer=True, minimum=1),
         max_retries=c.number(graw, "max_retries", "generation", 5, integer=True),
@@ -427,7 +462,7 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         raise c.fail("judging.panel", "names a route twice", "List each judge route once.")
     judging = Judging(
         panel=tuple(panel),
-        temperature=c.number(jraw, "temperature", "judging", 0.1),
+        temperature=c.number(jraw, "temperature", "judging", 0.1, maximum=MAX_TEMPERATURE),
         max_tokens=c.number(jraw, "max_tokens", "judging", 16384, integer=True, minimum=1),
         max_retries_per_run=c.number(jraw, "max_retries_per_run", "judging", 3, integer=True),
     )
@@ -435,6 +470,10 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     rraw = c.table(raw.get("routes"), "routes")
     routes: dict[str, Route] = {}
     for name, r in rraw.items():
+        if not name or not printable_line(name):
+            # Route names become folder names, SQL values, log lines and Markdown table cells.
+            raise c.fail(f"routes.{name!r}", "is not a usable route name: it must be non-empty, printable and on one line",
+                         'Rename the route, e.g. [routes."gpt-5.5"].')
         routes[name] = _parse_route(c, name, r)
     if not routes:
         raise c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.')
@@ -449,6 +488,56 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     budget = c.number(raw, "budget", "", None, allow_none=True)
     config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
     return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
+
+
+def _check_paths(c: _Checker, paths: Paths) -> None:
+    """What already exists at a configured path must be of the right kind: otherwise the first
+    write fails mid-command (a folder where state.db should be, a file where jobs/ should be)."""
+    state = paths.state
+    if state.exists() and not state.is_file():
+        kind = file_kind(state.stat().st_mode)
+        raise c.fail("paths.state", f"is {state}, which is {kind}; it must be the SQLite database file",
+                     f'Set state to a file name, e.g. state = "{(state / "state.db") if state.is_dir() else "state.db"}".')
+    if state.parent.exists() and not state.parent.is_dir():
+        raise c.fail("paths.state", f"is {state}, inside {state.parent}, which is not a folder", "Point state at a file in a folder.")
+    for key in ("jobs", "results", "corpus"):
+        folder = getattr(paths, key)
+        if folder.exists() and not folder.is_dir():
+            raise c.fail(f"paths.{key}", f"is {folder}, which is {'a file' if folder.is_file() else file_kind(folder.stat().st_mode)}; it must be a folder",
+                         f"Move that file away, or set {key} to a folder path.")
+
+
+def base_url_problem(url: str, *, allow_insecure: bool) -> tuple[str, str] | None:
+    """(problem, fix) if `url` is not somewhere batchrun may send a key, else None.
+
+    An http(s) URL with a host, and https unless the host is this machine: every request carries
+    the key (Authorization: Bearer ..., x-api-key), which plain http shows to the whole path."""
+    from urllib.parse import urlsplit
+
+    example = 'Use the provider\'s base URL, e.g. "https://api.example.com/v1".'
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number in range)
+    except ValueError as e:
+        return f"is not a valid URL ({url!r}: {e})", example
+    if parts.scheme not in ("http", "https") or not host:
+        return f"must be an http:// or https:// URL with a host (got {url!r})", example
+    if parts.scheme == "http" and not is_loopback(host) and not allow_insecure:
+        return (f"is plain http to {host}, which would send the API key unencrypted over the network ({url!r})",
+                "Use https://. If the endpoint really is on a network you trust (a proxy inside a private network), "
+                "add allow_insecure_http = true to this route.")
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses that never leave this machine: 127.0.0.0/8, ::1 and `localhost`."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # any other name: DNS decides where it goes, so it is not trusted to be local
 
 
 def _check_roles(c: _Checker, judging: Judging, routes: dict[str, Route]) -> None:
@@ -564,6 +653,9 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
         )
 
     base_url = c.string(r, "base_url", where, None)
+    allow_insecure_http = c.boolean(r, "allow_insecure_http", where, False)
+    if base_url is not None and (problem := base_url_problem(base_url, allow_insecure=allow_insecure_http)):
+        raise c.fail(f"{where}.base_url", *problem)
     if provider == "openai-compatible" and "api_key_env" not in r:
         raise c.fail(
             f"{where}.api_key_env",
@@ -626,7 +718,7 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
         max_bytes_per_file=max_bytes,
         sync_concurrency=c.number(r, "sync_concurrency", where, 4, integer=True, minimum=1),
         price=price,
-        batch_discount=c.number(r, "batch_discount", where, 0.5 if transport == "batch" else 1.0),
+        batch_discount=c.number(r, "batch_discount", where, 0.5 if transport == "batch" else 1.0, maximum=1.0),
         chars_per_token=cpt,
         max_enqueued_tokens=c.number(r, "max_enqueued_tokens", where, None, integer=True, minimum=1, allow_none=True),
         max_batches_in_flight=c.number(r, "max_batches_in_flight", where, None, integer=True, minimum=1, allow_none=True),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .caps import CJK_WINDOW, is_cjk
 from .errors import DataError
+from .inputs import NotRegularFile, open_regular
 from .jsonl import escape_str
 
 # Documents are read, decoded and escaped in pieces of 32 KiB, so memory does not grow with the
@@ -79,9 +80,11 @@ def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
     decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")("strict"), translate=True)
     offset = 0
     try:
-        f = open(path, "rb")
+        f = open_regular(path)  # a FIFO here would block the run forever
     except FileNotFoundError:
         raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
+    except NotRegularFile as e:
+        raise DataError(f"{where}: corpus file {e}.", "corpus_file must name a plain text file in the corpus folder.")
     except OSError as e:
         raise DataError(f"{where}: cannot read corpus file {path}: {e.strerror}.", "Check the file's permissions.")
     with f:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError
+from .inputs import NotRegularFile, TooDeep, non_json_value, parse_json, printable_line, read_regular
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,9 @@ def load_dataset(path: Path) -> Dataset:
     if not path.exists():
         raise DataError(f"Dataset file {path} does not exist.", "Set [paths] dataset in the config, or put the WildTrace release in data/.")
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
+    except NotRegularFile as e:
+        raise DataError(f"Dataset file {e}.", "Set [paths] dataset to the WildTrace release file itself.")
     except OSError as e:
         raise DataError(f"Cannot read dataset file {path}: {e.strerror}.", "Check the file's permissions.")
     sha = hashlib.sha256(data).hexdigest()
@@ -74,7 +77,9 @@ def load_dataset(path: Path) -> Dataset:
             if not line.strip():
                 continue
             try:
-                records.append((f"{path}, line {number}", json.loads(line)))
+                records.append((f"{path}, line {number}", parse_json(line)))
+            except TooDeep as e:
+                raise DataError(f"{path}, line {number}: {e}.", _NOT_A_RECORD)
             except json.JSONDecodeError as e:
                 raise DataError(
                     f"{path}, line {number}: invalid JSON at column {e.colno}: {e.msg}.",
@@ -82,7 +87,9 @@ def load_dataset(path: Path) -> Dataset:
                 )
     else:
         try:
-            raw = json.loads(text)
+            raw = parse_json(text)
+        except TooDeep as e:
+            raise DataError(f"{path}: {e}.", _NOT_A_RECORD)
         except json.JSONDecodeError as e:
             raise DataError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}.", "Fix the JSON syntax at that position (or use the .jsonl release).")
         del text
@@ -111,14 +118,61 @@ def load_dataset(path: Path) -> Dataset:
     return Dataset(path=path, sha256=sha, tasks=tuple(tasks))
 
 
+_NOT_A_RECORD = ("A WildTrace record is a flat object whose ground_truth holds a list of rubric items; "
+                 "this is not one. Use the released dataset file.")
+
+
+def _task_id(record: dict[str, Any], where: str) -> str:
+    """The record's id: a string, or an integer as some exports write ids (42 becomes "42").
+
+    Anything else is refused rather than stringified: an object or a boolean would become an id
+    like "{'a': 1}" or "True" that matches nothing in the release."""
+    key, value = next(((k, record[k]) for k in ("task_id", "question_id", "id") if record.get(k) not in (None, "")), (None, None))
+    if key is None:
+        raise DataError(f"{where}: missing field `task_id` (nor `question_id` or `id`).", "Give every record a unique task_id.")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DataError(
+            f"{where}: field `{key}` must be a string (or an integer) but is {type(value).__name__} {value!r}.",
+            'Write the task\'s id as a JSON string, e.g. "task_id": "wt-001".',
+        )
+    task_id = str(value)
+    if not printable_line(task_id):
+        raise DataError(f"{where}: field `{key}` {task_id!r} contains a control character or line break.",
+                        "Task ids are shown in reports and tables: use printable, single-line ids.")
+    return task_id
+
+
+def _decode(value: Any, here: str, field: str, hint: str) -> Any:
+    """The .jsonl release serialises ground_truth (and some exports the rubric) as JSON text."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_json(value)
+    except TooDeep as e:
+        raise DataError(f"{here}: field `{field}` is a string {e}.", _NOT_A_RECORD)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{here}: field `{field}` is a string but not valid JSON ({e.msg} at column {e.colno}).", hint)
+
+
 def parse_record(record: Any, where: str, position: int) -> Task:
     if not isinstance(record, dict):
         raise DataError(f"{where}: a task record must be an object.", "Each record is {\"task_id\", \"question_text\", \"corpus_file\", \"ground_truth\", ...}.")
-    task_id = next((record[k] for k in ("task_id", "question_id", "id") if record.get(k) not in (None, "")), None)
-    if task_id is None:
-        raise DataError(f"{where}: missing field `task_id` (nor `question_id` or `id`).", "Give every record a unique task_id.")
-    task_id = str(task_id)
+    task_id = _task_id(record, where)
     here = f"{where} (task {task_id})"
+
+    gt = _decode(record.get("ground_truth"), here, "ground_truth",
+                 "In the .jsonl release ground_truth is serialized JSON; fix the string.")
+    rubric_raw = gt.get("scoring_rubric") if isinstance(gt, dict) else None
+    rubric_raw = _decode(rubric_raw, here, "ground_truth.scoring_rubric", "Make it a list of {points, correct_criterion}.")
+    # Before any field is used: JSON's NaN/Infinity tokens (a rubric that can never be summed or
+    # scored) and absurd nesting anywhere in the record, with the field that holds them.
+    decoded = dict(record)
+    if isinstance(gt, dict):
+        decoded["ground_truth"] = {**gt, "scoring_rubric": rubric_raw}
+    if bad := non_json_value(decoded):
+        raise DataError(f"{here}: field `{bad.field}` {bad.problem}.", _NOT_A_RECORD if bad.too_deep else
+                        "JSON has no NaN or Infinity (Python writes them, no JSON reader accepts them): "
+                        "write a finite number there (rubric points are numbers >= 0).")
 
     question = record.get("question_text")
     if not isinstance(question, str) or not question.strip():
@@ -126,21 +180,12 @@ def parse_record(record: Any, where: str, position: int) -> Task:
     corpus_file = record.get("corpus_file")
     if not isinstance(corpus_file, str) or not corpus_file.strip():
         raise DataError(f"{here}: missing or empty field `corpus_file`.", "Name the task's document, e.g. \"corpus_file\": \"report.txt\".")
+    if not printable_line(corpus_file):
+        raise DataError(f"{here}: field `corpus_file` {corpus_file!r} contains a control character (NUL, line break, ...).",
+                        "corpus_file is a file name inside the corpus folder, like \"report.txt\".")
 
-    gt = record.get("ground_truth")
-    if isinstance(gt, str):
-        try:
-            gt = json.loads(gt)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{here}: field `ground_truth` is a string but not valid JSON ({e.msg} at column {e.colno}).", "In the .jsonl release ground_truth is serialized JSON; fix the string.")
     if not isinstance(gt, dict):
         raise DataError(f"{here}: missing field `ground_truth` (an object with scoring_rubric).", "Add ground_truth.scoring_rubric: a list of {points, correct_criterion}.")
-    rubric_raw = gt.get("scoring_rubric")
-    if isinstance(rubric_raw, str):
-        try:
-            rubric_raw = json.loads(rubric_raw)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{here}: field `ground_truth.scoring_rubric` is a string but not valid JSON ({e.msg}).", "Make it a list of {points, correct_criterion}.")
     if rubric_raw is None:
         raise DataError(f"{here}: missing field `ground_truth.scoring_rubric`.", "Add the rubric: a list of {points, correct_criterion}.")
     if not isinstance(rubric_raw, list) or not rubric_raw:

@@ -7,6 +7,11 @@ traceback. Anything else escaping is a bug in batchrun.
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
+import sqlite3
+
 
 class BatchrunError(Exception):
     """A problem the user can fix; `hint` says how."""
@@ -38,3 +43,83 @@ class ProviderError(BatchrunError):
 
 class LockError(BatchrunError):
     """Another batchrun process holds the writer lock."""
+
+
+class StorageError(StateError):
+    """The disk or the database file failed: full, read-only, damaged, unreadable."""
+
+
+# --- the disk and the database file -----------------------------------------------------------
+# What the environment can do to a run at any moment, turned into one message each (the CLI's
+# handle_errors is the one caller). SQLite rolls back the transaction it could not finish, and
+# a file cut short is dropped or fetched again by the next run (the same paths as a crash), so
+# after any of these state.db is consistent and the same command, run again once the cause is
+# fixed, resumes where this one stopped (tests/test_bad_input.py fills a real disk to show it).
+
+_RESUME = "then run the same command again: state.db is consistent and the run resumes where it stopped."
+
+
+def disk_full(where: object) -> StorageError:
+    return StorageError(f"The disk is full: could not write {where}.",
+                        f"Free space on that disk (see df -h), or move the project to a larger one; {_RESUME}")
+
+
+def read_only(where: object) -> StorageError:
+    return StorageError(
+        f"{where} is on a read-only file system or folder, and this command writes.",
+        "Writers (plan, submit, poll, collect, refresh, retry, cancel, accept-failures) need to write state.db, "
+        "its lock, jobs/ and results/: run them on a writable copy of the project. status, report and cost "
+        "read only and work here.",
+    )
+
+
+def damaged_database(path: object, detail: str, *, untouched: bool = False) -> StorageError:
+    return StorageError(
+        f"The state database {path} is damaged ({detail})." + (" batchrun changed nothing." if untouched else ""),
+        f'Restore it from a backup, or recover what SQLite can still read: sqlite3 {path} ".recover" | sqlite3 recovered.db, '
+        'check the copy with sqlite3 recovered.db "PRAGMA integrity_check", keep the damaged file aside (with its -wal '
+        f"file, if any) and move recovered.db to {path}.",
+    )
+
+
+def _nearly_full(path: object) -> bool:
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(str(path)))).free < (1 << 20)
+    except OSError:
+        return False
+
+
+def environment_error(exc: BaseException, state: object | None) -> StorageError | None:
+    """The user-facing error for an OSError or sqlite3 error the environment caused, or None for
+    anything else (a bug in batchrun, which must keep its traceback). `state` is the database the
+    command was using: sqlite3 errors do not say which file they are about."""
+    db = state if state is not None else "state.db"
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if name == "SQLITE_FULL":
+            return disk_full(db)
+        if name.startswith("SQLITE_READONLY"):
+            return read_only(db)
+        if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB":
+            return damaged_database(db, str(exc))
+        if name.startswith("SQLITE_IOERR"):
+            # A full disk reaches SQLite as an I/O error when it grows the -shm or -wal file
+            # (SQLITE_IOERR_SHMSIZE, _WRITE, _FSYNC), not always as SQLITE_FULL.
+            if _nearly_full(db):
+                return disk_full(db)
+            return StorageError(f"The disk failed while reading or writing {db} ({exc}).",
+                                f"Check the disk (dmesg, df -h); {_RESUME}")
+        if name.startswith("SQLITE_CANTOPEN"):
+            return StorageError(f"Cannot open the state database {db} ({exc}).",
+                                "Check that its folder exists and that you may read and write it (and its -wal and -shm files).")
+        return None
+    if isinstance(exc, OSError):
+        # A failed write() names no file; the folder of state.db is where the project lives.
+        where = exc.filename if exc.filename is not None else (f"a file of the project in {os.path.dirname(str(state))}" if state else "a file")
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return disk_full(where)
+        if exc.errno == errno.EROFS:
+            return read_only(where)
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return StorageError(f"Permission denied: {where}.", f"Give this user access to it (or point [paths] elsewhere); {_RESUME}")
+    return None

@@ -572,9 +572,13 @@ class ShardWriter:
     def abort(self) -> None:
         """Stop writing after a failure: close the file and stop its checksum thread."""
         if self.file is not None:
-            self.file.close()
-            self.sha.close()
-            self.file = None
+            try:
+                self.file.close()
+            except OSError:
+                pass  # a full disk refuses the buffered rest too: the partial file is dropped anyway
+            finally:
+                self.sha.close()
+                self.file = None
 
     def finish(self) -> None:
         if self.file is None:

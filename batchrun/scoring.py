@@ -199,10 +199,14 @@ def _write_json(path: Path, data: Any) -> None:
     """Atomic: a reader never sees half a results file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)  # a full disk must not also leave half a file behind
+        raise
 
 
 def write_results(store: Store, config: Config, board: list[dict[str, Any]] | None = None) -> list[Path]:

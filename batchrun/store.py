@@ -28,7 +28,7 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from . import __version__
-from .errors import StateError
+from .errors import StateError, damaged_database
 
 migrations = Migrations("batchrun")
 
@@ -558,6 +558,65 @@ def m009_document_readings(db: Database) -> None:
     )
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _wal_pending(path: Path) -> bool:
+    """A non-empty -wal file: committed transactions not yet copied into the database file."""
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def _damage(path: Path) -> str | None:
+    """Why the file cannot be a whole SQLite database, judged from its 100-byte header
+    (https://sqlite.org/fileformat.html#the_database_header), or None.
+
+    SQLite itself would open a truncated file and answer some queries from what is left before
+    it reports corruption, so a reader could print a short leaderboard and a writer could start
+    recording in it. Damage past the header is reported by SQLite when it is read
+    (errors.environment_error)."""
+    size = path.stat().st_size
+    if size == 0:
+        return None  # SQLite's empty database: a first run that stopped before creating a table
+    with open(path, "rb") as f:
+        head = f.read(100)
+    if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
+        return "it is not an SQLite database: its header is missing"
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    # The page count is valid only when the change counter matches "version-valid-for"; a pending
+    # -wal may legitimately hold pages a checkpoint had begun to write, so SQLite judges then.
+    if pages and head[24:28] == head[92:96] and size < pages * page_size and not _wal_pending(path):
+        return f"it is truncated: {size:,} bytes, where its header says {pages * page_size:,}"
+    return None
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that never writes, so readers work on read-only media.
+
+    `mode=ro` still needs the -shm file of a WAL database (https://sqlite.org/wal.html, "Read-Only
+    Databases"), which cannot be created in a folder that is not writable. There, with no WAL
+    content pending, nothing outside the database file can change what is read, so it is opened
+    `immutable=1` (no locking, no -shm). With WAL content pending and no -shm, the only correct
+    reading needs a writer's recovery first."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    folder_writable = os.access(path.parent, os.W_OK)
+    if not folder_writable:
+        if not _wal_pending(path):
+            uri += "&immutable=1"
+        elif not Path(f"{path}-shm").exists():
+            raise StateError(
+                f"{path} has write-ahead log content ({path}-wal) that was never merged, and its folder is read-only, "
+                "so it cannot be read correctly here.",
+                "Run any writing command (e.g. batchrun collect) once on a writable copy of the project, which merges "
+                "the log; the copy can then be read anywhere.",
+            )
+    return sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+
+
 class Store:
     """An open state.db with migrations applied.
 
@@ -574,8 +633,13 @@ class Store:
             hint = ("A rehearsal keeps its own state.db: run `batchrun --emulator URL refresh` (or plan, submit) first."
                     if rehearsal else "Run `batchrun plan` or `batchrun submit` first.")
             raise StateError(f"No state database at {self.path}.", hint)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+        if self.path.exists() and (damage := _damage(self.path)):
+            raise damaged_database(self.path, damage, untouched=True)
+        if readonly:
+            conn = _connect_readonly(self.path)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
         self.db = Database(conn, execute_plugins=False)
         self._check_version()
         if readonly and not any_schema:

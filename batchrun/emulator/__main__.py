@@ -3,7 +3,8 @@
     python -m batchrun.emulator --host 127.0.0.1 --port 0 --latency 0.5 \\
         --responder my_responder.py:answer --fault '{"kind": "request_error", "status": 429}'
 
-Prints ``listening on http://HOST:PORT`` to stderr once the socket is bound.
+Prints ``listening on http://HOST:PORT`` to stderr once the socket is bound: the address really
+bound. The host must be a loopback address (the same rule as ``batchrun emulator``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .server import run_emulator
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m batchrun.emulator", description="Serve the local OpenAI / Anthropic / Gemini batch API emulator until SIGTERM or SIGINT.")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind: 127.0.0.1 (default), ::1 or localhost")
     parser.add_argument("--port", type=int, default=0, help="port (default 0 = pick a free one)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds from batch creation until it is ready")
     parser.add_argument("--responder", default=None, help="FILE.py:FUNC or package.module:FUNC (default: built-in)")

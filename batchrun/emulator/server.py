@@ -61,6 +61,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator, Optional
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from ..config import is_loopback
 from . import wire
 from .faults import HTTP_KINDS, FaultSet
 from .httpio import (
@@ -269,6 +270,8 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, addr: tuple[str, int], emulator: "Emulator") -> None:
+        if ":" in addr[0]:
+            self.address_family = socket.AF_INET6  # "::1"
         self.emulator = emulator
         self.open_connections: set[socket.socket] = set()
         self.conn_lock = threading.Lock()
@@ -342,6 +345,19 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+def check_loopback(host: str) -> None:
+    """The one rule for every way of starting the emulator: loopback only.
+
+    It has no authentication, accepts any key, stores every request body it is sent and lets
+    anyone who reaches it arm faults; on 0.0.0.0 (or "", which also means every interface) it
+    would serve the whole network. ValueError otherwise."""
+    if not host or not is_loopback(host):
+        raise ValueError(
+            f"--host {host!r} is not a loopback address; the emulator has no authentication, so it only "
+            "listens on this machine: use 127.0.0.1 (the default), ::1 or localhost"
+        )
+
+
 class Emulator:
     """The emulator: state, routes and a ThreadingHTTPServer bound at construction.
 
@@ -372,15 +388,18 @@ class Emulator:
         self._seq = 0
         self._batch_seq = 0
         self._thread: Optional[threading.Thread] = None
+        check_loopback(host)
         self._httpd = _Server((host, port), self)
-        self.host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        # What the socket really is bound to ("localhost" becomes 127.0.0.1), not what was asked.
+        self.host: str = self._httpd.server_address[0]
         self.port: int = self._httpd.server_address[1]
 
     # ------------------------------------------------------------------ public API
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     def start(self) -> "Emulator":
         if self._thread is None:
