@@ -27,6 +27,7 @@ from .cost import billed_output, request_cost
 from .grading import parse_verdict, points_json, score
 from .plan import queue_judgments, sync_state
 from .progress import SILENT, Progress
+from .redaction import known_keys, redact
 from .providers import RETRY_AFTER_KEY, get_adapter
 from .store import Store
 
@@ -149,11 +150,15 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
         rows.clear()
         verdicts.clear()
 
+    keys = known_keys()
     for path in json.loads(b["result_files_json"] or "[]"):
         if not Path(path).exists():
             continue
         for _, raw, _ in jsonl.iter_lines(Path(path)):
-            text = raw.decode("utf-8", "replace")  # decoded once: parsed, and kept as raw_json
+            # Decoded once: parsed, and kept as raw_json. Redacted first, so no key a provider
+            # quoted back reaches raw_json, text or error_message (files downloaded before
+            # poll redacted them, or a key that changed since, are covered here too).
+            text = redact(raw.decode("utf-8", "replace"), keys)
             try:
                 obj = jsonl.loads(text)
             except ValueError:

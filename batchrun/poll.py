@@ -25,6 +25,7 @@ from .clients import classify, is_transient, make_client
 from .config import Config, Route
 from .errors import ProviderError
 from .progress import SILENT, Progress
+from .redaction import redact, redact_file
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, BatchStatus, get_adapter
 from .store import Store
 
@@ -46,9 +47,11 @@ class PollResult:
 
 
 def _set(store: Store, batch_id: str, **fields: Any) -> None:
+    # Statuses and errors are the provider's words, which may quote the key back.
+    values = [redact(v) if isinstance(v, str) else v for v in fields.values()]
     cols = ", ".join(f"{k} = ?" for k in fields)
     with store.db.atomic():
-        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*fields.values(), batch_id])
+        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*values, batch_id])
 
 
 def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> PollResult:
@@ -114,6 +117,8 @@ def _download(adapter: Any, client: Any, route: Route, status: BatchStatus, dest
     files: list[Path] = []
     for _ in range(DOWNLOAD_ATTEMPTS):
         files = adapter.download(client, route, status, dest)
+        for f in files:
+            redact_file(f)  # the provider's answers may quote the key back: never kept on disk
         if all(_complete(f) for f in files):
             return files
     return files  # still truncated: the caller keeps the batch 'ended' and tries again later
@@ -175,7 +180,8 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             out = adapter.error_line(cid, c.status, c.message)
             if c.retry_after is not None:
                 out[RETRY_AFTER_KEY] = c.retry_after
-        text = jsonl.dumps(out) + "\n"
+        # An answer or an error may quote the key back (the provider repeats what it was sent).
+        text = redact(jsonl.dumps(out)) + "\n"
         with lock:
             with open(out_path, "a", encoding="utf-8") as f:
                 f.write(text)

@@ -43,6 +43,7 @@ from .plan import PlanResult, plan
 from .progress import SILENT, Progress
 from .providers import BatchStatus, get_adapter
 from .providers.anthropic import total_requests
+from .redaction import redact, redact_file
 from .quota import Gate, submission_order
 from .store import Store
 
@@ -108,9 +109,11 @@ def verify_request_file(batch: dict[str, Any]) -> None:
 
 
 def _set(store: Store, batch_id: str, **fields: Any) -> None:
+    # Errors and the last status seen are the provider's words, which may quote the key back.
+    values = [redact(v) if isinstance(v, str) else v for v in fields.values()]
     cols = ", ".join(f"{k} = ?" for k in fields)
     with store.db.atomic():
-        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*fields.values(), batch_id])
+        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*values, batch_id])
 
 
 def _record_status(store: Store, batch_id: str, seen: BatchStatus, **extra: Any) -> None:
@@ -283,6 +286,8 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
         dest = Path(b["dir"]) / f"candidate-{cand.provider_batch_id}"
         dest.mkdir(parents=True, exist_ok=True)
         files = adapter.download(client, route, cand, dest)
+        for f in files:
+            redact_file(f)
         ids = set()
         for f in files:
             with open(f, "rb") as fh:

@@ -1,0 +1,109 @@
+"""Issue 13: transient outages are not fatal, keys are never stored, one writer really.
+
+Through the CLI as subprocesses, the real SDKs and the emulator in its own process (as in
+test_reliability): a 503 burst on a batch create, a provider that echoes the caller's key in its
+errors and answers, a key refused on every online call or on an upload/create, the writer lock
+file deleted or reached through a symlink, and a sync request file edited after planning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import KEY_ENV, Project, route, small_project
+from test_reliability import EmulatorProcess, hold_writer_lock, integrity_ok, run_batchrun
+
+SECRET = "sk-DISTINCTIVE-4c8e2a9f71-SECRET"
+
+
+@pytest.fixture(scope="module")
+def emu_proc() -> Any:
+    e = EmulatorProcess()
+    yield e
+    e.stop()
+
+
+@pytest.fixture
+def emu(emu_proc: EmulatorProcess) -> EmulatorProcess:
+    emu_proc.reset()
+    return emu_proc
+
+
+def calls(emu: EmulatorProcess) -> list[dict[str, Any]]:
+    return emu._call("GET", "/_emulator/calls")["calls"]
+
+
+def leaderboard(project: Project) -> dict[str, dict[str, Any]]:
+    return {r["route"]: r for r in project.sql("SELECT * FROM leaderboard")}
+
+
+def assert_no_secret(project: Project, outputs: list[str]) -> None:
+    """The key is in no CLI output and in no file under the project (state.db checkpointed)."""
+    conn = sqlite3.connect(project.state_path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    for text in outputs:
+        assert SECRET not in text, text[-3000:]
+    needle = SECRET.encode()
+    files = [p for p in project.root.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        assert needle not in path.read_bytes(), path
+        assert not path.name.endswith(".redacting"), path
+
+
+# --- 6. a provider that echoes the key -----------------------------------------------------------
+
+
+def test_a_key_echoed_by_the_provider_is_never_stored_or_printed(project: Project, emu: EmulatorProcess) -> None:
+    small_project(project, routes={
+        "gpt": route("openai", "gpt-5.5"),
+        "claude": route("anthropic", "claude-opus-4.8"),
+        "kimi-sync": route("openai-compatible", "kimi-k2.6", transport="sync", sync_concurrency=1, send_temperature=False),
+        "judge-a": route("anthropic", "claude-sonnet-4-6"), "judge-g": route("gemini", "gemini-2.5-flash"),
+    })
+    for fault in (
+        # An error on a batch create quoting "Bearer <key>" (transient: adopted or retried).
+        {"kind": "echo_key", "status": 503, "method": "POST", "path": "/v1/batches$", "count": 1},
+        # Batch answers and a batch error line quoting it.
+        {"kind": "echo_key_request", "model": "gpt-5.5", "count": 2},
+        {"kind": "echo_key_request", "status": 500, "model": "gpt-5.5", "count": 1},
+        {"kind": "echo_key_request", "model": "claude-opus-4.8", "count": 1},
+        # Online (sync) answers and an online error quoting it.
+        {"kind": "echo_key_request", "model": "kimi-k2.6", "count": 2},
+        {"kind": "echo_key_request", "status": 503, "model": "kimi-k2.6", "count": 1},
+    ):
+        emu.fault(fault)
+    env = {KEY_ENV: SECRET}
+    outputs = []
+    r = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu, env=env)
+    outputs += [r.stdout, r.stderr]
+    if r.returncode == 2:  # a retry held for the next run
+        r = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu, env=env)
+        outputs += [r.stdout, r.stderr]
+    assert r.returncode == 0, r.stderr[-3000:]
+    for args in (["report", "--format", "json"], ["status", "--json"], ["cost", "--json"], ["report"]):
+        out = run_batchrun(project, *args, emu=emu, env=env)
+        assert out.returncode == 0, out.stderr
+        outputs += [out.stdout, out.stderr]
+    # The echoes happened, and what is kept says where the key was.
+    assert "[REDACTED]" in "".join(outputs)
+    redacted = project.sql("SELECT q.route, r.kind FROM results r JOIN requests q ON q.custom_id = r.custom_id "
+                           "WHERE r.text LIKE '%[REDACTED]%' OR r.error_message LIKE '%[REDACTED]%'")
+    assert {x["route"] for x in redacted} == {"gpt", "claude", "kimi-sync"}
+    assert {x["kind"] for x in redacted} == {"ok", "transient"}
+    assert_no_secret(project, outputs)
+    integrity_ok(project)
