@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +28,15 @@ from typing import Any
 
 from . import faults
 from .clients import (
+    Classified,
     api_key,
+    backoff,
     classify,
     is_transient,
     is_unreachable,
     make_client,
     provider_error,
+    retry_base,
 )
 from .config import Config, Route
 from .cost import fmt_money
@@ -102,7 +104,7 @@ def verify_request_file(batch: dict[str, Any]) -> None:
     if actual != batch["sha256"]:
         raise StateError(
             f"Request file {path} of batch {batch['id']} was changed after it was planned (sha256 {actual[:12]}… "
-            f"but state.db recorded {batch['sha256'][:12]}…). Refusing to upload it.",
+            f"but state.db recorded {batch['sha256'][:12]}…). Refusing to send it.",
             f"Files under jobs/ must not be edited. Run `batchrun cancel --batch {batch['id']}` to drop this batch; "
             "its requests will be planned again from the dataset.",
         )
@@ -217,18 +219,15 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
             if c.failure == "uncertain" and not c.connected:
                 # Certain too: the connection itself failed (refused, DNS), nothing was sent.
                 _set(store, b["id"], status="uploaded")
-                if attempt == CREATE_ATTEMPTS - 1:
-                    raise provider_error(c, what="Creating the batch", route=route)
-                time.sleep(min(2 ** attempt, 10) * float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0")))
+                if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
+                    raise provider_error(c, what=f"Creating batch {b['id']}", route=route)
                 continue
             if route.provider == "anthropic" and c.failure == "client" and c.status in (400, 413, 422):
                 # Anthropic has no "failed" batch state: the requests travel in the create body,
                 # so a batch that fails validation is a 400 on create. Record it as a batch the
                 # provider failed as a whole; collect re-queues its requests once, then fails them
                 # with the provider's message (protocol: same as OpenAI/Gemini validation failures).
-                now = time.time()
-                _set(store, b["id"], status="downloaded", provider_state="failed", provider_status=f"HTTP {c.status}",
-                     error=c.message, creating_at=now, ended_at=now, downloaded_at=now, result_files_json="[]", run_id=store.run_id)
+                _refused_as_a_whole(store, b, c, provider_state="failed")
                 progress.event(f"{b['id']} refused by the provider as a whole (HTTP {c.status}): {c.message}")
                 return False
             if c.failure in ("client", "auth", "not_found", "quota"):
@@ -248,17 +247,42 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
             if outcome == "hold":
                 result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
                 return False
-            time.sleep(min(2 ** attempt, 10) * float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0")))
+            # Not created (adoption found nothing). The batch stays 'creating', so if the provider
+            # did create it after all, the next round's adoption finds it before any new create.
+            if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
+                # Still failing (a 5xx burst, an overloaded region): classified, so submit holds
+                # this batch for a later round and goes on with the others.
+                raise provider_error(c, what=f"Creating batch {b['id']} ({attempt + 1} attempt(s))", route=route)
             continue
         faults.point("submit.after_create")
         _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None)
         result.created.append(b["id"])
         progress.event(f"created {b['id']} as {status.provider_batch_id} ({b['n_requests']} requests, est. {fmt_money(b['est_cost'])})")
         return True
-    raise ProviderError(
-        f"Creating batch {b['id']} for route {route.name!r} at {route.base_url or route.endpoint_host} failed {CREATE_ATTEMPTS} times.",
-        "The provider may be down; the next run will check for the batch before trying again.",
-    )
+    raise AssertionError("unreachable: every attempt returns, continues or raises")
+
+
+# A create retried in this process waits at most this many retry_base() units between attempts;
+# a provider asking for longer (Retry-After) gets it by the batch waiting for a later round.
+CREATE_BACKOFF_CAP = 10.0
+
+
+def _back_off(attempt: int, c: Classified) -> bool:
+    """Sleep before create attempt `attempt + 2`; False if the provider asked to wait longer than
+    this process waits (the batch is then left for a later round)."""
+    cap = CREATE_BACKOFF_CAP * retry_base()
+    if c.retry_after is not None and c.retry_after > cap:
+        return False
+    time.sleep(backoff(attempt + 1, base=retry_base(), cap=cap, retry_after=c.retry_after))
+    return True
+
+
+def _refused_as_a_whole(store: Store, b: dict[str, Any], c: Classified, *, provider_state: str) -> None:
+    """Record a batch the provider refused before creating it: ended, with no result file."""
+    now = time.time()
+    _set(store, b["id"], status="downloaded", provider_state=provider_state, provider_status=f"HTTP {c.status}",
+         error=c.message, creating_at=b.get("creating_at") or now, ended_at=now, downloaded_at=now, result_files_json="[]",
+         run_id=store.run_id)
 
 
 def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], progress: Progress) -> str:

@@ -65,6 +65,31 @@ def assert_no_secret(project: Project, outputs: list[str]) -> None:
         assert not path.name.endswith(".redacting"), path
 
 
+# --- 5. a 503 burst on create --------------------------------------------------------------------
+
+
+def test_503_burst_on_create_holds_that_batch_and_the_other_routes_go_on(project: Project, emu: EmulatorProcess) -> None:
+    small_project(project, routes={"gpt": route("openai", "gpt-5.5"), "claude": route("anthropic", "claude-opus-4.8"),
+                                   "judge-a": route("anthropic", "claude-sonnet-4-6"), "judge-g": route("gemini", "gemini-2.5-flash")})
+    # Four 503s in a row on the Anthropic create: every attempt of the first round fails.
+    emu.fault({"kind": "http_error", "status": 503, "method": "POST", "path": "/v1/messages/batches$", "count": 4})
+    r = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    assert "will retry" in r.stderr and "HTTP 503" in r.stderr
+    creates = [c["status"] for c in calls(emu) if c["method"] == "POST" and c["path"] == "/v1/messages/batches"]
+    assert creates[:4] == [503] * 4 and set(creates[4:]) == {200}
+    # The OpenAI route was created in the round the Anthropic batch was held (not after it).
+    first_ok = next(i for i, c in enumerate(calls(emu))
+                    if c["method"] == "POST" and c["path"] == "/v1/messages/batches" and c["status"] == 200)
+    assert any(c["path"] == "/v1/batches" and c["method"] == "POST" and c["status"] == 200 for c in calls(emu)[:first_ok])
+    counts = Counter(x["custom_id"] for x in emu.requests)
+    assert counts and set(counts.values()) == {1}  # nothing paid twice
+    board = leaderboard(project)
+    assert all(row["complete"] == 1 and row["all_tasks_overall"] is not None for row in board.values())
+    integrity_ok(project)
+
+
 # --- 6. a provider that echoes the key -----------------------------------------------------------
 
 
