@@ -222,6 +222,12 @@ def is_transient(err: BaseException) -> bool:
     return c is not None and c.failure in ("transient", "quota", "uncertain")
 
 
+def is_auth(err: BaseException) -> bool:
+    """A ProviderError because the provider refused the key (401/403)."""
+    c = getattr(err, "classified", None)
+    return c is not None and c.failure == "auth"
+
+
 def is_unreachable(err: BaseException) -> bool:
     """A ProviderError after the connection could not even be opened: a wrong or down base URL."""
     c = getattr(err, "classified", None)

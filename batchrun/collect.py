@@ -33,7 +33,10 @@ from .store import Store
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
 
-_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed"}
+# What a request its batch never answered gets, by the batch's provider_state. "key_refused"
+# (submit.KEY_REFUSED): the provider refused the key on the upload or the create, so every
+# request is an 'auth' failure that blocks the route until the key is fixed.
+_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed", "key_refused": "auth"}
 
 
 @dataclass
@@ -192,7 +195,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     missing_kind = _MISSING_KIND.get(b["provider_state"] or "", "missing")
     for cid in members:
         if cid not in seen:
-            message = b["error"] if missing_kind == "batch_failed" else f"no result line in batch ({b['provider_status']})"
+            message = b["error"] if missing_kind in ("batch_failed", "auth") else f"no result line in batch ({b['provider_status']})"
             unbilled = 0.0 if route is not None and route.price.known else None  # never processed: nothing billed
             rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id, unbilled, None))
             result.by_kind[missing_kind] = result.by_kind.get(missing_kind, 0) + 1

@@ -32,6 +32,7 @@ from .clients import (
     api_key,
     backoff,
     classify,
+    is_auth,
     is_transient,
     is_unreachable,
     make_client,
@@ -163,6 +164,14 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         try:
             created = _upload_and_create(store, config, route, b, result, progress)
         except ProviderError as e:
+            if is_auth(e):
+                # The key was refused (401/403) on the upload or the create: nothing was created.
+                # The route is blocked like a per-request 401 ("check the key in VAR"); the
+                # other routes go on.
+                _refused_as_a_whole(store, b, e.classified, provider_state=KEY_REFUSED)  # type: ignore[attr-defined]
+                progress.event(f"{b['id']}: the provider refused the key of route {route.name!r} ({e.message}); "
+                               f"its requests are blocked until the key in {route.api_key_env} is fixed")
+                continue
             if not is_transient(e) or is_unreachable(e):
                 raise  # a wrong or down base URL is reported, not waited for
             # The provider is overloaded or flaky right now: this batch waits, the others go on.
@@ -275,6 +284,12 @@ def _back_off(attempt: int, c: Classified) -> bool:
         return False
     time.sleep(backoff(attempt + 1, base=retry_base(), cap=cap, retry_after=c.retry_after))
     return True
+
+
+# provider_state of a batch whose upload or create the provider refused for the key (401/403):
+# batchrun's own mark (no provider reports it as a batch state); collect records each of its
+# requests as an 'auth' result, which blocks the route with "check the key in VAR".
+KEY_REFUSED = "key_refused"
 
 
 def _refused_as_a_whole(store: Store, b: dict[str, Any], c: Classified, *, provider_state: str) -> None:

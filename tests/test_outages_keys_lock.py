@@ -132,3 +132,70 @@ def test_a_key_echoed_by_the_provider_is_never_stored_or_printed(project: Projec
     assert {x["kind"] for x in redacted} == {"ok", "transient"}
     assert_no_secret(project, outputs)
     integrity_ok(project)
+
+
+# --- 7. a refused key blocks its route, never zeros ---------------------------------------------------
+
+
+def test_a_key_refused_on_every_online_call_blocks_each_sync_route_never_a_zero(project: Project, emu: EmulatorProcess) -> None:
+    sync_routes = {
+        "oai-sync": route("openai", "gpt-5.4", transport="sync"),
+        "ant-sync": route("anthropic", "claude-opus-4.8", transport="sync"),
+        "gem-sync": route("gemini", "gemini-2.5-pro", transport="sync"),
+    }
+    small_project(project, routes={**sync_routes, "gpt": route("openai", "gpt-5.5"),
+                                   "judge-a": route("anthropic", "claude-sonnet-4-6"), "judge-g": route("gemini", "gemini-2.5-flash")})
+    # Each provider's online endpoint refuses the key (and quotes it back); batch endpoints work.
+    for path, status in (("/chat/completions$", 401), ("/v1/messages$", 401), (":generateContent$", 403)):
+        emu.fault({"kind": "echo_key", "status": status, "path": path, "count": -1})
+    r = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu, env={KEY_ENV: SECRET})
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    board = leaderboard(project)
+    for name in sync_routes:
+        assert f"check the key in {KEY_ENV} for route '{name}'" in r.stderr
+        assert board[name]["all_tasks_overall"] is None and board[name]["scored_overall"] is None
+        assert board[name]["blocked_n"] == 4 and board[name]["failed_n"] == 0
+    assert board["gpt"]["complete"] == 1 and board["gpt"]["all_tasks_overall"] is not None
+    # One attempt per request: a refused key is not retried.
+    online = Counter(c["path"] for c in calls(emu) if c["status"] in (401, 403))
+    assert sorted(online.values()) == [4, 4, 4], online
+    report = run_batchrun(project, "report", "--format", "json", emu=emu)
+    published = {row["route"]: row for row in json.loads(report.stdout)["routes"]}
+    for name in sync_routes:
+        assert published[name]["all_tasks_overall"] is None
+    assert_no_secret(project, [r.stdout, r.stderr, report.stdout, report.stderr])
+
+
+BATCH_KEY_CASES = {
+    # bad route, control route, judge panel, the call that refuses the key
+    "openai-upload": (route("openai", "gpt-5.5"), route("anthropic", "claude-opus-4.8"), ["judge-a", "judge-g"],
+                      {"method": "POST", "path": "/v1/files$", "provider": "openai"}),
+    "anthropic-create": (route("anthropic", "claude-opus-4.8"), route("openai", "gpt-5.5"), ["judge-g"],
+                         {"method": "POST", "path": "/v1/messages/batches$"}),
+    "gemini-create": (route("gemini", "gemini-2.5-pro"), route("openai", "gpt-5.5"), ["judge-a"],
+                      {"method": "POST", "path": ":batchGenerateContent$"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BATCH_KEY_CASES))
+def test_a_key_refused_on_upload_or_create_blocks_that_route_and_the_others_finish(case: str, project: Project, emu: EmulatorProcess) -> None:
+    bad, control, panel, where = BATCH_KEY_CASES[case]
+    judges = {"judge-a": route("anthropic", "claude-sonnet-4-6"), "judge-g": route("gemini", "gemini-2.5-flash")}
+    small_project(project, routes={"bad": bad, "control": control, **{j: judges[j] for j in panel}}, panel=panel)
+    emu.fault({"kind": "echo_key", "status": 401, "count": -1, **where})
+    r = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu, env={KEY_ENV: SECRET})
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    assert f"blocked: route 'bad'" in r.stderr and f"check the key in {KEY_ENV} for route 'bad'" in r.stderr
+    board = leaderboard(project)
+    assert board["bad"]["all_tasks_overall"] is None and board["bad"]["blocked_n"] == 4
+    assert board["control"]["complete"] == 1 and board["control"]["all_tasks_overall"] is not None
+    assert_no_secret(project, [r.stdout, r.stderr])
+    # The key is fixed: retry reopens the route, and it completes.
+    emu._call("DELETE", "/_emulator/faults")
+    assert run_batchrun(project, "retry", "--route", "bad", emu=emu).returncode == 0
+    again = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert leaderboard(project)["bad"]["complete"] == 1
+    integrity_ok(project)
