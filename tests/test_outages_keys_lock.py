@@ -199,3 +199,75 @@ def test_a_key_refused_on_upload_or_create_blocks_that_route_and_the_others_fini
     assert again.returncode == 0, again.stderr[-3000:]
     assert leaderboard(project)["bad"]["complete"] == 1
     integrity_ok(project)
+
+
+# --- 8. one writer, really ---------------------------------------------------------------------------
+
+
+def in_flight(project: Project) -> bool:
+    try:
+        return bool(project.sql("SELECT id FROM batches WHERE status = 'in_flight'"))
+    except sqlite3.OperationalError:  # the writer has yet to create the tables
+        return False
+
+
+def test_deleting_the_lock_file_does_not_let_a_second_writer_in(project: Project, emu: EmulatorProcess) -> None:
+    small_project(project)
+    emu.fault({"kind": "slow", "latency": 60, "count": -1})  # the first writer stays in flight
+    cmd = [sys.executable, "-m", "batchrun", "--config", str(project.config_path), "--emulator", emu.url,
+           "refresh", "--interval", "0.2", "--timeout", "60s"]
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env={**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.01"})
+    try:
+        note = Path(str(project.state_path) + ".lock")
+        deadline = time.monotonic() + 30
+        while not (note.exists() and str(first.pid) in note.read_text()):
+            assert time.monotonic() < deadline and first.poll() is None, "the first writer never took the lock"
+            time.sleep(0.05)
+        while not in_flight(project):
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.05)
+        note.unlink()
+        second = run_batchrun(project, "submit", emu=emu)
+        assert second.returncode == 1, second.stderr
+        assert "Another batchrun process is writing" in second.stderr
+        assert f"pid {first.pid}" in second.stderr and "batchrun refresh" in second.stderr
+        assert "Traceback" not in second.stderr
+        # It never started: the only run is the first writer's, and every batch is its.
+        assert [r["pid"] for r in project.sql("SELECT pid FROM runs")] == [first.pid]
+        assert {b["run_id"] for b in project.sql("SELECT run_id FROM batches WHERE run_id IS NOT NULL")} == {1}
+        assert first.poll() is None  # the first writer is still the one writing
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    integrity_ok(project)
+
+
+@pytest.mark.parametrize("alias", ["file", "folder"])
+def test_a_symlinked_path_to_state_db_takes_the_same_lock(alias: str, project: Project, emu: EmulatorProcess, tmp_path: Path) -> None:
+    small_project(project)
+    assert run_batchrun(project, "plan").returncode == 0
+    # A second config reaching the same state.db through a symlink (to the file, or to its folder).
+    if alias == "file":
+        link = project.root / "alias.db"
+        link.symlink_to(project.state_path)
+    else:
+        (tmp_path / "elsewhere").symlink_to(project.root, target_is_directory=True)
+        link = tmp_path / "elsewhere" / "state.db"
+    cfg = json.loads(project.config_path.read_text())
+    cfg["paths"]["state"] = str(link)
+    other = Project(project.root)
+    other.config_path = project.root / "other.json"
+    other.config_path.write_text(json.dumps(cfg))
+    holder = hold_writer_lock(project, seconds=30)
+    try:
+        second = run_batchrun(other, "submit", emu=emu)
+        assert second.returncode == 1, second.stderr
+        assert f"pid {holder.pid}" in second.stderr and "batchrun refresh" in second.stderr
+        assert "Traceback" not in second.stderr
+        assert emu.requests == [] and {b["status"] for b in project.sql("SELECT status FROM batches")} == {"planned"}
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run_batchrun(other, "submit", emu=emu).returncode == 0  # once it is free, either path writes
+    integrity_ok(project)
