@@ -28,6 +28,7 @@ from .progress import SILENT, Progress
 from .redaction import redact, redact_file
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, BatchStatus, get_adapter
 from .store import Store
+from .submit import verify_request_file
 
 DOWNLOAD_ATTEMPTS = 3
 
@@ -147,6 +148,9 @@ def _complete(path: Path) -> bool:
 
 def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Progress) -> None:
     """Send a sync batch's lines online; append each result as it arrives; resume after a crash."""
+    # The file is sent line by line from here, so its checksum is checked here, before any line
+    # goes out: on every run, a resumed one too (submit's check was at the batch's start).
+    verify_request_file(b)
     adapter = get_adapter(route.provider)
     client = make_client(route)
     out_path = Path(b["dir"]) / "results.jsonl"

@@ -271,3 +271,51 @@ def test_a_symlinked_path_to_state_db_takes_the_same_lock(alias: str, project: P
         holder.wait()
     assert run_batchrun(other, "submit", emu=emu).returncode == 0  # once it is free, either path writes
     integrity_ok(project)
+
+
+# --- 9. an edited sync request file ------------------------------------------------------------------
+
+
+def sync_project(project: Project) -> Project:
+    return small_project(project, routes={
+        "online": route("openai-compatible", "qwen3.7-plus", transport="sync", sync_concurrency=1),
+        "judge-a": route("anthropic", "claude-sonnet-4-6"), "judge-g": route("gemini", "gemini-2.5-flash"),
+    })
+
+
+def edit_one_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    i = data.rindex(b"crane")
+    data[i] = ord("C")
+    path.write_bytes(bytes(data))
+
+
+def test_an_edited_sync_request_file_is_refused_before_any_line_is_sent(project: Project, emu: EmulatorProcess) -> None:
+    sync_project(project)
+    r = run_batchrun(project, "submit", emu=emu)  # starts the sync batch; poll sends its lines
+    assert r.returncode == 0, r.stderr
+    [path] = project.jobs_files()
+    assert project.sql("SELECT status FROM batches")[0]["status"] == "in_flight"
+    edit_one_byte(path)
+    for command in (["poll"], ["refresh", "--interval", "0.05", "--timeout", "30s"]):
+        r = run_batchrun(project, *command, emu=emu)
+        assert r.returncode == 1, r.stderr
+        assert "was changed after it was planned" in r.stderr and str(path) in r.stderr and "Refusing to send it" in r.stderr
+        assert "batchrun cancel --batch" in r.stderr and "Traceback" not in r.stderr
+        assert emu.requests == []
+    integrity_ok(project)
+
+
+def test_an_edited_sync_request_file_is_refused_when_a_crashed_run_resumes(project: Project, emu: EmulatorProcess) -> None:
+    sync_project(project)
+    assert run_batchrun(project, "submit", emu=emu).returncode == 0
+    killed = run_batchrun(project, "poll", emu=emu, env={"BATCHRUN_DIE_AT": "poll.sync_line:2"})
+    assert killed.returncode == -signal.SIGKILL
+    sent = len(emu.requests)
+    assert 2 <= sent < 4
+    [path] = project.jobs_files()
+    edit_one_byte(path)
+    r = run_batchrun(project, "poll", emu=emu)
+    assert r.returncode == 1 and "was changed after it was planned" in r.stderr and "Traceback" not in r.stderr
+    assert len(emu.requests) == sent
+    integrity_ok(project)
