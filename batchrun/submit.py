@@ -229,7 +229,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                 # Certain too: the connection itself failed (refused, DNS), nothing was sent.
                 _set(store, b["id"], status="uploaded")
                 if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
-                    raise provider_error(c, what=f"Creating batch {b['id']}", route=route)
+                    raise provider_error(c, what=f"Creating the batch {b['id']}", route=route)
                 continue
             if route.provider == "anthropic" and c.failure == "client" and c.status in (400, 413, 422):
                 # Anthropic has no "failed" batch state: the requests travel in the create body,
@@ -261,7 +261,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
             if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
                 # Still failing (a 5xx burst, an overloaded region): classified, so submit holds
                 # this batch for a later round and goes on with the others.
-                raise provider_error(c, what=f"Creating batch {b['id']} ({attempt + 1} attempt(s))", route=route)
+                raise provider_error(c, what=f"Creating the batch {b['id']} ({attempt + 1} attempt(s))", route=route)
             continue
         faults.point("submit.after_create")
         _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None)
