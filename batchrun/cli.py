@@ -22,6 +22,7 @@ from . import __version__
 from .config import Config, load_config
 from .errors import BatchrunError, environment_error, read_only
 from .progress import Progress
+from .redaction import redact
 from .store import Store
 
 EXIT_INCOMPLETE = 2
@@ -50,9 +51,10 @@ pass_ctx = click.make_pass_decorator(Context)
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def fail(e: BatchrunError) -> None:
-        click.echo(f"Error: {e.message}", err=True)
+        # A provider's refusal may quote the key back: nothing printed carries it.
+        click.echo(f"Error: {redact(e.message)}", err=True)
         if e.hint:
-            click.echo(f"Hint: {e.hint}", err=True)
+            click.echo(f"Hint: {redact(e.hint)}", err=True)
         sys.exit(1)
 
     @wraps(fn)
@@ -325,7 +327,7 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
         click.echo(render(report_data(store, config), "md"))
         if not outcome.complete:
             _print_problems(store, config)
-        click.echo(f"refresh: {outcome.reason}", err=True)
+        click.echo(f"refresh: {redact(outcome.reason)}", err=True)
     if not outcome.complete:
         sys.exit(EXIT_INCOMPLETE)
 
@@ -335,7 +337,7 @@ def _print_problems(store: Store, config: Config) -> None:
     from .diagnosis import open_problems
 
     for problem in open_problems(store, config):
-        click.echo(f"{problem.state}: {problem.describe()}", err=True)
+        click.echo(f"{problem.state}: {redact(problem.describe())}", err=True)
 
 
 @cli.command()

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 
 from .config import Route
 from .errors import ConfigError, ProviderError
+from .redaction import know_key_variables, redact
 
 T = TypeVar("T")
 
@@ -28,6 +29,7 @@ CallFailure = Literal["transient", "uncertain", "auth", "client", "quota", "not_
 
 
 def api_key(route: Route) -> str:
+    know_key_variables([route.api_key_env])  # whatever reads a key, its value is redacted everywhere
     value = os.environ.get(route.api_key_env, "")
     if not value and route.provider == "gemini" and route.api_key_env == "GEMINI_API_KEY":
         value = os.environ.get("GOOGLE_API_KEY", "")  # the SDK's own alternative variable
@@ -160,7 +162,9 @@ def never_connected(exc: BaseException) -> bool:
 
 
 def _short(message: str) -> str:
-    return " ".join(message.split())[:500]
+    # Every provider message batchrun keeps passes here: a provider may quote the key back
+    # (OpenAI's 401 "Incorrect API key provided: sk-..."), so it is redacted before anything else.
+    return redact(" ".join(message.split()))[:500]
 
 
 def retry_base() -> float:
@@ -244,6 +248,12 @@ def is_transient(err: BaseException) -> bool:
     """A ProviderError that may go away by itself (429, 5xx, a dropped connection): "not now"."""
     c = getattr(err, "classified", None)
     return c is not None and c.failure in ("transient", "quota", "uncertain")
+
+
+def is_auth(err: BaseException) -> bool:
+    """A ProviderError because the provider refused the key (401/403)."""
+    c = getattr(err, "classified", None)
+    return c is not None and c.failure == "auth"
 
 
 def is_unreachable(err: BaseException) -> bool:

@@ -35,6 +35,7 @@ from .grading import parse_verdict, points_json, score
 from .plan import queue_judgments, sync_state
 from .progress import SILENT, Progress
 from .providers import RETRY_AFTER_KEY, LineResult, get_adapter, malformed
+from .redaction import known_keys, redact
 from .store import Store
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
@@ -46,7 +47,10 @@ CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoin
 # stays in the batch's result file under jobs/. Judges see response[:5000], so they grade the same.
 MAX_STORED_CHARS = 1 << 20
 
-_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed"}
+# What a request its batch never answered gets, by the batch's provider_state. "key_refused"
+# (submit.KEY_REFUSED): the provider refused the key on the upload or the create, so every
+# request is an 'auth' failure that blocks the route until the key is fixed.
+_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed", "key_refused": "auth"}
 
 
 @dataclass
@@ -206,11 +210,15 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
             if final:
                 store.db.execute("UPDATE batches SET status = 'collected', collected_at = ? WHERE id = ?", [now, b["id"]])
 
+    keys = known_keys()
     for path in json.loads(b["result_files_json"] or "[]"):
         if not Path(path).exists():
             continue
         for number, raw, _ in jsonl.iter_lines(Path(path)):
-            text = raw.decode("utf-8", "replace")  # decoded once: parsed, and kept as raw_json
+            # Decoded once: parsed, and kept as raw_json. Redacted first, so no key a provider
+            # quoted back reaches raw_json, text or error_message (files downloaded before
+            # poll redacted them, or a key that changed since, are covered here too).
+            text = redact(raw.decode("utf-8", "replace"), keys)
             try:
                 obj = jsonl.loads(text)
             except ValueError:
@@ -254,7 +262,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     unread = 0
     for cid in members:
         if cid not in seen:
-            if missing_kind == "batch_failed":
+            if missing_kind in ("batch_failed", "auth"):
                 message = b["error"]
             elif b["download_truncated"]:
                 message = (f"no readable result line: the result file was still truncated after {b['download_attempts']} "

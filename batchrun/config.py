@@ -26,6 +26,7 @@ from . import caps as capslib
 from .errors import ConfigError
 from .inputs import DuplicateKey, NotRegularFile, TooDeep, file_kind, parse_json, printable_line, read_regular, reject_duplicate_keys
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from .redaction import know_key_variables
 
 ProviderName = Literal["openai", "anthropic", "gemini", "openai-compatible"]
 Transport = Literal["batch", "sync"]
@@ -487,6 +488,8 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     _check_roles(c, judging, routes)
     budget = c.number(raw, "budget", "", None, allow_none=True)
     config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
+    # Every key variable the config names is redacted from whatever batchrun stores or prints.
+    know_key_variables(r.api_key_env for r in routes.values())
     return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
 
 

@@ -26,8 +26,10 @@ from .clients import classify, client_host, is_transient, make_client
 from .config import Config, Route
 from .errors import ProviderError
 from .progress import SILENT, Progress
+from .redaction import redact, redact_file
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, BatchStatus, get_adapter
 from .store import Store
+from .submit import verify_request_file
 
 DOWNLOAD_ATTEMPTS = 3  # fetches of a truncated result file per poll
 # Fetches of one batch's result files in all, across polls and runs (5 polls' worth). The
@@ -53,9 +55,11 @@ class PollResult:
 
 
 def _set(store: Store, batch_id: str, **fields: Any) -> None:
+    # Statuses and errors are the provider's words, which may quote the key back.
+    values = [redact(v) if isinstance(v, str) else v for v in fields.values()]
     cols = ", ".join(f"{k} = ?" for k in fields)
     with store.db.atomic():
-        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*fields.values(), batch_id])
+        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*values, batch_id])
 
 
 def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> PollResult:
@@ -137,6 +141,8 @@ def _download(store: Store, b: dict[str, Any], adapter: Any, client: Any, route:
         files = adapter.download(client, route, status, Path(b["dir"]))
         attempts += 1
         _set(store, b["id"], download_attempts=attempts)  # counted across runs
+        for f in files:
+            redact_file(f)  # the provider's answers may quote the key back: never kept on disk
         if all(_complete(f) for f in files):
             return files, attempts, True
     return files, attempts, False
@@ -187,6 +193,9 @@ def _last_line(path: Path, block_size: int = 1 << 20) -> bytes:
 
 def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Progress) -> None:
     """Send a sync batch's lines online; append each result as it arrives; resume after a crash."""
+    # The file is sent line by line from here, so its checksum is checked here, before any line
+    # goes out: on every run, a resumed one too (submit's check was at the batch's start).
+    verify_request_file(b)
     adapter = get_adapter(route.provider)
     client = make_client(route)
     out_path = Path(b["dir"]) / "results.jsonl"
@@ -225,7 +234,8 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             out = adapter.error_line(cid, c.status, c.message)
             if c.retry_after is not None:
                 out[RETRY_AFTER_KEY] = c.retry_after
-        text = jsonl.dumps(out) + "\n"
+        # An answer or an error may quote the key back (the provider repeats what it was sent).
+        text = redact(jsonl.dumps(out)) + "\n"
         with lock:
             with open(out_path, "a", encoding="utf-8") as f:
                 f.write(text)

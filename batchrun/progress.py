@@ -7,6 +7,8 @@ import sys
 import time
 from typing import TextIO
 
+from .redaction import redact
+
 
 class Progress:
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False, live: bool | None = None):
@@ -21,14 +23,15 @@ class Progress:
             return
         self._clear()
         stamp = time.strftime("%H:%M:%S")
-        self.stream.write(f"[{stamp}] {message}\n")
+        # Events quote provider messages, which may quote the key back (cron logs keep stderr).
+        self.stream.write(f"[{stamp}] {redact(message)}\n")
         self.stream.flush()
 
     def status(self, message: str) -> None:
         """A transient status (in-flight batches, waiting time): live on a terminal only."""
         if self.quiet or not self.live:
             return
-        self.stream.write("\r\x1b[2K" + message[:200])
+        self.stream.write("\r\x1b[2K" + redact(message)[:200])
         self.stream.flush()
         self._status_shown = True
 

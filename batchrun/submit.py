@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +28,17 @@ from typing import Any
 
 from . import faults, jsonl
 from .clients import (
+    Classified,
     api_key,
+    backoff,
     classify,
     client_host,
+    is_auth,
     is_transient,
     is_unreachable,
     make_client,
     provider_error,
+    retry_base,
 )
 from .config import Config, Route
 from .cost import fmt_money
@@ -44,6 +47,7 @@ from .plan import PlanResult, plan
 from .progress import SILENT, Progress
 from .providers import BatchStatus, get_adapter
 from .providers.anthropic import total_requests
+from .redaction import redact, redact_file
 from .quota import Gate, submission_order
 from .safepath import safe_component
 from .store import Store
@@ -103,16 +107,18 @@ def verify_request_file(batch: dict[str, Any]) -> None:
     if actual != batch["sha256"]:
         raise StateError(
             f"Request file {path} of batch {batch['id']} was changed after it was planned (sha256 {actual[:12]}… "
-            f"but state.db recorded {batch['sha256'][:12]}…). Refusing to upload it.",
+            f"but state.db recorded {batch['sha256'][:12]}…). Refusing to send it.",
             f"Files under jobs/ must not be edited. Run `batchrun cancel --batch {batch['id']}` to drop this batch; "
             "its requests will be planned again from the dataset.",
         )
 
 
 def _set(store: Store, batch_id: str, **fields: Any) -> None:
+    # Errors and the last status seen are the provider's words, which may quote the key back.
+    values = [redact(v) if isinstance(v, str) else v for v in fields.values()]
     cols = ", ".join(f"{k} = ?" for k in fields)
     with store.db.atomic():
-        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*fields.values(), batch_id])
+        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*values, batch_id])
 
 
 def _record_status(store: Store, batch_id: str, seen: BatchStatus, **extra: Any) -> None:
@@ -162,6 +168,14 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         try:
             created = _upload_and_create(store, config, route, b, result, progress)
         except ProviderError as e:
+            if is_auth(e):
+                # The key was refused (401/403) on the upload or the create: nothing was created.
+                # The route is blocked like a per-request 401 ("check the key in VAR"); the
+                # other routes go on.
+                _refused_as_a_whole(store, b, e.classified, provider_state=KEY_REFUSED)  # type: ignore[attr-defined]
+                progress.event(f"{b['id']}: the provider refused the key of route {route.name!r} ({e.message}); "
+                               f"its requests are blocked until the key in {route.api_key_env} is fixed")
+                continue
             if not is_transient(e) or is_unreachable(e):
                 raise  # a wrong or down base URL is reported, not waited for
             # The provider is overloaded or flaky right now: this batch waits, the others go on.
@@ -220,18 +234,15 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
             if c.failure == "uncertain" and not c.connected:
                 # Certain too: the connection itself failed (refused, DNS), nothing was sent.
                 _set(store, b["id"], status="uploaded")
-                if attempt == CREATE_ATTEMPTS - 1:
-                    raise provider_error(c, what="Creating the batch", route=route)
-                time.sleep(min(2 ** attempt, 10) * float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0")))
+                if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
+                    raise provider_error(c, what=f"Creating the batch {b['id']}", route=route)
                 continue
             if route.provider == "anthropic" and c.failure == "client" and c.status in (400, 413, 422):
                 # Anthropic has no "failed" batch state: the requests travel in the create body,
                 # so a batch that fails validation is a 400 on create. Record it as a batch the
                 # provider failed as a whole; collect re-queues its requests once, then fails them
                 # with the provider's message (protocol: same as OpenAI/Gemini validation failures).
-                now = time.time()
-                _set(store, b["id"], status="downloaded", provider_state="failed", provider_status=f"HTTP {c.status}",
-                     error=c.message, creating_at=now, ended_at=now, downloaded_at=now, result_files_json="[]", run_id=store.run_id)
+                _refused_as_a_whole(store, b, c, provider_state="failed")
                 progress.event(f"{b['id']} refused by the provider as a whole (HTTP {c.status}): {c.message}")
                 return False
             if c.failure in ("client", "auth", "not_found", "quota"):
@@ -251,7 +262,12 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
             if outcome == "hold":
                 result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
                 return False
-            time.sleep(min(2 ** attempt, 10) * float(os.environ.get("BATCHRUN_RETRY_BASE", "1.0")))
+            # Not created (adoption found nothing). The batch stays 'creating', so if the provider
+            # did create it after all, the next round's adoption finds it before any new create.
+            if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
+                # Still failing (a 5xx burst, an overloaded region): classified, so submit holds
+                # this batch for a later round and goes on with the others.
+                raise provider_error(c, what=f"Creating the batch {b['id']} ({attempt + 1} attempt(s))", route=route)
             continue
         faults.point("submit.after_create")
         _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
@@ -259,10 +275,36 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
         result.created.append(b["id"])
         progress.event(f"created {b['id']} as {status.provider_batch_id} ({b['n_requests']} requests, est. {fmt_money(b['est_cost'])})")
         return True
-    raise ProviderError(
-        f"Creating batch {b['id']} for route {route.name!r} at {route.base_url or route.endpoint_host} failed {CREATE_ATTEMPTS} times.",
-        "The provider may be down; the next run will check for the batch before trying again.",
-    )
+    raise AssertionError("unreachable: every attempt returns, continues or raises")
+
+
+# A create retried in this process waits at most this many retry_base() units between attempts;
+# a provider asking for longer (Retry-After) gets it by the batch waiting for a later round.
+CREATE_BACKOFF_CAP = 10.0
+
+
+def _back_off(attempt: int, c: Classified) -> bool:
+    """Sleep before create attempt `attempt + 2`; False if the provider asked to wait longer than
+    this process waits (the batch is then left for a later round)."""
+    cap = CREATE_BACKOFF_CAP * retry_base()
+    if c.retry_after is not None and c.retry_after > cap:
+        return False
+    time.sleep(backoff(attempt + 1, base=retry_base(), cap=cap, retry_after=c.retry_after))
+    return True
+
+
+# provider_state of a batch whose upload or create the provider refused for the key (401/403):
+# batchrun's own mark (no provider reports it as a batch state); collect records each of its
+# requests as an 'auth' result, which blocks the route with "check the key in VAR".
+KEY_REFUSED = "key_refused"
+
+
+def _refused_as_a_whole(store: Store, b: dict[str, Any], c: Classified, *, provider_state: str) -> None:
+    """Record a batch the provider refused before creating it: ended, with no result file."""
+    now = time.time()
+    _set(store, b["id"], status="downloaded", provider_state=provider_state, provider_status=f"HTTP {c.status}",
+         error=c.message, creating_at=b.get("creating_at") or now, ended_at=now, downloaded_at=now, result_files_json="[]",
+         run_id=store.run_id)
 
 
 def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], progress: Progress) -> str:
@@ -293,6 +335,8 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
         dest = Path(b["dir"]) / f"candidate-{safe_component(cand.provider_batch_id)}"
         dest.mkdir(parents=True, exist_ok=True)
         files = adapter.download(client, route, cand, dest)
+        for f in files:
+            redact_file(f)
         ids = set()
         for f in files:
             for _, raw, _ in jsonl.iter_lines(f):

@@ -527,6 +527,27 @@ def test_fault_http_error_and_retries(emu, tmp_path):
     assert not [r for r in emu.requests if r["provider"] == "gemini"]  # not processed
 
 
+def test_fault_echo_key_quotes_the_credential(emu, tmp_path):
+    """A provider that repeats the caller's key: in a call's error, a request's error, an answer."""
+    emu.add_fault({"kind": "echo_key", "method": "POST", "path": "/v1/batches$"})
+    client = oai(emu, max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as info:
+        openai_batch(client, tmp_path, [chat_line("a", "x")])
+    assert "Bearer sk-test" in str(info.value)
+    emu.add_fault({"kind": "echo_key_request", "custom_id": "r1"})
+    emu.add_fault({"kind": "echo_key_request", "status": 500, "custom_id": "r2"})
+    batch = client.batches.retrieve(openai_batch(client, tmp_path, [chat_line("r1", "x"), chat_line("r2", "x")]).id)
+    [out] = jsonl(client.files.content(batch.output_file_id).text)
+    assert "Bearer sk-test" in out["response"]["body"]["choices"][0]["message"]["content"]
+    [err] = jsonl(client.files.content(batch.error_file_id).text)
+    assert err["response"]["status_code"] == 500 and "Bearer sk-test" in err["response"]["body"]["error"]["message"]
+    emu.add_fault({"kind": "echo_key", "status": 403, "path": ":generateContent$"})
+    g = gem(emu)
+    with pytest.raises(genai_errors.APIError) as ginfo:
+        g.models.generate_content(model="gemini-x", contents="hi")
+    assert ginfo.value.code == 403 and "g-test" in str(ginfo.value)
+
+
 def test_fault_drop_before_and_after(emu, tmp_path):
     client = oai(emu)
     emu.add_fault({"kind": "drop", "when": "before", "method": "POST", "path": "/v1/batches$"})

@@ -27,6 +27,13 @@ alias_batch        an Anthropic batch is also listed (first), retrieved     per 
 omit_header        the response goes out without the header ``header``      per matching HTTP call
                    (e.g. a Gemini upload start without X-Goog-Upload-URL);  that carries it
                    only responses that carry it consume the fault
+echo_key           answer the API call with ``status`` (default 401) and   per matching HTTP call
+                   an error message quoting the credential it presented
+                   (``Bearer sk-...``, the x-api-key or x-goog-api-key);
+                   not processed
+echo_key_request   one request quotes the credential of the call that      per processed request
+                   processed it: in its answer text, or, with ``status``,
+                   in its error message
 =================  ======================================================  ====================
 
 Matchers: ``method`` (exact, case-insensitive), ``path`` (``re.search`` on the URL path, no query),
@@ -36,6 +43,9 @@ HTTP call, ``path`` on a batch line) never matches. HTTP faults see method, path
 request faults see provider, model, custom_id and prompt; batch faults see provider and model;
 ``truncate`` sees provider; ``corrupt_line`` sees provider, model and custom_id; ``omit_header``
 sees method, path and provider. Faults are tried in the order they were added.
+
+The ``echo_key`` kinds play a hostile or careless provider that repeats the caller's key (some
+error pages and proxies do): the client must never store or print it.
 """
 
 from __future__ import annotations
@@ -59,9 +69,11 @@ KINDS = {
     "corrupt_line",
     "alias_batch",
     "omit_header",
+    "echo_key",
+    "echo_key_request",
 }
-HTTP_KINDS = {"http_error", "drop"}
-REQUEST_KINDS = {"request_error", "garbage"}
+HTTP_KINDS = {"http_error", "drop", "echo_key"}
+REQUEST_KINDS = {"request_error", "garbage", "echo_key_request"}
 BATCH_KINDS = {"expire", "cancel", "fail_validation", "slow", "quota", "alias_batch"}
 MATCHERS = ("method", "path", "provider", "model", "custom_id", "prompt_contains")
 
@@ -77,8 +89,9 @@ def normalize_fault(fault: Any) -> dict:
     count = fault.setdefault("count", 1)
     if not isinstance(count, int) or isinstance(count, bool) or (count < 1 and count != -1):
         raise ValueError(f"fault count must be a positive integer or -1 (forever), got {count!r}")
-    if kind in ("http_error", "request_error"):
-        fault.setdefault("status", 500 if kind == "http_error" else 429)
+    if kind in ("http_error", "request_error", "echo_key"):
+        fault.setdefault("status", {"http_error": 500, "request_error": 429, "echo_key": 401}[kind])
+    if "status" in fault and kind in ("http_error", "request_error", "echo_key", "echo_key_request"):
         if not isinstance(fault["status"], int):
             raise ValueError(f"{kind} needs an integer status, got {fault['status']!r}")
     if kind == "drop":

@@ -247,6 +247,16 @@ def detect_provider(path: str, headers: Any, query: dict) -> str:
     return "openai"
 
 
+def presented_credential(headers: Any, query: dict) -> str:
+    """The credential a call carried, as sent (``Bearer sk-...``, x-api-key, x-goog-api-key, ?key=)."""
+    for name in ("Authorization", "x-api-key", "x-goog-api-key"):
+        value = headers.get(name)
+        if value:
+            return str(value)
+    values = query.get("key")
+    return values[0] if values else ""
+
+
 def truncated_length(path: str, size: int) -> int:
     """A length that ends in the middle of the file's last line (for ``truncate`` faults)."""
     if size <= 1:
@@ -379,6 +389,9 @@ class Emulator:
         for fault in faults or ():
             self._faults.add(json.loads(fault) if isinstance(fault, str) else fault)  # CLI passes JSON text
         self._lock = threading.Lock()
+        # The credential of the HTTP call being handled, per handler thread: batch lines are
+        # processed inside the retrieve/results call that finds them due (echo_key_request).
+        self._call_local = threading.local()
         self._dir = tempfile.mkdtemp(prefix="batchrun-emulator-")
         self._files: dict[str, FileRec] = {}
         self._batches: dict[str, BatchRec] = {}
@@ -510,6 +523,7 @@ class Emulator:
             handler.send_resp(json_resp({"error": {"message": str(exc)}}, 400))
             return
         provider = detect_provider(path, handler.headers, query)
+        self._call_local.credential = presented_credential(handler.headers, query)
         host = handler.headers.get("Host") or f"{self.host}:{self.port}"
         ctx = Ctx(method, path, query, handler.headers, body, provider, host, split.path)
         # Each call is logged *before* its response goes out, so a client that has its answer
@@ -521,10 +535,13 @@ class Emulator:
                 self._record_call(method, path, 0)
                 handler.drop()
                 return
-            if fault and fault["kind"] == "http_error":
+            if fault and fault["kind"] in ("http_error", "echo_key"):
                 body.drain()
                 code = int(fault["status"])
-                resp = self._error_resp(provider, ApiError(code, fault.get("message") or f"Injected HTTP {code} (emulator fault)"))
+                message = fault.get("message") or f"Injected HTTP {code} (emulator fault)"
+                if fault["kind"] == "echo_key":
+                    message = f"Incorrect API key provided: {self._call_local.credential} (emulator echo_key fault)"
+                resp = self._error_resp(provider, ApiError(code, message))
             else:
                 resp = self._safe_route(ctx)
                 body.drain()
@@ -759,6 +776,10 @@ class Emulator:
                 status, f"Internal server error (emulator fault, status {status})."
             )
             return Outcome.error(status, fault.get("message") or default)
+        echo = self._faults.take("echo_key_request", info)
+        credential = getattr(self._call_local, "credential", "")
+        if echo is not None and "status" in echo:
+            return Outcome.error(int(echo["status"]), f"Request failed for credential {credential} (emulator echo_key_request fault).")
         if self._faults.take("garbage", info) is not None:
             reply: Any = wire.GARBAGE_ANSWER
         else:
@@ -768,6 +789,8 @@ class Emulator:
             except Exception as exc:  # a broken user responder is a server error for that request
                 traceback.print_exc(file=sys.stderr)
                 return Outcome.error(500, f"responder raised {exc!r}")
+        if echo is not None:
+            reply = f"{reply if isinstance(reply, str) else ''} The key you sent: {credential}"
         return self._outcome(reply, prompt)
 
     @staticmethod
