@@ -180,7 +180,29 @@ def route_stage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class BatchrunGroup(click.Group):
+    """Click, with exit codes a cron wrapper can trust: a usage error (a typo in a flag, a missing
+    option) exits 1 like every other user error. Click's own 2 would read as batchrun's
+    "incomplete, run again later" (README, exit codes)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.Exit as e:  # --help, --version
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            e.show()
+            sys.exit(1)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(1)
+
+
+@click.group(cls=BatchrunGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="batchrun")
 @click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default ./batchrun.toml; env BATCHRUN_CONFIG).")
 @click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Rehearse: send every route to a local emulator at URL, keeping state.db, jobs/ and results/ under rehearsal/ (env BATCHRUN_EMULATOR).")
@@ -195,6 +217,7 @@ def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet
     batchrun demo           # everything on the built-in emulator, no keys needed
     """
     ctx.obj = Context(config_path, emulator, quiet)
+    _log_to_stderr(quiet)
 
 
 @cli.command()
@@ -275,6 +298,10 @@ def poll(ctx: Context, wait: bool, interval: float, timeout: float | None, wait_
     with writer(ctx, "poll", config, wait_lock=wait_lock) as store:
         r = do_poll(store, config, wait=wait, interval=interval, timeout=timeout, progress=ctx.progress())
         click.echo(f"{r.in_flight} batch(es) in flight, {len(r.downloaded)} downloaded")
+    if wait and r.in_flight:
+        # --wait ended (--timeout) before the work did: not done, run again later.
+        click.echo(f"--timeout reached with {r.in_flight} batch(es) still in flight; poll again later.", err=True)
+        sys.exit(EXIT_INCOMPLETE)
 
 
 @cli.command()
@@ -330,6 +357,31 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
         click.echo(f"refresh: {redact(outcome.reason)}", err=True)
     if not outcome.complete:
         sys.exit(EXIT_INCOMPLETE)
+
+
+def _log_to_stderr(quiet: bool) -> None:
+    """batchrun's log (retries and their waits) as progress lines on stderr; -q silences it."""
+    import logging
+
+    class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+        """Writes to sys.stderr as it is when a record is emitted (a test runner may swap it)."""
+
+        @property  # type: ignore[override]
+        def stream(self) -> Any:
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, _: Any) -> None:
+            pass
+
+    logger = logging.getLogger("batchrun")
+    if not any(isinstance(h, CurrentStderr) or getattr(h, "batchrun", False) for h in logger.handlers):
+        handler = CurrentStderr()
+        handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
+        handler.batchrun = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
 def _print_problems(store: Store, config: Config) -> None:
@@ -447,8 +499,11 @@ def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_
 
     config = ctx.config()
     with writer(ctx, "cancel", config, wait_lock=wait_lock) as store:
-        for bid in do_cancel(store, config, batch=batch, route=route, all_=all_):
+        cancelled = do_cancel(store, config, batch=batch, route=route, all_=all_)
+        for bid in cancelled:
             click.echo(f"cancelled {bid}")
+        if not cancelled:
+            click.echo("Nothing to cancel: no live batch" + (f" of route {route!r}." if route else "."), err=True)
 
 
 @cli.command()
@@ -524,7 +579,22 @@ def emulator(host: str, port: int, latency: float, responder: str | None, faults
         except ValueError as e:  # JSONDecodeError is a ValueError too
             raise BatchrunError(f"--fault {f!r} is not a valid fault: {e}",
                                 "Pass a JSON object, e.g. --fault '{\"kind\":\"http_error\",\"status\":500,\"count\":3}'.")
-    run_emulator(host, port, latency, responder, parsed)
+    if responder:
+        from .emulator import load_responder
+
+        try:
+            responder_fn = load_responder(responder)
+        except Exception as e:  # noqa: BLE001 - the user's file: any failure to load it is their error to see
+            raise BatchrunError(f"--responder {responder!r} cannot be loaded: {e}",
+                                "Pass FILE.py:FUNCTION or package.module:FUNCTION naming a function that takes the request dict.")
+    try:
+        run_emulator(host, port, latency, responder_fn if responder else None, parsed)
+    except OSError as e:
+        import errno
+
+        if e.errno == errno.EADDRINUSE:
+            raise BatchrunError(f"Port {port} on {host} is already in use.", "Stop what is using it, or pass --port 0 for any free port.")
+        raise
 
 
 @cli.command()

@@ -12,6 +12,7 @@ the adoption path in `submit`.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import random
 import time
@@ -25,19 +26,43 @@ from .redaction import know_key_variables, redact
 
 T = TypeVar("T")
 
+# Retries and waits are logged here (the CLI shows them on stderr, one line each, unless -q):
+# a minute of backoff must never look like a hang.
+log = logging.getLogger("batchrun")
+
 CallFailure = Literal["transient", "uncertain", "auth", "client", "quota", "not_found"]
 
 
-def api_key(route: Route) -> str:
+# Sent to the emulator when a rehearsal's route has no key set: it accepts any key.
+REHEARSAL_KEY = "rehearsal-no-key"
+
+
+def _key_value(route: Route) -> str:
     know_key_variables([route.api_key_env])  # whatever reads a key, its value is redacted everywhere
     value = os.environ.get(route.api_key_env, "")
     if not value and route.provider == "gemini" and route.api_key_env == "GEMINI_API_KEY":
         value = os.environ.get("GOOGLE_API_KEY", "")  # the SDK's own alternative variable
-    if not value:
+    return value or (REHEARSAL_KEY if route.key_optional else "")
+
+
+def require_keys(routes: list[Route]) -> None:
+    """Every missing key variable of these routes, named at once (not one per run)."""
+    missing: dict[str, list[str]] = {}
+    for route in routes:
+        if not _key_value(route):
+            missing.setdefault(route.api_key_env, []).append(route.name)
+    if missing:
+        names = "; ".join(f"{env} (route{'s' if len(rs) > 1 else ''} {', '.join(repr(r) for r in rs)})" for env, rs in missing.items())
         raise ConfigError(
-            f"Route {route.name!r} needs an API key in the environment variable {route.api_key_env}, which is not set.",
-            f"export {route.api_key_env}=... (or set api_key_env for this route in the config). Nothing was uploaded.",
-        )
+            f"{len(missing)} API key variable(s) not set: {names}.",
+            "export " + " ".join(f"{env}=..." for env in missing) + " (or set api_key_env per route in the config); "
+            "a rehearsal on the emulator (--emulator URL) needs none. Nothing was uploaded.")
+
+
+def api_key(route: Route) -> str:
+    value = _key_value(route)
+    if not value:
+        require_keys([route])
     return value
 
 
@@ -222,12 +247,25 @@ def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 8, ret
                 raise
             last = c
             retryable = c.failure in ("transient", "uncertain") or (c.failure == "quota" and retry_quota)
+            if not c.connected and _is_loopback(route):
+                # Nothing listens on this machine's port (an emulator not started, a wrong port):
+                # waiting will not start it. Say so now, not after minutes of silent retries.
+                break
             if not retryable or attempt == attempts - 1:
                 break
-            delay = c.retry_after if c.retry_after is not None else backoff(attempt + 1, base=retry_base(), cap=60.0)
-            time.sleep(min(delay, 60.0))
+            delay = min(c.retry_after if c.retry_after is not None else backoff(attempt + 1, base=retry_base(), cap=60.0), 60.0)
+            log.info("retry %d/%d in %.0f s: %s (%s for route %r)", attempt + 1, attempts - 1, delay,
+                     c.message or c.failure, what, route.name)
+            time.sleep(delay)
     assert last is not None
     raise provider_error(last, what=what, route=route)
+
+
+def _is_loopback(route: Route) -> bool:
+    from urllib.parse import urlparse
+
+    host = urlparse(route.base_url or "").hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def provider_error(c: Classified, *, what: str, route: Route) -> ProviderError:

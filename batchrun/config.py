@@ -150,6 +150,7 @@ class Route:
     chars_per_token: tuple[float, float] = (3.3, 1.5)  # (en, cjk): the paper's ratios
     max_enqueued_tokens: int | None = None
     max_batches_in_flight: int | None = None
+    key_optional: bool = False  # a rehearsal on the emulator: no key variable needs to be set
 
     @property
     def endpoint_label(self) -> str:
@@ -294,7 +295,8 @@ class Config:
         routes = {}
         for name, r in self.routes.items():
             base = url + "/v1" if r.provider in ("openai", "openai-compatible") else url
-            routes[name] = replace(r, base_url=base)
+            # The emulator takes any key: a rehearsal needs none set (a real one set is used).
+            routes[name] = replace(r, base_url=base, key_optional=True)
         paths = self.paths
         if own_paths:
             paths = replace(paths, state=rehearsal_path(paths.state), jobs=rehearsal_path(paths.jobs),

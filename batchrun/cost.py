@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import Route
+from .errors import BatchrunError
 from .store import Store
 
 
@@ -51,12 +52,27 @@ def fmt_money(value: float | None) -> str:
     return f"${value:,.2f}"
 
 
+def parse_night(text: str) -> str:
+    """--since YYYY-MM-DD, checked: an unknown word or an impossible date must not print an empty
+    table that reads like "nothing was spent"."""
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text).isoformat() if len(text) == 10 else _bad_date(text)
+    except ValueError:
+        return _bad_date(text)
+
+
+def _bad_date(text: str) -> str:
+    raise BatchrunError(f"--since {text!r} is not a date.", "Use YYYY-MM-DD, e.g. --since 2026-11-01 (nights run noon to noon).")
+
+
 def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
     """Per night and route: estimate vs actual, from the `cost` view."""
     # A batch the provider refused for a queue quota never ran (its requests went again in another batch).
     where, params = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = 'refused')", []
     if since:
-        where, params = where + " AND night >= ?", [since]
+        where, params = where + " AND night >= ?", [parse_night(since)]
     rows = store.rows(
         f"""SELECT night, route, stage, count(*) AS batches, coalesce(sum(input_tokens), 0) AS input_tokens,
                coalesce(sum(output_tokens), 0) AS output_tokens,

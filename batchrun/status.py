@@ -42,6 +42,10 @@ def cancel(store: Store, config: Config, *, batch: str | None = None, route: str
     next submit, per the protocol; remove a route from the config to stop it for good)."""
     if not (batch or route or all_):
         raise BatchrunError("Say what to cancel.", "Use --batch ID, --route NAME or --all.")
+    known_routes = set(config.routes) | {r[0] for r in store.db.execute("SELECT DISTINCT route FROM batches")}
+    if route and route not in known_routes:
+        raise BatchrunError(f"--route {route!r} is not a route of {config.path} and has no batches.",
+                            f"Known routes: {', '.join(sorted(known_routes))}.")
     where, params = [f"status IN {sql_list(LIVE_BATCH_STATUSES)}"], []
     if batch:
         where.append("id = ?")

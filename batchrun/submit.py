@@ -29,7 +29,6 @@ from typing import Any
 from . import faults, jsonl
 from .clients import (
     Classified,
-    api_key,
     backoff,
     classify,
     client_host,
@@ -38,6 +37,7 @@ from .clients import (
     is_unreachable,
     make_client,
     provider_error,
+    require_keys,
     retry_base,
 )
 from .config import Config, Route
@@ -143,8 +143,7 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
     batches = [b for b in batches if b["route"] in config.routes and (not routes or b["route"] in routes or b["stage"] == "judge")
                and (not stages or b["stage"] in stages)]
     # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
-    for b in batches:
-        api_key(config.routes[b["route"]])
+    require_keys([config.routes[name] for name in dict.fromkeys(b["route"] for b in batches)])
 
     batches = submission_order(batches, store)
     gate = Gate(store, config, budget if budget is not None else config.budget)

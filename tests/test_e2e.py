@@ -420,7 +420,8 @@ def test_missing_api_key_fails_before_any_upload(project: Project, emu: Any, mon
         "no-key": route("anthropic", "claude-sonnet-4-6", api_key_env="BATCHRUN_TEST_UNSET_KEY"),
     }
     setup(project, routes, task_ids=["p1", "p2"])
-    r = ok(project.run("submit", emulator=emu), 1)
+    project.point_at(emu)  # a real run: a rehearsal (--emulator) needs no key at all
+    r = ok(project.run("submit"), 1)
     assert "BATCHRUN_TEST_UNSET_KEY" in r.output
     assert emu.calls == []  # not even the route that has its key was uploaded
     statuses = {b["status"] for b in project.sql("SELECT status FROM batches")}
@@ -428,7 +429,9 @@ def test_missing_api_key_fails_before_any_upload(project: Project, emu: Any, mon
 
     # With the key set, the same batches go out, each request once.
     monkeypatch.setenv("BATCHRUN_TEST_UNSET_KEY", "now-set")
-    cycle(project, emu, collect_code=0)
+    ok(project.run("submit"))
+    ok(project.run("poll"))
+    ok(project.run("collect"), 0)
     assert len(project.sql("SELECT * FROM batches")) == 2
     sent = Counter(r["custom_id"] for r in emu.requests)
     assert sorted(sent) == sorted(ids_by_task_all(project)) and set(sent.values()) == {1}

@@ -38,6 +38,17 @@ def prepare(directory: Path) -> Path:
     return config
 
 
+def sqlite_utils_command() -> str:
+    """sqlite-utils as it can be run from here: the one installed beside this Python (a venv's
+    bin/, which is not on PATH unless the venv is activated), else the bare name."""
+    import sys
+
+    beside = Path(sys.executable).parent / "sqlite-utils"
+    if beside.exists() and shutil.which("sqlite-utils") != str(beside):
+        return str(beside)
+    return "sqlite-utils"
+
+
 def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
              interval: float = 0.2) -> int:
     from ..emulator import Emulator
@@ -72,5 +83,5 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
         emu.stop()
     echo(f"refresh: {outcome.reason}", err=True)
     echo(f"state.db: {config.paths.state}\njobs/:    {config.paths.jobs}\nresults/: {config.paths.results}", err=True)
-    echo(f"Try: sqlite-utils {config.paths.state} \"select * from leaderboard\"", err=True)
+    echo(f"Try: {sqlite_utils_command()} {config.paths.state} \"select * from leaderboard\"", err=True)
     return 0 if outcome.complete else 2

@@ -1,0 +1,139 @@
+"""The CLI as a new user and a cron wrapper meet it: exit codes that mean what the README says,
+no silent minutes, nothing that needs an activated venv to work as printed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from batchrun.cli import cli
+from batchrun.emulator import Emulator
+from conftest import KEY_ENV, Project, route, small_project
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args", [
+    ["--bogus", "status"],
+    ["report", "--format", "nope"],
+    ["retry"],  # --route is required
+    ["nosuchcommand"],
+])
+def test_usage_errors_exit_1_not_2(args: list[str]) -> None:
+    """2 means "incomplete, run again later": a typo in a cron line must not read as that forever."""
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert "Usage:" in result.output or "Error" in result.output
+
+
+def test_help_and_version_exit_0() -> None:
+    assert CliRunner().invoke(cli, ["--help"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["report", "--help"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["--version"]).exit_code == 0
+
+
+def test_poll_wait_that_times_out_with_work_in_flight_exits_2(project: Project) -> None:
+    small_project(project)
+    emu = Emulator(port=0, latency=30.0).start()
+    try:
+        assert project.run("submit", emulator=emu).exit_code == 0
+        r = project.run("poll", "--wait", "--interval", "0.1", "--timeout", "0.5", emulator=emu)
+        assert r.exit_code == 2, r.output
+        assert "still in flight" in r.output
+    finally:
+        emu.stop()
+
+
+def test_cancel_names_unknown_routes_and_says_when_nothing_is_live(project: Project, emulator: Emulator) -> None:
+    small_project(project)
+    r = project.run("cancel", "--route", "gtp", emulator=emulator)
+    assert r.exit_code == 1 and "--route 'gtp' is not a route" in r.output and "Known routes" in r.output
+    r = project.run("cancel", "--all", emulator=emulator)
+    assert r.exit_code == 0 and "Nothing to cancel" in r.output
+
+
+@pytest.mark.parametrize("since", ["yesterday", "2026-13-45", "2026-1-5"])
+def test_cost_since_must_be_a_date(project: Project, emulator: Emulator, since: str) -> None:
+    small_project(project)
+    assert project.run("plan", emulator=emulator).exit_code == 0
+    r = project.run("cost", "--since", since, emulator=emulator)
+    assert r.exit_code == 1 and "is not a date" in r.output and "YYYY-MM-DD" in r.output
+    assert project.run("cost", "--since", "2026-01-05", emulator=emulator).exit_code == 0
+
+
+def test_a_refused_loopback_connection_fails_fast_with_a_clear_error(project: Project) -> None:
+    small_project(project)
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
+    r = CliRunner().invoke(cli, ["--config", str(project.config_path), "--emulator", url, "submit"])
+    assert r.exit_code == 1, r.output
+    assert time.monotonic() - started < 15
+    assert url.split("//")[1] in r.output and "Traceback" not in r.output
+
+
+def test_every_retry_is_logged_with_its_reason_and_wait(project: Project, emulator: Emulator) -> None:
+    small_project(project)
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    emulator.add_fault({"kind": "http_error", "status": 503, "method": "GET", "count": 2})
+    r = project.run("poll", emulator=emulator)
+    assert r.exit_code == 0, r.output
+    assert "retry 1/7 in 0 s:" in r.output and "retry 2/7" in r.output and "Checking a batch" in r.output
+    quiet = project.run("-q", "poll", emulator=emulator)
+    assert "retry" not in quiet.output
+
+
+def test_missing_keys_are_named_all_at_once_and_a_rehearsal_needs_none(project: Project, emulator: Emulator) -> None:
+    routes = {
+        "a": route("openai", "gpt-5.5", api_key_env="BATCHRUN_TEST_UNSET_A"),
+        "b": route("anthropic", "claude-opus-4.8", api_key_env="BATCHRUN_TEST_UNSET_B"),
+        "judge-a": route("gemini", "gemini-2.5-flash"),
+    }
+    small_project(project, routes=routes, panel=["judge-a"])
+    project.point_at(emulator)
+    r = project.run("submit")
+    assert r.exit_code == 1
+    assert "BATCHRUN_TEST_UNSET_A" in r.output and "BATCHRUN_TEST_UNSET_B" in r.output
+    assert "2 API key variable(s) not set" in r.output
+    assert emulator.calls == []
+    rehearsal = project.run("refresh", "--interval", "0.01", emulator=emulator)
+    assert rehearsal.exit_code == 0, rehearsal.output
+
+
+def test_demo_hint_is_a_command_that_works_as_printed(tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "d")])
+    assert r.exit_code == 0, r.output
+    hint = next(line for line in r.output.splitlines() if line.startswith("Try: "))
+    command = hint.split()[1]
+    assert Path(command).exists() or command == "sqlite-utils" and __import__("shutil").which(command)
+
+
+def test_emulator_busy_port_and_bad_responder_are_clear_errors(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = CliRunner().invoke(cli, ["emulator", "--port", str(port)])
+        assert r.exit_code == 1 and f"Port {port} on 127.0.0.1 is already in use" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, ["emulator", "--port", "0", "--responder", "nope.py:fn"])
+    assert r.exit_code == 1 and "--responder 'nope.py:fn' cannot be loaded" in r.output
+    bad = tmp_path / "resp.py"
+    bad.write_text("raise RuntimeError('broken at import')\n")
+    r = CliRunner().invoke(cli, ["emulator", "--port", "0", "--responder", f"{bad}:fn"])
+    assert r.exit_code == 1 and "broken at import" in r.output and "Traceback" not in r.output
+
+
+def test_usage_error_exit_code_in_a_real_process() -> None:
+    env = {**os.environ, KEY_ENV: "x"}
+    p = subprocess.run([sys.executable, "-m", "batchrun", "--no-such-flag"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 1 and "No such option" in p.stderr
