@@ -439,6 +439,43 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
         click.echo(f"accepted {done.cells} cell(s) of route {route!r} as failures (scored 0): {done.reason}")
 
 
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@pass_ctx
+@handle_errors
+def verify(ctx: Context, directory: str | None) -> None:
+    """Check a published leaderboard against its inputs: every checksum in results/manifest.json.
+
+    Recomputes the dataset's, each document's, the config's, each request file's and each results
+    file's checksum from the files present, and compares them with the manifest and with state.db
+    (when there is one). Exit 0 when all match; exit 1 naming each mismatch.
+    """
+    from pathlib import Path
+
+    from .manifest import MANIFEST_NAME, verify as do_verify
+
+    config = ctx.config()
+    folder = Path(directory) if directory else config.paths.results
+    manifest_path = folder / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise BatchrunError(f"No {MANIFEST_NAME} in {folder}.", "It is written by `batchrun collect` and `batchrun refresh` beside the results files.")
+    # Either kind of store: verify only compares checksums, and says below if it was a rehearsal.
+    store = Store(config.paths.state, readonly=True) if config.paths.state.exists() else None
+    try:
+        result = do_verify(manifest_path, config, store)
+    finally:
+        if store is not None:
+            store.close()
+    for problem in result.mismatches:
+        click.echo(f"MISMATCH: {problem}")
+    if result.mismatches:
+        raise BatchrunError(f"{len(result.mismatches)} of {result.checked} checks failed against {manifest_path}.",
+                            "The published numbers do not come from these files: see each MISMATCH above.")
+    click.echo(f"verified: {result.checked} checks against {manifest_path}" + ("" if store else " (no state.db here: files only)"))
+    if result.rehearsal:
+        click.echo(f"note: these results come from a rehearsal on the emulator at {result.rehearsal}, not from real providers.")
+
+
 def parse_duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     t = text.strip().lower()

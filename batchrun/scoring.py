@@ -220,6 +220,9 @@ def write_results(store: Store, config: Config, board: list[dict[str, Any]] | No
         _write_json(Path(f"{base}.responses.json"), route_responses(store, config, row["route"]))
         _write_json(Path(f"{base}.scores.json"), route_scores(store, config, row))
         written += [Path(f"{base}.responses.json"), Path(f"{base}.scores.json")]
+    from . import manifest
+
+    written.append(manifest.write(store, config, written))
     return written
 
 

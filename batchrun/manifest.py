@@ -1,0 +1,203 @@
+"""A checksummed run manifest, and `batchrun verify`: anyone holding a published leaderboard can
+check that its numbers come from these inputs.
+
+`results/manifest.json` is written beside the results files every time they are: the dataset
+file's sha256 and record count; each document's sha256 and length in characters; the config in
+canonical form (and its sha256) with each route's policy fingerprint; the prompt templates'
+sha256; each request file that went out, with its sha256, line count and the provider batch id;
+each results file's sha256; batchrun's version and, when run from a git checkout, the commit.
+
+`verify` recomputes every checksum from the files present and compares them with the manifest and
+with state.db (which recorded the request files' checksums before they were sent, and the
+documents' when they were measured). Each mismatch is named. Paths in the manifest are relative to
+the config file's folder (the project), so a project can be moved or published as a folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .config import Config, fingerprint
+from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from .store import Store, sql_list
+
+MANIFEST_NAME = "manifest.json"
+FORMAT = "batchrun-manifest/1"
+# Batches whose request file went out to a provider (or online, for the sync transport).
+_SENT = ("in_flight", "ended", "downloaded", "collected", "refused")
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            n += chunk.count(b"\n")
+    return n
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return Path(os.path.relpath(Path(path).resolve(), root.resolve())).as_posix()
+    except ValueError:  # another drive (Windows): keep it absolute
+        return str(path)
+
+
+def canonical_config(config: Config) -> dict[str, Any]:
+    """The config file as parsed, keys sorted: what was asked for, byte-stable across formats."""
+    text = config.path.read_text(encoding="utf-8")
+    raw = json.loads(text) if config.path.suffix.lower() == ".json" else tomllib.loads(text)
+    return json.loads(json.dumps(raw, sort_keys=True, ensure_ascii=False))
+
+
+def _git_commit() -> str | None:
+    """The commit of the batchrun checkout running this, if it runs from one (and git is there)."""
+    here = Path(__file__).resolve().parent
+    if not (here.parent / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(here.parent), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and len(commit) == 40 else None
+
+
+def build(store: Store, config: Config, results_files: list[Path]) -> dict[str, Any]:
+    from . import __version__
+
+    root = config.path.resolve().parent
+    ds_path = config.paths.dataset
+    ds_sha = store.meta("dataset_sha256")
+    n_records = store.scalar("SELECT n_tasks FROM datasets WHERE sha256 = ?", [ds_sha]) if ds_sha else None
+    documents = [
+        {"name": name, "path": _rel(config.paths.corpus / name, root), "sha256": sha, "chars": chars}
+        for name, sha, chars in store.db.execute(
+            """SELECT DISTINCT d.name, d.sha256, coalesce(r.chars, d.chars) FROM tasks t JOIN documents d ON d.sha256 = t.doc_sha256
+               LEFT JOIN document_readings r ON r.sha256 = d.sha256 ORDER BY d.name""")
+    ]
+    routes = [
+        {"route": r["route"], "role": r["role"], "policy_fingerprint": r["policy_fp"]}
+        for r in store.rows("SELECT route, role, policy_fp FROM config_routes ORDER BY route")
+    ]
+    canonical = canonical_config(config)
+    request_files = []
+    # The checksums and line counts state.db recorded when each file was written (one request a
+    # line): request files run to GBs, and re-reading them on every collect would cost minutes.
+    for b in store.rows(f"SELECT id, request_file, sha256, n_requests, provider_batch_id FROM batches WHERE status IN {sql_list(_SENT)} ORDER BY seq"):
+        request_files.append({
+            "batch": b["id"], "path": _rel(Path(b["request_file"]), root), "sha256": b["sha256"],
+            "lines": b["n_requests"], "provider_batch_id": b["provider_batch_id"],
+        })
+    return {
+        "format": FORMAT,
+        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "batchrun_version": __version__,
+        "git_commit": _git_commit(),
+        "rehearsal": store.meta("rehearsal"),
+        "dataset": {"path": _rel(ds_path, root), "sha256": ds_sha, "records": n_records},
+        "documents": documents,
+        "config": {"path": _rel(config.path, root), "sha256": fingerprint(canonical), "canonical": canonical},
+        "routes": routes,
+        "prompt_templates": {"generation_sha256": GENERATION_TEMPLATE_SHA256, "judge_sha256": JUDGE_TEMPLATE_SHA256},
+        "request_files": request_files,
+        "results_files": [{"path": _rel(p, root), "sha256": file_sha256(p)} for p in sorted(results_files)],
+    }
+
+
+def write(store: Store, config: Config, results_files: list[Path]) -> Path:
+    """results/manifest.json, written atomically (a reader never sees half of it)."""
+    path = config.paths.results / MANIFEST_NAME
+    data = build(store, config, results_files)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+@dataclass
+class Verification:
+    checked: int = 0
+    mismatches: list[str] = field(default_factory=list)
+    rehearsal: str | None = None
+
+    def check(self, ok: bool, problem: str) -> None:
+        self.checked += 1
+        if not ok:
+            self.mismatches.append(problem)
+
+
+def verify(manifest_path: Path, config: Config, store: Store | None) -> Verification:
+    """Recompute every checksum the manifest lists, against the files and against state.db."""
+    from .corpus import measure_file
+    from .dataset import load_dataset
+
+    m = json.loads(manifest_path.read_text(encoding="utf-8"))
+    root = config.path.resolve().parent
+    v = Verification(rehearsal=m.get("rehearsal"))
+
+    def present(rel: str, what: str) -> Path | None:
+        path = root / rel
+        v.check(path.is_file(), f"{what} {rel} is missing")
+        return path if path.is_file() else None
+
+    ds = m["dataset"]
+    if (path := present(ds["path"], "the dataset")) is not None:
+        actual = file_sha256(path)
+        v.check(actual == ds["sha256"], f"the dataset {ds['path']} has sha256 {actual[:12]}…, the manifest says {str(ds['sha256'])[:12]}…")
+        if actual == ds["sha256"]:
+            n = len(load_dataset(path).tasks)
+            v.check(n == ds["records"], f"the dataset {ds['path']} has {n} records, the manifest says {ds['records']}")
+    for d in m["documents"]:
+        if (path := present(d["path"], "the document")) is not None:
+            info = measure_file(d["name"], path, where=f"{MANIFEST_NAME} (document {d['name']})")
+            v.check(info.sha256 == d["sha256"], f"the document {d['path']} has sha256 {info.sha256[:12]}…, the manifest says {d['sha256'][:12]}…")
+            v.check(info.chars == d["chars"], f"the document {d['path']} has {info.chars} characters, the manifest says {d['chars']}")
+    if (path := present(m["config"]["path"], "the config")) is not None:
+        actual = fingerprint(canonical_config(config))
+        v.check(actual == m["config"]["sha256"], f"the config {m['config']['path']} differs from the one in the manifest (canonical sha {actual} vs {m['config']['sha256']})")
+    templates = {"generation_sha256": GENERATION_TEMPLATE_SHA256, "judge_sha256": JUDGE_TEMPLATE_SHA256}
+    for key, value in m["prompt_templates"].items():
+        v.check(templates.get(key) == value, f"the prompt template {key} of this batchrun differs from the manifest's")
+    recorded = {}
+    if store is not None:
+        recorded = {b["id"]: b for b in store.rows("SELECT id, sha256, provider_batch_id FROM batches")}
+        v.check(store.meta("dataset_sha256") == ds["sha256"], "state.db's current dataset is not the manifest's")
+        known_docs = {r[0] for r in store.db.execute("SELECT sha256 FROM documents")}
+        for d in m["documents"]:
+            v.check(d["sha256"] in known_docs, f"state.db never measured the document {d['path']} with the manifest's sha256")
+        policies = {r["route"]: r["policy_fp"] for r in store.rows("SELECT route, policy_fp FROM config_routes")}
+        for r in m["routes"]:
+            v.check(policies.get(r["route"]) == r["policy_fingerprint"],
+                    f"route {r['route']}'s policy in state.db is not the manifest's ({policies.get(r['route'])} vs {r['policy_fingerprint']})")
+    for f in m["request_files"]:
+        if (path := present(f["path"], "the request file")) is None:
+            continue
+        actual = file_sha256(path)
+        v.check(actual == f["sha256"], f"the request file {f['path']} has sha256 {actual[:12]}…, the manifest says {str(f['sha256'])[:12]}…")
+        v.check(_lines(path) == f["lines"], f"the request file {f['path']} has {_lines(path)} lines, the manifest says {f['lines']}")
+        if store is not None:
+            b = recorded.get(f["batch"])
+            v.check(b is not None and b["sha256"] == f["sha256"] and b["provider_batch_id"] == f["provider_batch_id"],
+                    f"the request file {f['path']} (batch {f['batch']}) is not the one state.db recorded as sent")
+    for f in m["results_files"]:
+        if (path := present(f["path"], "the results file")) is not None:
+            actual = file_sha256(path)
+            v.check(actual == f["sha256"], f"the results file {f['path']} has sha256 {actual[:12]}…, the manifest says {f['sha256'][:12]}…")
+    return v

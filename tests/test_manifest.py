@@ -1,0 +1,68 @@
+"""results/manifest.json and `batchrun verify`: a published leaderboard checked against its inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from batchrun.cli import cli
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("manifest") / "demo"
+    r = CliRunner().invoke(cli, ["demo", "--dir", str(folder)])
+    assert r.exit_code == 0, r.output
+    return folder
+
+
+def verify(folder: Path, *args: str) -> object:
+    return CliRunner().invoke(cli, ["--config", str(folder / "batchrun.toml"), "verify", *args])
+
+
+def test_the_demo_writes_a_manifest_of_every_input_and_output(demo: Path) -> None:
+    m = json.loads((demo / "results" / "manifest.json").read_text())
+    assert m["format"] == "batchrun-manifest/1" and m["batchrun_version"]
+    assert m["dataset"]["records"] == 30 and len(m["dataset"]["sha256"]) == 64
+    assert len(m["documents"]) == 10 and all(d["chars"] > 0 and len(d["sha256"]) == 64 for d in m["documents"])
+    assert m["config"]["canonical"]["judging"]["panel"] and len(m["config"]["sha256"]) == 20
+    assert {r["role"] for r in m["routes"]} == {"contestant", "judge"} and all(r["policy_fingerprint"] for r in m["routes"])
+    assert set(m["prompt_templates"]) == {"generation_sha256", "judge_sha256"}
+    assert m["request_files"] and all(f["provider_batch_id"] and f["lines"] > 0 for f in m["request_files"])
+    names = {Path(f["path"]).name for f in m["results_files"]}
+    assert "gpt-5.5.scores.json" in names and "gpt-5.5.responses.json" in names
+    assert m["rehearsal"]  # the demo runs on the emulator, and says so
+
+
+def test_verify_passes_on_the_demo(demo: Path) -> None:
+    r = verify(demo)
+    assert r.exit_code == 0, r.output
+    assert "verified:" in r.output and "rehearsal" in r.output
+
+
+@pytest.mark.parametrize("target", ["corpus", "request", "results"])
+def test_verify_names_the_file_after_one_byte_changes(demo: Path, tmp_path: Path, target: str) -> None:
+    import shutil
+
+    copy = tmp_path / "demo"
+    shutil.copytree(demo, copy)
+    m = json.loads((copy / "results" / "manifest.json").read_text())
+    rel = {"corpus": m["documents"][0]["path"], "request": m["request_files"][0]["path"],
+           "results": m["results_files"][0]["path"]}[target]
+    path = copy / rel  # paths in the manifest are relative to the project: the copy's own files
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit of one byte
+    path.write_bytes(bytes(data))
+    r = verify(copy)
+    assert r.exit_code == 1, r.output
+    what = {"corpus": "the document", "request": "the request file", "results": "the results file"}[target]
+    assert f"MISMATCH: {what} {rel} has sha256" in r.output
+    assert "checks failed" in r.output and "Traceback" not in r.output
+
+
+def test_verify_without_a_manifest_says_where_it_comes_from(tmp_path: Path, demo: Path) -> None:
+    r = verify(demo, str(tmp_path))
+    assert r.exit_code == 1 and "No manifest.json" in r.output and "batchrun collect" in r.output
