@@ -100,6 +100,8 @@ def board(project: Project) -> list[tuple]:
 
 
 def integrity_ok(project: Project) -> None:
+    if not project.state_path.exists():
+        return  # killed before it created state.db (or its rehearsal folder): nothing to check yet
     conn = sqlite3.connect(project.state_path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -287,10 +289,10 @@ def test_state_db_from_a_newer_batchrun_is_refused(project: Project) -> None:
 
 def test_missing_key_variable_fails_before_upload(project: Project, emu: EmulatorProcess) -> None:
     small_project(project)
+    project.point_at(emu)  # a real run: a rehearsal on the emulator needs no key
     env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    r = subprocess.run([sys.executable, "-m", "batchrun", "--config", str(project.config_path), "--emulator", emu.url, "submit"],
+    r = subprocess.run([sys.executable, "-m", "batchrun", "--config", str(project.config_path), "submit"],
                        capture_output=True, text=True, env=env)
-    project.rehearsing = True
     assert r.returncode == 1
     assert KEY_ENV in r.stderr and "Traceback" not in r.stderr
     assert emu.requests == []
