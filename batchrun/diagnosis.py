@@ -73,10 +73,12 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
     table = f'[routes."{route_name}"]'
     where = f" in {config.path}" if config is not None else ""
     retry = f"then run `batchrun retry --route {route_name}`"
-    if kind == "auth":
+    text = (message or "").lower()
+    # Gemini answers a bad key with HTTP 400 INVALID_ARGUMENT "API key not valid" (reason
+    # API_KEY_INVALID), not 401: the same fix as a refused key.
+    if kind == "auth" or "api key not valid" in text or "api_key_invalid" in text:
         env = route.api_key_env if route is not None else "the route's api_key_env"
         return Diagnosis("the provider refused the API key", f"check the key in {env} for route {route_name!r}, {retry}.")
-    text = (message or "").lower()
     if kind == "batch_failed":
         return Diagnosis("the provider failed the batch at validation, twice",
                          f"fix what the provider's message names under {table}{where} (a changed policy re-plans the cells); "

@@ -183,6 +183,7 @@ def test_temperature_rejection_blocks_the_route_with_the_fix_then_the_fixed_poli
      "completion budget", "set max_tokens"),
     ("Unsupported value: 'temperature' does not support 0.1 with this model.", "rejects temperature", "send_temperature = false"),
     ("something else entirely", "rejected the request as invalid", "batchrun retry --route r"),
+    ("API key not valid. Please pass a valid API key.", "refused the API key", "check the key in"),
 ])
 def test_diagnosis_recognises_the_common_config_problems(message: str, cause: str, fix: str) -> None:
     from batchrun.diagnosis import diagnose
