@@ -554,7 +554,8 @@ def test_poll_wait_gives_up_at_timeout(project: Project, emu: Any) -> None:
     setup(project, {"gpt": route("openai", "gpt-5.5")}, task_ids=["p1"])
     emu.add_fault({"kind": "slow", "latency": 600})
     ok(project.run("submit", emulator=emu))
-    r = ok(project.run("poll", "--wait", "--interval", "0.1", "--timeout", "0.3", emulator=emu))
+    # A wait that ends before the work does is "incomplete, run again later" (exit 2).
+    r = ok(project.run("poll", "--wait", "--interval", "0.1", "--timeout", "0.3", emulator=emu), 2)
     assert "1 batch(es) in flight, 0 downloaded" in r.output
     assert project.sql("SELECT status FROM batches")[0]["status"] == "in_flight"
 
