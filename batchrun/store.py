@@ -24,10 +24,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
 
-from . import __version__
+def _import_sqlite_utils() -> None:
+    """sqlite-utils imports numpy at import time when it is installed, only to map numpy types
+    in inserts (batchrun inserts none). numpy is installed for the report's statistics (stats),
+    which import it when they run; loading it in every command would add ~0.1 s to each, even
+    `--help`. So it is hidden during this one import, unless something already loaded it."""
+    import sys
+
+    if "numpy" in sys.modules or "sqlite_utils" in sys.modules:
+        import sqlite_utils  # noqa: F401
+        return
+    sys.modules["numpy"] = None  # type: ignore[assignment]  # makes `import numpy` raise ImportError
+    try:
+        import sqlite_utils  # noqa: F401
+    finally:
+        del sys.modules["numpy"]
+
+
+_import_sqlite_utils()
+
+from sqlite_utils import Database  # noqa: E402
+from sqlite_utils.migrations import Migrations  # noqa: E402
+
+from . import __version__  # noqa: E402
 from .errors import StateError
 
 migrations = Migrations("batchrun")
@@ -539,6 +559,32 @@ def m008_document_readings(db: Database) -> None:
         """CREATE TABLE document_readings (
             sha256 TEXT NOT NULL, reading TEXT NOT NULL, chars INTEGER NOT NULL, cjk INTEGER NOT NULL,
             measured_at REAL NOT NULL, newlines_translated INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (sha256, reading))"""
+    )
+
+
+@migrations()
+def m009_refresh_snapshots(db: Database) -> None:
+    # "What changed since the last refresh" needs the state as the last refresh left it, and the
+    # views only know the present. `refresh` (and `demo`) record a compact snapshot of every
+    # current cell (its policy, answer, graded question/rubric, status and score) and of each
+    # route's headline, only when something differs from the newest snapshot (`digest`). These
+    # are derived rows, not facts: the newest few are kept (snapshots.KEEP), older ones pruned.
+    db.execute(
+        """CREATE TABLE snapshots (
+            id INTEGER PRIMARY KEY, taken_at REAL NOT NULL, run_id INTEGER, command TEXT NOT NULL,
+            digest TEXT NOT NULL, panel_json TEXT NOT NULL, n_cells INTEGER NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE snapshot_routes (
+            snapshot_id INTEGER NOT NULL, route TEXT NOT NULL, model TEXT, policy_fp TEXT, complete INTEGER NOT NULL,
+            all_tasks_overall REAL, scored_overall REAL, scored_n INTEGER, out_of_context_n INTEGER, failed_n INTEGER,
+            pending_n INTEGER, PRIMARY KEY (snapshot_id, route))"""
+    )
+    db.execute(
+        """CREATE TABLE snapshot_cells (
+            snapshot_id INTEGER NOT NULL, route TEXT NOT NULL, task_id TEXT NOT NULL, policy_fp TEXT NOT NULL,
+            result_id INTEGER, graded_sha256 TEXT, status TEXT NOT NULL, score REAL,
+            PRIMARY KEY (snapshot_id, route, task_id)) WITHOUT ROWID"""
     )
 
 
