@@ -24,6 +24,10 @@ from typing import Any
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
+# The report's defaults (report/compare --resamples, --seed).
+DEFAULT_RESAMPLES = 2000
+DEFAULT_PERMUTATIONS = 10000
+DEFAULT_SEED = 20261130
 # A paired permutation test enumerates all 2^n sign flips up to this many non-zero differences
 # (2^20 = 1,048,576 sums, counted by meet-in-the-middle from two lists of 1,024); beyond it,
 # Monte-Carlo with a seed.
@@ -345,13 +349,12 @@ class DocumentBootstrap:
                 "rng": "numpy PCG64 (default_rng), multinomial document weights"}
 
 
-def indistinguishable_groups(ranked: Sequence[str], adjacent_p: Sequence[float | None], *, alpha: float = ALPHA) -> list[list[str]]:
-    """Group ranked items: each joins the group of the one ranked just above it unless their
-    (adjusted) p-value is below alpha. `adjacent_p[i]` compares ranked[i] with ranked[i + 1]."""
+def indistinguishable_groups(ranked: Sequence[str], distinct: Sequence[bool]) -> list[list[str]]:
+    """Group ranked items: each joins the group of the one ranked just above it unless the two
+    are `distinct` (distinct[i] compares ranked[i] with ranked[i + 1])."""
     groups: list[list[str]] = []
     for i, name in enumerate(ranked):
-        p = adjacent_p[i - 1] if i > 0 else None
-        if i > 0 and (p is None or p >= alpha):
+        if i > 0 and not distinct[i - 1]:
             groups[-1].append(name)
         else:
             groups.append([name])

@@ -202,9 +202,9 @@ def test_bootstrap_is_seeded_handles_missing_values_and_constant_columns() -> No
         a.interval([0.1, 0.2])
 
 
-def test_indistinguishable_groups_chain_adjacent_non_significant_ranks() -> None:
-    assert stats.indistinguishable_groups(["a", "b", "c", "d"], [0.2, 0.01, 0.5]) == [["a", "b"], ["c", "d"]]
-    assert stats.indistinguishable_groups(["a", "b"], [0.049]) == [["a"], ["b"]]
-    assert stats.indistinguishable_groups(["a", "b"], [None]) == [["a", "b"]]
+def test_indistinguishable_groups_chain_adjacent_ranks_not_told_apart() -> None:
+    assert stats.indistinguishable_groups(["a", "b", "c", "d"], [False, True, False]) == [["a", "b"], ["c", "d"]]
+    assert stats.indistinguishable_groups(["a", "b"], [True]) == [["a"], ["b"]]
+    assert stats.indistinguishable_groups(["a", "b", "c"], [False, False]) == [["a", "b", "c"]]
     assert stats.indistinguishable_groups(["a"], []) == [["a"]]
     assert stats.indistinguishable_groups([], []) == []
