@@ -123,14 +123,14 @@ def task_slugs(task_ids: Iterable[str]) -> dict[str, str]:
     """A file name per task id: the id where it is a safe name, else a safe form plus a hash
     (also where two ids differ only in case, for case-insensitive file systems)."""
     ids = list(task_ids)
-    base = {t: re.sub(r"[^A-Za-z0-9._-]", "_", t)[:80] or "task" for t in ids}
+    base = {t: re.sub(r"[^A-Za-z0-9._-]", "_", t)[:80].lstrip(".") or "task" for t in ids}
     folded: dict[str, int] = defaultdict(int)
     for t in ids:
         folded[base[t].lower()] += 1
     out = {}
     for t in ids:
         s = base[t]
-        if s != t or s.startswith(".") or folded[s.lower()] > 1:
+        if s != t or folded[s.lower()] > 1:
             s = f"{s}-{hashlib.sha256(t.encode()).hexdigest()[:10]}"
         out[t] = s
     return out
