@@ -86,6 +86,14 @@ class Cells:
         st, sc = self.status.get(route, {}), self.score.get(route, {})
         return [sc.get(t.task_id) if st.get(t.task_id) == "ok" else None for t in self.tasks]
 
+    def matrix(self, kind: str, routes: list[str]) -> Any:
+        """numpy tasks x routes of `all_tasks` or `scored` values, NaN for None."""
+        import numpy as np
+
+        get = self.all_tasks if kind == "all_tasks" else self.scored
+        return np.array([[np.nan if v is None else v for v in get(r)] for r in routes], dtype=np.float64).reshape(
+            len(routes), len(self.tasks)).T
+
     @property
     def complete_routes(self) -> list[str]:
         """Routes with a headline, in leaderboard order (All-tasks descending)."""
@@ -121,12 +129,13 @@ def _letters(i: int) -> str:
 
 def route_statistics(cells: Cells, boot: stats.DocumentBootstrap) -> dict[str, dict[str, Any]]:
     """Per route: All-tasks and Scored with intervals (complete routes only), and coverage."""
+    import numpy as np
+
     complete = set(cells.complete_routes)
-    columns, keys = [], []
-    for r in cells.board:
-        if r["route"] in complete:
-            columns += [cells.all_tasks(r["route"]), cells.scored(r["route"])]
-            keys.append(r["route"])
+    keys = [r["route"] for r in cells.board if r["route"] in complete]
+    columns = np.empty((len(cells.tasks), 2 * len(keys)))
+    columns[:, 0::2] = cells.matrix("all_tasks", keys)
+    columns[:, 1::2] = cells.matrix("scored", keys)
     ivs = boot.intervals(columns)
     by_route = {route: (ivs[2 * i], ivs[2 * i + 1]) for i, route in enumerate(keys)}
     out = {}
@@ -146,11 +155,6 @@ def route_statistics(cells: Cells, boot: stats.DocumentBootstrap) -> dict[str, d
 # --- paired comparisons ------------------------------------------------------------------------------
 
 
-def _paired_columns(a_vals: list[float | None], b_vals: list[float | None]) -> tuple[list[float | None], stats.PairedSummary]:
-    diffs = [None if x is None or y is None else x - y for x, y in zip(a_vals, b_vals)]
-    return diffs, stats.paired_summary(a_vals, b_vals)
-
-
 VARIANTS = {
     "all_tasks": "every task both routes have finished, zero-filled (out of context, refusal, empty and accepted count 0)",
     "both_scored": "the tasks both routes scored",
@@ -160,33 +164,35 @@ VARIANTS = {
 def compare_pairs(cells: Cells, pairs: list[tuple[str, str]], boot: stats.DocumentBootstrap, settings: Settings) -> list[dict[str, Any]]:
     """Both variants for each (a, b): mean of a - b with a paired document-bootstrap interval,
     wins/losses/ties, the exact sign test and the paired permutation test; Holm across `pairs`
-    per variant and test."""
-    diff_columns: list[list[float | None]] = []
-    summaries: list[stats.PairedSummary] = []
-    for a, b in pairs:
-        for variant in VARIANTS:
-            get = cells.all_tasks if variant == "all_tasks" else cells.scored
-            diffs, summary = _paired_columns(get(a), get(b))
-            diff_columns.append(diffs)
-            summaries.append(summary)
-    intervals = boot.intervals(diff_columns)
-    perms = stats.permutation_tests(diff_columns, resamples=settings.permutations, seed=settings.seed)
-    n_variants = len(VARIANTS)
-    holm: dict[tuple[str, str], list[float | None]] = {}
-    for v_index, variant in enumerate(VARIANTS):
-        holm[(variant, "sign")] = stats.holm([summaries[i].sign_p for i in range(v_index, len(summaries), n_variants)])
-        holm[(variant, "perm")] = stats.holm([perms[i].p for i in range(v_index, len(perms), n_variants)])
+    per variant and test. The differences of every pair are one numpy matrix (tasks x pairs):
+    at 30 routes that is 435 pairs x 481 tasks, each resampled 2,000 times."""
+    import numpy as np
+
+    names = sorted({r for p in pairs for r in p})
+    index = {r: i for i, r in enumerate(names)}
+    ia, ib = [index[a] for a, _ in pairs], [index[b] for _, b in pairs]
+    results: dict[str, dict[str, list[Any]]] = {}
+    for variant in VARIANTS:
+        values = cells.matrix(variant, names)
+        diffs = values[:, ia] - values[:, ib]  # NaN where either side has no value
+        counted = ~np.isnan(diffs)
+        wins, losses = (np.nan_to_num(diffs) > 0).sum(axis=0), (np.nan_to_num(diffs) < 0).sum(axis=0)
+        ties = counted.sum(axis=0) - wins - losses
+        sign_p = [stats.sign_test(int(w), int(lo)) for w, lo in zip(wins, losses)]
+        perms = stats.permutation_tests(diffs, resamples=settings.permutations, seed=settings.seed)
+        results[variant] = {"iv": boot.intervals(diffs), "wins": wins.tolist(), "losses": losses.tolist(), "ties": ties.tolist(),
+                            "sign_p": sign_p, "sign_holm": stats.holm(sign_p), "perm": perms,
+                            "perm_holm": stats.holm([t.p for t in perms])}
     out = []
-    for p_index, (a, b) in enumerate(pairs):
+    for k, (a, b) in enumerate(pairs):
         entry: dict[str, Any] = {"a": a, "b": b}
-        for v_index, variant in enumerate(VARIANTS):
-            i = p_index * n_variants + v_index
-            s, iv, perm = summaries[i], intervals[i], perms[i]
+        for variant, r in results.items():
+            iv, perm = r["iv"][k], r["perm"][k]
             entry[variant] = {
-                "n": s.n, "mean_diff": stats._round(s.mean_diff), "low": stats._round(iv.low), "high": stats._round(iv.high),
-                "se": stats._round(iv.se), "wins": s.wins, "losses": s.losses, "ties": s.ties,
-                "sign_p": stats._round(s.sign_p, 10), "sign_p_holm": stats._round(holm[(variant, "sign")][p_index], 10),
-                "permutation": perm.as_json(), "permutation_p_holm": stats._round(holm[(variant, "perm")][p_index], 8),
+                "n": iv.n, "mean_diff": stats._round(iv.estimate), "low": stats._round(iv.low), "high": stats._round(iv.high),
+                "se": stats._round(iv.se), "wins": r["wins"][k], "losses": r["losses"][k], "ties": r["ties"][k],
+                "sign_p": stats._round(r["sign_p"][k], 10), "sign_p_holm": stats._round(r["sign_holm"][k], 10),
+                "permutation": perm.as_json(), "permutation_p_holm": stats._round(r["perm_holm"][k], 8),
             }
         out.append(entry)
     return out
@@ -304,9 +310,10 @@ def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, An
     for name in categorical_fields(cells.tasks):
         dims.append((f"field:{name}", name, f"dataset field `{name}` ({CATEGORY_RULE})",
                      [_label(t.fields.get(name)) for t in cells.tasks]))
+    import numpy as np
+
     routes = cells.complete_routes
-    all_cols = {r: cells.all_tasks(r) for r in routes}
-    scored_cols = {r: cells.scored(r) for r in routes}
+    all_m, scored_m = cells.matrix("all_tasks", routes), cells.matrix("scored", routes)
     plan: list[tuple[int, str, list[int]]] = []
     for d, (_, _, _, keys) in enumerate(dims):
         values: dict[str, list[int]] = defaultdict(list)
@@ -318,13 +325,16 @@ def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, An
         else:
             order = sorted(values, key=lambda v: (-len(values[v]), v))
         plan += [(d, v, values[v]) for v in order]
-    columns: list[list[float | None]] = []
+    # Per group, its routes' All-tasks then Scored columns, NaN outside the group: one matrix.
+    blocks = []
     for _, _, idx in plan:
-        members = set(idx)
-        for r in routes:
-            columns.append([x if i in members else None for i, x in enumerate(all_cols[r])])
-            columns.append([x if i in members else None for i, x in enumerate(scored_cols[r])])
-    ivs = boot.intervals(columns)
+        member = np.zeros(len(cells.tasks), dtype=bool)
+        member[idx] = True
+        pair = np.empty((len(cells.tasks), 2 * len(routes)))
+        pair[:, 0::2] = np.where(member[:, None], all_m, np.nan)
+        pair[:, 1::2] = np.where(member[:, None], scored_m, np.nan)
+        blocks.append(pair)
+    ivs = boot.intervals(np.hstack(blocks)) if blocks and routes else []
     out = [{"dimension": key, "title": title, "rule": rule, "values": []} for key, title, rule, _ in dims]
     k = 0
     for d, value, idx in plan:
@@ -342,7 +352,7 @@ def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, An
 
 def judge_scores(store: Store, *, with_text: bool = False) -> list[dict[str, Any]]:
     """Every current judgment of a current cell: route, task, judge, total, normalised score
-    (and the verdict text). Reads `cells_now`."""
+    (and the verdict text). Reads `cells_now` and `judged_now` (scoring.snapshot_cells)."""
     text = ", res.text AS verdict" if with_text else ""
     join = "JOIN results res ON res.id = s.ok_result_id" if with_text else ""
     rows = store.rows(
@@ -352,7 +362,7 @@ def judge_scores(store: Store, *, with_text: bool = False) -> list[dict[str, Any
            JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
                             AND jr.graded_sha256 = t.graded_sha256
            JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
-           JOIN request_status s ON s.custom_id = jr.custom_id AND s.state = 'ok'
+           JOIN judged_now s ON s.custom_id = jr.custom_id
            JOIN judgments jm ON jm.result_id = s.ok_result_id {join}""")
     for r in rows:
         r["score"] = None if r["total"] is None else normalised_score(r["total"], r["rubric_total"])
@@ -439,7 +449,7 @@ def statistics(store: Store, config: Config, board: list[dict[str, Any]], settin
         "pairwise": pw,
         "breakdowns": breakdowns(cells, boot),
         "judges": judge_health(store, config, cells, judgments if judgments is not None else judge_scores(store)),
-        "changes": snapshots.changes(store),
+        "changes": snapshots.changes(store, board=board),
     }
 
 

@@ -69,8 +69,14 @@ class State:
         return h.hexdigest()
 
 
-def current_state(store: Store) -> State:
-    """The state now; reads the `cells_now` table (scoring.snapshot_cells must have filled it)."""
+def _headline(r: dict[str, Any]) -> dict[str, Any]:
+    """The HEADLINE keys of a leaderboard row, the view's or scoring.leaderboard's (counts 0 not null)."""
+    return {k: bool(r[k]) if k == "complete" else (r[k] or 0) if k.endswith("_n") else r[k] for k in HEADLINE}
+
+
+def current_state(store: Store, board: list[dict[str, Any]] | None = None) -> State:
+    """The state now; reads the `cells_now` table (scoring.snapshot_cells must have filled it).
+    `board`: the leaderboard rows if already read (the view costs a second at full scale)."""
     cells = {
         (r[0], r[1]): Cell(r[2], r[3], r[4], r[5], r[6])
         for r in store.db.execute(
@@ -79,9 +85,9 @@ def current_state(store: Store) -> State:
     }
     policies = dict(store.db.execute("SELECT route, policy_fp FROM config_routes WHERE role = 'contestant'"))
     routes = {}
-    for r in store.rows("SELECT * FROM leaderboard"):
-        routes[r["route"]] = {"model": r["model"], "policy_fp": policies.get(r["route"]),
-                              **{k: (bool(r[k]) if k == "complete" else r[k]) for k in HEADLINE}}
+    for r in board if board is not None else store.rows("SELECT * FROM leaderboard"):
+        if r["route"] in policies:
+            routes[r["route"]] = {"model": r["model"], "policy_fp": policies[r["route"]], **_headline(r)}
     panel = tuple((r[0], r[1], r[2]) for r in store.db.execute(
         "SELECT route, model, policy_fp FROM config_routes WHERE role = 'judge' ORDER BY panel_position, route"))
     return State(cells, routes, panel)
@@ -123,8 +129,7 @@ def load(store: Store, snapshot_id: int) -> State:
     }
     routes = {}
     for r in store.rows("SELECT * FROM snapshot_routes WHERE snapshot_id = ?", [snapshot_id]):
-        routes[r["route"]] = {"model": r["model"], "policy_fp": r["policy_fp"],
-                              **{k: (bool(r[k]) if k == "complete" else r[k]) for k in HEADLINE}}
+        routes[r["route"]] = {"model": r["model"], "policy_fp": r["policy_fp"], **_headline(r)}
     panel = tuple(tuple(p) for p in json.loads(store.scalar("SELECT panel_json FROM snapshots WHERE id = ?", [snapshot_id])))
     return State(cells, routes, panel)  # type: ignore[arg-type]
 
@@ -205,9 +210,9 @@ def diff(before: State, after: State) -> dict[str, Any]:
     }
 
 
-def changes(store: Store, state: State | None = None) -> dict[str, Any]:
+def changes(store: Store, state: State | None = None, board: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """What changed since the last refresh (see the module docstring); reads `cells_now`."""
-    state = state or current_state(store)
+    state = state or current_state(store, board)
     digest = state.digest
     newest = store.one("SELECT id, taken_at, command, digest FROM snapshots ORDER BY id DESC LIMIT 1")
     previous = store.one("SELECT id, taken_at, command FROM snapshots WHERE digest != ? ORDER BY id DESC LIMIT 1", [digest])

@@ -233,39 +233,44 @@ def exact_sign_flip_p(diffs: Sequence[float]) -> float:
     return count / 2 ** len(d)
 
 
-def permutation_tests(columns: Sequence[Sequence[float | None]], *, resamples: int, seed: int,
-                      exact_max: int = EXACT_PERMUTATION_MAX) -> list[PermutationTest]:
+def permutation_tests(columns: Any, *, resamples: int, seed: int, exact_max: int = EXACT_PERMUTATION_MAX) -> list[PermutationTest]:
     """A paired sign-flip permutation test per column of differences (None = pair not counted).
 
     Exact enumeration when a column has at most `exact_max` non-zero differences; otherwise
     Monte-Carlo with `resamples` sign draws from numpy's PCG64 seeded with `seed`, p = (1 + #{|S*|
     >= |S|}) / (1 + resamples). The draws are shared by every column (one matrix product); each
-    column's test is valid on its own."""
-    out: list[PermutationTest | None] = [None] * len(columns)
+    column's test is valid on its own. `columns` may also be a 2-D array, rows x columns, NaN
+    for "not counted"."""
+    import numpy as np
+
+    if isinstance(columns, np.ndarray):
+        diffs_all = np.nan_to_num(columns.astype(np.float64, copy=False), nan=0.0)
+    else:
+        if not columns:
+            return []
+        diffs_all = np.array([[0.0 if x is None else x for x in col] for col in columns], dtype=np.float64).T
+    n_nonzero = (diffs_all != 0).sum(axis=0)
+    out: list[PermutationTest | None] = [None] * diffs_all.shape[1]
     mc: list[int] = []
-    for k, col in enumerate(columns):
-        nz = [x for x in col if x is not None and x != 0]
-        if not nz:
+    for k in range(diffs_all.shape[1]):
+        if n_nonzero[k] == 0:
             out[k] = PermutationTest(1.0, "none", 0)
-        elif len(nz) <= exact_max:
-            out[k] = PermutationTest(exact_sign_flip_p(nz), "exact", len(nz))
+        elif n_nonzero[k] <= exact_max:
+            col = diffs_all[:, k]
+            out[k] = PermutationTest(exact_sign_flip_p([float(x) for x in col[col != 0]]), "exact", int(n_nonzero[k]))
         else:
             mc.append(k)
     if mc:
-        import numpy as np
-
-        n_rows = len(columns[mc[0]])
         rng = np.random.default_rng(seed)
-        signs = rng.integers(0, 2, size=(resamples, n_rows), dtype=np.int8).astype(np.float64) * 2 - 1
+        signs = rng.integers(0, 2, size=(resamples, diffs_all.shape[0]), dtype=np.int8).astype(np.float64) * 2 - 1
         for start in range(0, len(mc), 128):  # bounded memory: resamples x 128 sums at a time
             block = mc[start:start + 128]
-            diffs = np.array([[0.0 if x is None else x for x in columns[k]] for k in block], dtype=np.float64).T
+            diffs = diffs_all[:, block]
             observed = np.abs(diffs.sum(axis=0))
             tol = 1e-9 * np.maximum(1.0, np.abs(diffs).sum(axis=0))
             hits = (np.abs(signs @ diffs) >= observed - tol).sum(axis=0)
             for j, k in enumerate(block):
-                n_nonzero = sum(1 for x in columns[k] if x is not None and x != 0)
-                out[k] = PermutationTest(float((1 + hits[j]) / (1 + resamples)), "monte-carlo", n_nonzero, resamples, seed)
+                out[k] = PermutationTest(float((1 + hits[j]) / (1 + resamples)), "monte-carlo", int(n_nonzero[k]), resamples, seed)
     return [t for t in out if t is not None]
 
 
@@ -292,6 +297,8 @@ class DocumentBootstrap:
     documents with replacement).
     """
 
+    BLOCK = 256  # columns resampled at a time
+
     def __init__(self, clusters: Sequence[Hashable], *, resamples: int, seed: int):
         import numpy as np
 
@@ -310,34 +317,55 @@ class DocumentBootstrap:
         one_hot[self.cluster_of, range(self.n_tasks)] = 1.0
         self._one_hot = one_hot
 
-    def intervals(self, columns: Sequence[Sequence[float | None]], *, confidence: float = CONFIDENCE) -> list[Interval]:
-        """The mean of each column (one value per task, None = not counted) with its interval."""
+    def intervals(self, columns: Any, *, confidence: float = CONFIDENCE) -> list[Interval]:
+        """The mean of each column (one value per task, None = not counted) with its interval.
+
+        `columns` is a list of columns, or (for callers that already hold numpy data) a 2-D
+        array of tasks x columns with NaN for "not counted"."""
         import numpy as np
 
-        if not columns:
-            return []
-        values = np.array([[np.nan if v is None else v for v in col] for col in columns], dtype=np.float64).T
+        if isinstance(columns, np.ndarray):
+            values = columns.astype(np.float64, copy=False)
+        else:
+            if not columns:
+                return []
+            values = np.array([[np.nan if v is None else v for v in col] for col in columns], dtype=np.float64).T
         if values.shape[0] != self.n_tasks:
             raise ValueError(f"a column has {values.shape[0]} values for {self.n_tasks} tasks")
+        if values.shape[1] == 0:
+            return []
+        if values.shape[1] > self.BLOCK:  # bounded memory: resamples x BLOCK statistics at a time
+            return [iv for start in range(0, values.shape[1], self.BLOCK)
+                    for iv in self.intervals(values[:, start:start + self.BLOCK], confidence=confidence)]
         counted = ~np.isnan(values)
+        n = counted.sum(axis=0)
         sums = self._one_hot @ np.where(counted, values, 0.0)  # clusters x columns
         counts = self._one_hot @ counted.astype(np.float64)
         num, den = self._weights @ sums, self._weights @ counts  # resamples x columns
         with np.errstate(invalid="ignore", divide="ignore"):
             stats = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+            estimate = np.where(n > 0, np.where(counted, values, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
+        defined = (~np.isnan(stats)).sum(axis=0)
         tail = (1 - confidence) / 2 * 100
+        low = np.full(values.shape[1], np.nan)
+        high = np.full(values.shape[1], np.nan)
+        se = np.full(values.shape[1], np.nan)
+        # Columns whose every resample is defined (the usual case) in one vectorised call; the
+        # others (a subset absent from some resamples) dropping their undefined resamples.
+        full = np.flatnonzero((defined == self.resamples) & (n > 0))
+        if full.size:
+            low[full], high[full] = np.percentile(stats[:, full], [tail, 100 - tail], axis=0)
+            se[full] = stats[:, full].std(axis=0, ddof=1) if self.resamples > 1 else 0.0
+        for k in np.flatnonzero((defined < self.resamples) & (defined > 0) & (n > 0)):
+            col = stats[:, k][~np.isnan(stats[:, k])]
+            low[k], high[k] = np.percentile(col, [tail, 100 - tail])
+            se[k] = col.std(ddof=1) if col.size > 1 else 0.0
         out = []
-        for k in range(stats.shape[1]):
-            n = int(counted[:, k].sum())
-            col = stats[:, k]
-            col = col[~np.isnan(col)]
-            if n == 0 or col.size == 0:
-                out.append(Interval(None, None, None, None, n))
-                continue
-            low, high = np.percentile(col, [tail, 100 - tail])
-            se = float(col.std(ddof=1)) if col.size > 1 else 0.0
-            estimate = float(values[counted[:, k], k].mean())
-            out.append(Interval(estimate, float(low), float(high), se, n))
+        for k in range(values.shape[1]):
+            if n[k] == 0 or np.isnan(low[k]):
+                out.append(Interval(None, None, None, None, int(n[k])))
+            else:
+                out.append(Interval(float(estimate[k]), float(low[k]), float(high[k]), float(se[k]), int(n[k])))
         return out
 
     def interval(self, values: Sequence[float | None], *, confidence: float = CONFIDENCE) -> Interval:
