@@ -199,21 +199,25 @@ def compare_pairs(cells: Cells, pairs: list[tuple[str, str]], boot: stats.Docume
 
 
 def grouping_rule(n_pairs: int, alpha: float) -> str:
-    return (f"Routes are ranked by All-tasks. Each route joins the group of the route ranked just above it unless their paired "
-            f"All-tasks difference (every task, zero-filled) is significant on two counts: the exact two-sided sign test on the "
-            f"tasks where they differ, Holm-adjusted across all {n_pairs} pairs, has p < {alpha}, and the 95% document-bootstrap "
-            f"interval of the mean difference excludes 0. Routes in one group are statistically indistinguishable by this rule; "
-            f"groups chain, so the ends of a long group may still differ from each other.")
+    return (f"Routes are ranked by All-tasks. Each route joins the group of the route ranked just above it unless that route "
+            f"is better on two counts, on every task (zero-filled): it wins significantly more of the tasks where they differ "
+            f"(exact two-sided sign test, Holm-adjusted across all {n_pairs} pairs, p < {alpha}), and the 95% "
+            f"document-bootstrap interval of the mean difference lies above 0. Routes in one group are statistically "
+            f"indistinguishable by this rule; groups chain, so the ends of a long group may still differ from each other.")
 
 
 def distinct(v: dict[str, Any], alpha: float) -> bool:
-    """The grouping rule for one pair. The sign test (exact at any n, Holm-adjusted without the
-    resolution floor a Monte-Carlo p would put on 435 pairs) says one route wins more tasks;
-    the interval says the mean, which the ranking uses, differs too, with questions on one
-    document resampled together (the tests treat tasks as independent). Requiring both only
-    rejects less often than Holm's test alone, so the family-wise error stays below alpha."""
+    """The grouping rule for one pair (either way round). The sign test (exact at any n, and
+    Holm-adjusted without the resolution floor a Monte-Carlo p would put on 435 pairs) says one
+    route wins more tasks; the interval says the mean, which the ranking uses, is higher too,
+    with the questions on one document resampled together (the tests treat tasks as
+    independent). Both must point the same way: a route with many zero-filled tasks can have the
+    higher mean yet lose most tasks where the two differ. Requiring both only rejects less often
+    than Holm's test alone, so the family-wise error stays below alpha."""
     p, low, high = v["sign_p_holm"], v["low"], v["high"]
-    return p is not None and p < alpha and low is not None and (low > 0 or high < 0)
+    if p is None or p >= alpha or low is None:
+        return False
+    return (v["wins"] > v["losses"] and low > 0) or (v["wins"] < v["losses"] and high < 0)
 
 
 def pairwise(cells: Cells, boot: stats.DocumentBootstrap, settings: Settings) -> dict[str, Any]:

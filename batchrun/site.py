@@ -89,6 +89,7 @@ svg .cell{text-anchor:middle}
 dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:14px}
 dl.kv dt{color:var(--muted)}dl.kv dd{margin:0;overflow-wrap:anywhere}
 td.q{max-width:420px;overflow-wrap:anywhere}
+ul.groups{padding-left:0;list-style:none}ul.groups li{margin:3px 0}
 footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding:10px 20px}
 @media (max-width:700px){
  body{font-size:14px} main{padding:6px 10px 30px}
@@ -263,14 +264,14 @@ def _pairwise(st: dict[str, Any]) -> str:
                      f'<td class="num">{signed(pct(a["low"]))} to {signed(pct(a["high"]))}</td><td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td>'
                      f'<td class="num">{p_fmt(a["sign_p_holm"])}</td><td class="num">{p_fmt(a["permutation_p_holm"])}</td>'
                      f'<td class="num">{signed(pct(b["mean_diff"]))} (n {b["n"]})</td><td class="num">{p_fmt(b["sign_p_holm"])}</td></tr>')
-    groups = " ".join(f'<span class="group">{e(g["label"])}</span> {e(", ".join(g["routes"]))}' for g in pw["groups"]["groups"])
+    groups = "".join(f'<li><span class="group">{e(g["label"])}</span> {e(", ".join(g["routes"]))}</li>' for g in pw["groups"]["groups"])
     return (
         '<section id="pairwise"><h2>Paired comparisons</h2>'
-        f'<p><b>Statistically indistinguishable groups:</b> {groups}</p><p class="note">{e(pw["groups"]["rule"])}</p>'
+        f'<h3>Statistically indistinguishable groups</h3><ul class="groups">{groups}</ul><p class="note">{e(pw["groups"]["rule"])}</p>'
         f'<h3>Matrix: row minus column, All-tasks points</h3><div class="scroll">{matrix}</div>'
         f'<p class="note">Blue: the row route scores higher; red: lower. * marks a pair the grouping rule tells apart '
-        f'(Holm-adjusted sign test p &lt; {alpha} and an interval excluding 0). Hover a cell for the interval, '
-        'wins/losses/ties and p-values of both views.</p>'
+        f'(more tasks won, Holm-adjusted sign test p &lt; {alpha}, and an interval of the mean difference on the same side '
+        'of 0). Hover a cell for the interval, wins/losses/ties and p-values of both views.</p>'
         '<h3>Adjacent ranks</h3><div class="scroll"><table class="pairs"><thead><tr><th>Pair</th><th class="num">Δ All-tasks<span class="ci">95% CI</span></th>'
         '<th class="num">W/L/T</th><th class="num">sign p</th><th class="num">Holm p</th><th class="num">perm. p</th>'
         '<th class="num">Δ both scored<span class="ci">95% CI, n</span></th><th class="num">W/L/T</th><th class="num">Holm p</th></tr></thead><tbody>'

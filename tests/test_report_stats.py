@@ -108,7 +108,7 @@ def test_pairwise_table_holm_and_groups(report: dict[str, Any]) -> None:
     assert (bf["n"], bf["mean_diff"], bf["sign_p"]) == pytest.approx((1, 0.25, 1.0))
     # Nothing is told apart with four tasks: one group, and the rule is stated.
     assert pw["groups"]["groups"] == [{"label": "A", "routes": ORDER}]
-    assert "Holm-adjusted across all 3 pairs" in pw["groups"]["rule"] and "excludes 0" in pw["groups"]["rule"]
+    assert "Holm-adjusted across all 3 pairs" in pw["groups"]["rule"] and "lies above 0" in pw["groups"]["rule"]
 
 
 def test_breakdowns_judges_and_changes(report: dict[str, Any]) -> None:
@@ -208,3 +208,16 @@ def test_compare_text_json_and_errors(board: Any) -> None:  # noqa: F811
     assert same.exit_code == 1 and "two different routes" in same.stderr
     judge = run(project, s, "compare", "big", "judge-a")
     assert judge.exit_code == 1 and "not a contestant route" in judge.stderr
+
+
+def test_grouping_rule_needs_the_sign_test_and_the_interval_to_agree() -> None:
+    from batchrun.analysis import distinct
+
+    base = {"sign_p_holm": 0.001, "wins": 30, "losses": 10, "low": 0.01, "high": 0.05}
+    assert distinct(base, 0.05)
+    assert distinct(base | {"wins": 10, "losses": 30, "low": -0.05, "high": -0.01}, 0.05)  # the other way round
+    assert not distinct(base | {"sign_p_holm": 0.06}, 0.05)  # sign test not significant after Holm
+    assert not distinct(base | {"low": -0.01}, 0.05)  # interval includes 0
+    # A higher mean (interval above 0) but most differing tasks lost: contradictory, not told apart.
+    assert not distinct(base | {"wins": 10, "losses": 30}, 0.05)
+    assert not distinct(base | {"sign_p_holm": None}, 0.05) and not distinct(base | {"low": None, "high": None}, 0.05)

@@ -66,7 +66,7 @@ def test_index_holds_every_section_and_links_every_task(board_site: Path) -> Non
     assert html.count('<svg class="ivbar"') == 3 and html.count('<svg class="covbar"') == 3
     assert html.count('<svg class="heatmap"') == 4  # pairwise matrix, language, length, judge spread
     assert "Scores are 0–100" in html and "68.3–85.0" in html  # big's All-tasks interval, 0-100
-    assert "Statistically indistinguishable groups:" in html and "Krippendorff" in html
+    assert "Statistically indistinguishable groups</h3>" in html and "Krippendorff" in html
     assert "accepted failure 1" in html  # since the last refresh
     for t in ("t1", "t2", "t3", "t4"):
         assert f'<a href="tasks/{t}.html">{t}</a>' in html
