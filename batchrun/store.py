@@ -651,6 +651,11 @@ class Store:
 
     def check_kind(self, rehearsal: str | None) -> None:
         """Defence in depth behind the separate rehearsal paths (config.rehearsal_path)."""
+        if self.meta("store_id") is None:
+            # Its creation never finished (a process killed between the migrations and the
+            # meta rows that name its kind): it holds nothing yet, so it is of neither kind, and
+            # the writer that opens it now records its own.
+            return
         marked = self.meta("rehearsal")
         if rehearsal and not marked:
             raise StateError(

@@ -126,3 +126,4 @@ def test_only_the_newest_snapshots_are_kept(project: Project, monkeypatch) -> No
     assert [r[0] for r in store.db.execute("select id from snapshots order by id")] == ids[-2:]
     assert {r[0] for r in store.db.execute("select distinct snapshot_id from snapshot_routes")} <= set(ids[-2:])
     store.close()
+
