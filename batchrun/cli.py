@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import click
@@ -348,13 +349,15 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
     with writer(ctx, "refresh", config, wait_lock=wait_lock) as store:
         outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, progress=ctx.progress())
         announce_warnings(ctx, store, config)
+        from .publish import publish
         from .report import render
-        from .scoring import report_data
 
-        click.echo(render(report_data(store, config), "md"))
+        published = publish(store, config, command="refresh")
+        click.echo(render(published.data, "md"))
         if not outcome.complete:
             _print_problems(store, config)
         click.echo(f"refresh: {redact(outcome.reason)}", err=True)
+        click.echo(f"site: {published.site}", err=True)
     if not outcome.complete:
         sys.exit(EXIT_INCOMPLETE)
 
@@ -543,19 +546,39 @@ def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_
             click.echo("Nothing to cancel: no live batch" + (f" of route {route!r}." if route else "."), err=True)
 
 
+def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+
+    fn = click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap and Monte-Carlo permutation draws.")(fn)
+    fn = click.option("--resamples", type=click.IntRange(min=100), default=DEFAULT_RESAMPLES, show_default=True,
+                      help="Bootstrap resamples (of documents) for the 95% intervals.")(fn)
+    return fn
+
+
 @cli.command()
-@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True, help="Output format: Markdown table, CSV or JSON.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write to this file instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json", "html"]), default="md", show_default=True,
+              help="Output format: Markdown, CSV, JSON (everything), or html: a static site written to --out DIR.")
+@click.option("--out", type=click.Path(), help="Write to this file instead of stdout (html: this folder).")
+@statistics_options
 @pass_ctx
 @handle_errors
-def report(ctx: Context, fmt: str, out: str | None) -> None:
-    """The leaderboard (read-only), sorted by All-tasks, with its provenance."""
+def report(ctx: Context, fmt: str, out: str | None, resamples: int, seed: int) -> None:
+    """The leaderboard (read-only), sorted by All-tasks, with intervals, paired comparisons and provenance."""
+    from .analysis import Settings, full_report
     from .report import render
-    from .scoring import report_data
 
     config = ctx.config()
+    if fmt == "html" and not out:
+        raise BatchrunError("--format html writes a folder of pages, not a stream.", "Pass --out DIR, e.g. --out site/.")
     with reader(config) as store:
-        text = render(report_data(store, config), fmt)
+        data = full_report(store, config, Settings(resamples=resamples, seed=seed))
+        if fmt == "html":
+            from .site import write_site
+
+            index = write_site(store, config, data, Path(out))
+            click.echo(f"wrote {index}", err=True)
+            return
+    text = render(data, fmt)
     if out:
         try:
             with open(out, "w", encoding="utf-8") as f:
@@ -566,6 +589,28 @@ def report(ctx: Context, fmt: str, out: str | None) -> None:
         click.echo(f"wrote {out}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+@cli.command()
+@click.argument("route_a", metavar="A")
+@click.argument("route_b", metavar="B")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (differences as fractions 0-1).")
+@statistics_options
+@pass_ctx
+@handle_errors
+def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, resamples: int, seed: int) -> None:
+    """Paired comparison of two routes: mean difference with interval, sign and permutation tests (read-only)."""
+    from .analysis import Settings
+    from .analysis import compare as do_compare
+    from .report import render_comparison
+
+    config = ctx.config()
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
+    data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed))
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        return
+    click.echo(render_comparison(data), nl=False)
 
 
 @cli.command()

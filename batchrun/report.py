@@ -1,4 +1,10 @@
-"""The leaderboard as Markdown, CSV or JSON, sorted by All-tasks, with its provenance."""
+"""The leaderboard as Markdown, CSV or JSON, sorted by All-tasks, with its provenance.
+
+With the statistics of analysis.full_report (`data["statistics"]`), Markdown and CSV gain the 95%
+intervals, coverage and indistinguishable groups, and Markdown the adjacent-rank comparisons,
+breakdowns by language and document length, the judge panel's agreement and what changed since
+the last refresh; JSON carries all of it. Markdown shows scores 0-100; CSV and JSON fractions 0-1.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,113 @@ from typing import Any
 
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}"
+
+
+def _ci(iv: dict[str, Any] | None) -> str:
+    if not iv or iv.get("low") is None:
+        return "—"
+    return f"{_pct(iv['low'])}–{_pct(iv['high'])}"
+
+
+def _signed(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.1f}"
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "—"
+    return "<0.0001" if p < 0.0001 else f"{p:.4f}" if p < 0.01 else f"{p:.3f}"
+
+
+def _statistics_md(st: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    pw = st["pairwise"]
+    ranked = pw["routes"]
+    index = {(p["a"], p["b"]): p for p in pw["pairs"]}
+    if len(ranked) > 1:
+        lines += ["", "Adjacent ranks (a − b; All-tasks: every task, zero-filled; Both scored: the tasks both scored):", "",
+                  "| a | b | Δ All-tasks (95% CI) | W/L/T | sign p | Holm p | perm. p | Δ Both scored (95% CI) | n | Holm p |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for a, b in zip(ranked, ranked[1:]):
+            x, y = index[(a, b)]["all_tasks"], index[(a, b)]["both_scored"]
+            lines.append(f"| {a} | {b} | {_signed(x['mean_diff'])} ({_signed(x['low'])} to {_signed(x['high'])}) "
+                         f"| {x['wins']}/{x['losses']}/{x['ties']} | {_p(x['sign_p'])} | {_p(x['sign_p_holm'])} "
+                         f"| {_p(x['permutation']['p'])} ({x['permutation']['method']}) "
+                         f"| {_signed(y['mean_diff'])} ({_signed(y['low'])} to {_signed(y['high'])}) | {y['n']} | {_p(y['sign_p_holm'])} |")
+    groups = pw["groups"]
+    if groups["groups"]:
+        lines += ["", "Statistically indistinguishable groups: "
+                  + "; ".join(f"{g['label']}: {', '.join(g['routes'])}" for g in groups["groups"]) + ".",
+                  f"Rule: {groups['rule']} All {len(pw['pairs'])} pairs, with the permutation test too, are in the JSON report "
+                  "and the HTML site."]
+    for d in st["breakdowns"]:
+        if d["dimension"] not in ("language", "doc_length") or not ranked:
+            continue
+        values = d["values"]
+        lines += ["", f"{d['title']} ({d['rule']}): All-tasks (95% CI)", "",
+                  "| Route | " + " | ".join(f"{v['value']} (n={v['n_tasks']})" for v in values) + " |",
+                  "|---|" + "---:|" * len(values)]
+        for r in ranked:
+            lines.append(f"| {r} | " + " | ".join(
+                f"{_pct(v['routes'][r]['all_tasks']['estimate'])} ({_ci(v['routes'][r]['all_tasks'])})" for v in values) + " |")
+    fields = [d["title"] for d in st["breakdowns"] if d["dimension"].startswith("field:")]
+    if fields:
+        lines += ["", f"Breakdowns by dataset field ({', '.join(fields)}): in the JSON report and the HTML site."]
+    j = st["judges"]
+    if j["panel"]:
+        alpha = j["krippendorff_alpha_interval"]
+        lines += ["", f"Judge panel: Krippendorff's alpha (interval) {'—' if alpha is None else f'{alpha:.3f}'} over "
+                      f"{j['alpha_units']} answers; " + "; ".join(
+                          f"{x['judge']} mean {_pct(x['mean_score'])}, retries {_pct(x['retry_rate'])}%, "
+                          f"parse failures {x['parse_failures']}" for x in j["judges"]) + "."]
+        if j["agreement"]:
+            lines.append("Agreement: " + "; ".join(
+                f"{p['a']}·{p['b']} Pearson {_r(p['pearson'])}, Spearman {_r(p['spearman'])}, mean |Δ| {_pct(p['mean_abs_diff'])}"
+                for p in j["agreement"]) + ".")
+    c = st["changes"]
+    if c["previous"] is None:
+        lines += ["", f"Since the last refresh: {c.get('note', 'nothing to compare with')}."]
+    else:
+        lines += ["", f"Since the refresh of {c['previous']['taken_at']}: "
+                      + (", ".join(f"{k} {v}" for k, v in c["reasons"].items()) or "no cell changed") + "."]
+        for r in c["routes"]:
+            if not r["cells_changed"] and r["status"] == "kept" and not r["delta_all_tasks"]:
+                continue
+            b, a = r["before"] or {}, r["after"] or {}
+            lines.append(f"- {r['route']} ({r['status']}): All-tasks {_pct(b.get('all_tasks_overall'))} → "
+                         f"{_pct(a.get('all_tasks_overall'))} ({_signed(r['delta_all_tasks'])}); {r['cells_changed']} cell(s)"
+                         + (": " + ", ".join(f"{k} {v}" for k, v in r["reasons"].items()) if r["reasons"] else ""))
+    return lines
+
+
+def _r(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
+def render_comparison(c: dict[str, Any]) -> str:
+    """`batchrun compare A B` as text; differences in points (0-100)."""
+    a, b = c["a"], c["b"]
+    lines = [f"# {rehearsal_title(c['rehearsal'])}", ""] if c.get("rehearsal") else []
+    h = c["headline"]
+    lines.append(f"{a} vs {b} (differences a − b in points, 0-100)")
+    for r in (a, b):
+        lines.append(f"  {r}: All-tasks {_pct(h[r]['all_tasks_overall'])}, Scored {_pct(h[r]['scored_overall'])}"
+                     + ("" if h[r]["complete"] else " (incomplete)"))
+    for key, title in (("all_tasks", "All tasks, zero-filled"), ("both_scored", "Tasks both scored")):
+        v = c[key]
+        perm = v["permutation"]
+        how = (f"exact over {perm['n_nonzero']} non-zero differences" if perm["method"] == "exact"
+               else f"Monte-Carlo, {perm['resamples']} draws, seed {perm['seed']}" if perm["method"] == "monte-carlo" else "no difference")
+        lines += ["", f"{title} ({c['variants'][key]}): n = {v['n']}",
+                  f"  mean difference {_signed(v['mean_diff'])} (95% CI {_signed(v['low'])} to {_signed(v['high'])})",
+                  f"  wins/losses/ties {v['wins']}/{v['losses']}/{v['ties']}",
+                  f"  sign test (exact, two-sided) p = {_p(v['sign_p'])}",
+                  f"  permutation test (paired sign-flip, {how}) p = {_p(perm['p'])}"]
+    boot = c["bootstrap"]
+    lines += ["", f"Intervals: paired percentile bootstrap over {boot['n_documents']} documents, {boot['resamples']} resamples, "
+                  f"seed {boot['seed']}."]
+    lines += [f"Note: {n}" for n in c["notes"]]
+    return "\n".join(lines) + "\n"
 
 
 def rehearsal_title(url: str) -> str:
@@ -27,22 +140,41 @@ def render(data: dict[str, Any], fmt: str) -> str:
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
+        st = data.get("statistics")
+        extra = ["all_tasks_low", "all_tasks_high", "scored_low", "scored_high", "group", "waiting_n", "blocked_n", "accepted_n",
+                 "bootstrap_resamples", "bootstrap_seed"] if st else []
+        # `rehearsal` stays the last column.
         w.writerow(["rank", "route", "model", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks",
-                    "out_of_context_n", "failed_n", "pending_n", "complete", "rehearsal"])
+                    "out_of_context_n", "failed_n", "pending_n", "complete", *extra, "rehearsal"])
         for i, r in enumerate(routes, 1):
-            w.writerow([i, r["route"], r["model"], r["all_tasks_overall"], r["scored_overall"], r["scored_n"], r["n_tasks"],
-                        r["out_of_context_n"], r["failed_n"], r["pending_n"], r["complete"], rehearsal or ""])
+            row = [i, r["route"], r["model"], r["all_tasks_overall"], r["scored_overall"], r["scored_n"], r["n_tasks"],
+                   r["out_of_context_n"], r["failed_n"], r["pending_n"], r["complete"]]
+            if st:
+                s = st["routes"].get(r["route"], {})
+                a, sc = s.get("all_tasks") or {}, s.get("scored") or {}
+                row += [a.get("low"), a.get("high"), sc.get("low"), sc.get("high"), s.get("group"), r.get("waiting_n"),
+                        r.get("blocked_n"), r.get("accepted_n"), st["bootstrap"]["resamples"], st["bootstrap"]["seed"]]
+            w.writerow([*row, rehearsal or ""])
         return buf.getvalue()
     lines = [f"# {rehearsal_title(rehearsal)}", ""] if rehearsal else []
+    st = data.get("statistics")
     lines += [
-        "| # | Route | Model | All-tasks | Scored (n) | Out of context | Failed | Pending |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| # | Route | Model | All-tasks | Scored (n) | Out of context | Failed | Pending |"
+        + (" All-tasks 95% CI | Scored 95% CI | Group |" if st else ""),
+        "|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|:---:|" if st else ""),
     ]
     for i, r in enumerate(routes, 1):
-        lines.append(
-            f"| {i} | {r['route']} | {r['model']} | {_pct(r['all_tasks_overall'])} | {_pct(r['scored_overall'])} ({r['scored_n']}) "
-            f"| {r['out_of_context_n']} | {r['failed_n']} | {r['pending_n']} |"
-        )
+        line = (f"| {i} | {r['route']} | {r['model']} | {_pct(r['all_tasks_overall'])} | {_pct(r['scored_overall'])} ({r['scored_n']}) "
+                f"| {r['out_of_context_n']} | {r['failed_n']} | {r['pending_n']} |")
+        if st:
+            s = st["routes"].get(r["route"], {})
+            line += f" {_ci(s.get('all_tasks'))} | {_ci(s.get('scored'))} | {s.get('group') or '—'} |"
+        lines.append(line)
+    if st:
+        b = st["bootstrap"]
+        lines += ["", f"Scores are 0-100. 95% intervals: percentile bootstrap over documents (the questions on one document are "
+                      f"resampled together), {b['resamples']} resamples, seed {b['seed']}, {b['n_documents']} documents. "
+                      "Routes sharing a group letter are statistically indistinguishable (rule below)."]
     incomplete = [r["route"] for r in routes if not r["complete"]]
     if incomplete:
         lines += ["", f"Incomplete (headline numbers withheld until every cell is done): {', '.join(incomplete)}."]
@@ -57,6 +189,8 @@ def render(data: dict[str, Any], fmt: str) -> str:
     if accepted:
         lines += ["", "Accepted failures (zero-filled by the maintainer's decision):"]
         lines += [f"- {route}: {a['cells']} cell(s), {a['at']}: {a['reason']}" for route, a in accepted]
+    if st:
+        lines += _statistics_md(st)
     mp = data["matched_panel"]
     lines += ["", f"Matched panel ({mp['n_tasks']} tasks scored by every route; robustness view only): "
               + ", ".join(f"{k} {_pct(v)}" for k, v in mp["routes"].items())]

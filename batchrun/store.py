@@ -24,10 +24,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
 
-from . import __version__
+def _import_sqlite_utils() -> None:
+    """sqlite-utils imports numpy at import time when it is installed, only to map numpy types
+    in inserts (batchrun inserts none). numpy is installed for the report's statistics (stats),
+    which import it when they run; loading it in every command would add ~0.1 s to each, even
+    `--help`. So it is hidden during this one import, unless something already loaded it."""
+    import sys
+
+    if "numpy" in sys.modules or "sqlite_utils" in sys.modules:
+        import sqlite_utils  # noqa: F401
+        return
+    sys.modules["numpy"] = None  # type: ignore[assignment]  # makes `import numpy` raise ImportError
+    try:
+        import sqlite_utils  # noqa: F401
+    finally:
+        del sys.modules["numpy"]
+
+
+_import_sqlite_utils()
+
+from sqlite_utils import Database  # noqa: E402
+from sqlite_utils.migrations import Migrations  # noqa: E402
+
+from . import __version__  # noqa: E402
 from .errors import StateError, damaged_database
 
 migrations = Migrations("batchrun")
@@ -617,6 +637,32 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
 
 
+@migrations()
+def m010_refresh_snapshots(db: Database) -> None:
+    # "What changed since the last refresh" needs the state as the last refresh left it, and the
+    # views only know the present. `refresh` (and `demo`) record a compact snapshot of every
+    # current cell (its policy, answer, graded question/rubric, status and score) and of each
+    # route's headline, only when something differs from the newest snapshot (`digest`). These
+    # are derived rows, not facts: the newest few are kept (snapshots.KEEP), older ones pruned.
+    db.execute(
+        """CREATE TABLE snapshots (
+            id INTEGER PRIMARY KEY, taken_at REAL NOT NULL, run_id INTEGER, command TEXT NOT NULL,
+            digest TEXT NOT NULL, panel_json TEXT NOT NULL, n_cells INTEGER NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE snapshot_routes (
+            snapshot_id INTEGER NOT NULL, route TEXT NOT NULL, model TEXT, policy_fp TEXT, complete INTEGER NOT NULL,
+            all_tasks_overall REAL, scored_overall REAL, scored_n INTEGER, out_of_context_n INTEGER, failed_n INTEGER,
+            pending_n INTEGER, PRIMARY KEY (snapshot_id, route))"""
+    )
+    db.execute(
+        """CREATE TABLE snapshot_cells (
+            snapshot_id INTEGER NOT NULL, route TEXT NOT NULL, task_id TEXT NOT NULL, policy_fp TEXT NOT NULL,
+            result_id INTEGER, graded_sha256 TEXT, status TEXT NOT NULL, score REAL,
+            PRIMARY KEY (snapshot_id, route, task_id)) WITHOUT ROWID"""
+    )
+
+
 class Store:
     """An open state.db with migrations applied.
 
@@ -693,8 +739,9 @@ class Store:
     def check_kind(self, rehearsal: str | None) -> None:
         """Defence in depth behind the separate rehearsal paths (config.rehearsal_path)."""
         if self.meta("store_id") is None:
-            # Its creation never finished (killed between the migrations and the first meta
-            # rows): it holds nothing yet, and the writer that opens it now marks it.
+            # Its creation never finished (a process killed between the migrations and the
+            # meta rows that name its kind): it holds nothing yet, so it is of neither kind, and
+            # the writer that opens it now records its own.
             return
         marked = self.meta("rehearsal")
         if rehearsal and not marked:

@@ -220,3 +220,21 @@ def test_demo_report_says_rehearsal_and_its_state_is_refused_to_real_runs(tmp_pa
     assert not (folder / "rehearsal").exists()
     r = runner.invoke(cli, ["--config", str(folder / "batchrun.toml"), "report"], catch_exceptions=False)
     assert r.exit_code == 1 and "was made by a rehearsal" in r.output
+
+
+def test_a_store_whose_creation_was_cut_short_is_of_neither_kind(tmp_path) -> None:
+    """Killed after the migrations but before the meta rows naming its kind (store_id,
+    rehearsal): the store holds nothing, and the next writer, of either kind, takes it."""
+    from batchrun.store import Store, migrations
+    from sqlite_utils import Database
+
+    for rehearsal in ("http://127.0.0.1:9", None):
+        path = tmp_path / f"{bool(rehearsal)}.db"
+        db = Database(path)
+        migrations.apply(db)  # what Store.__init__ does first
+        db.close()
+        store = Store.open(path, rehearsal=rehearsal)
+        assert store.meta("store_id") and store.meta("rehearsal") == rehearsal
+        store.close()
+        store = Store.open(path, rehearsal=rehearsal)  # and from then on it is of that kind
+        store.close()

@@ -2,7 +2,8 @@
 
 Creates a working folder with the shipped demo dataset, corpus and config, starts the emulator
 in-process on a free loopback port, points every route at it, runs `refresh`, and prints the
-leaderboard and where state.db, jobs/ and results/ are. Running it again finds nothing to do.
+leaderboard and where state.db, jobs/, results/ and the static site (results/site/index.html) are.
+Running it again finds nothing to do.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ def sqlite_utils_command() -> str:
 def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
              interval: float = 0.2) -> int:
     from ..emulator import Emulator
+    from ..publish import publish
     from ..refresh import refresh
     from ..report import render
-    from ..scoring import report_data
 
     folder = Path(directory).resolve()
     config_path = prepare(folder)
@@ -74,8 +75,9 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
         store.start_run("demo")
         try:
             outcome = refresh(store, config, interval=interval, progress=progress)
+            published = publish(store, config, command="demo")
             store.end_run("ok")
-            echo(render(report_data(store, config), "md"))
+            echo(render(published.data, "md"))
         finally:
             store.close()
             lock.release()
@@ -83,5 +85,6 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
         emu.stop()
     echo(f"refresh: {outcome.reason}", err=True)
     echo(f"state.db: {config.paths.state}\njobs/:    {config.paths.jobs}\nresults/: {config.paths.results}", err=True)
+    echo(f"site:     {published.site}", err=True)
     echo(f"Try: {sqlite_utils_command()} {config.paths.state} \"select * from leaderboard\"", err=True)
     return 0 if outcome.complete else 2

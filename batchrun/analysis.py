@@ -1,0 +1,466 @@
+"""The statistics of a publishable report, computed from state.db: intervals, paired comparisons,
+breakdowns, judge panel health and what changed since the last refresh.
+
+Everything is read once from `cells_now` (scoring.snapshot_cells) and the tables, then handed to
+the pure functions of `stats`. Scores are fractions 0-1 in the data (JSON, CSV); human formats
+show 0-100.
+
+Which tasks count, per value (spec 001 §5):
+- All-tasks: a scored cell counts its score, a final failure (out of context, refusal, empty,
+  accepted) counts 0; an open cell (pending, judging, waiting, blocked) counts nothing, and a
+  route with one has no headline, hence no interval either.
+- Scored: scored cells only.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import stats
+from .config import Config
+from .errors import ConfigError
+from .grading import score as normalised_score
+from .scoring import ZERO_FILLED, report_data, snapshot_cells
+from .store import Store
+
+DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
+DEFAULT_PERMUTATIONS = stats.DEFAULT_PERMUTATIONS
+DEFAULT_SEED = stats.DEFAULT_SEED
+
+# Document length buckets, in characters as the harness reads them (powers of 4 from 4,000: at
+# ~3.3 characters a token, <1.2k, 1.2k-5k, 5k-20k, 20k-80k, 80k-300k and >=300k tokens of English).
+LENGTH_BUCKETS: tuple[tuple[int, int | None, str], ...] = (
+    (0, 4_000, "<4k"), (4_000, 16_000, "4k-16k"), (16_000, 64_000, "16k-64k"), (64_000, 256_000, "64k-256k"),
+    (256_000, 1_000_000, "256k-1M"), (1_000_000, None, ">=1M"),
+)
+LENGTH_RULE = "document length in characters: <4k, 4k-16k, 16k-64k, 64k-256k, 256k-1M, >=1M"
+# A dataset field is a breakdown when every task's value is a scalar (or missing) and it has
+# between 2 and MAX_CATEGORIES distinct values, at most one per two tasks (ids and free text are not).
+MAX_CATEGORIES = 20
+CATEGORY_RULE = (f"every dataset field whose values are scalars with 2 to {MAX_CATEGORIES} distinct values, "
+                 "at most one distinct value per two tasks")
+LANGUAGE_RULE = "the CJK rule: more than 20 ideographs U+4E00-U+9FFF in the document's first 4,000 characters"
+OPEN_STATUSES = ("pending", "judging", "waiting", "blocked")
+
+
+@dataclass(frozen=True)
+class Settings:
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    permutations: int = DEFAULT_PERMUTATIONS
+    alpha: float = stats.ALPHA
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    position: int
+    doc: str  # the document's sha256: the bootstrap's resampling unit
+    corpus_file: str
+    question: str
+    fields: dict[str, Any]
+    doc_chars: int | None
+    cjk: bool | None
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Every current cell, read once: tasks in dataset order and per route a status and score per task."""
+
+    tasks: tuple[Task, ...]
+    status: dict[str, dict[str, str]]
+    score: dict[str, dict[str, float | None]]
+    board: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # leaderboard rows, in order
+
+    def all_tasks(self, route: str) -> list[float | None]:
+        """Per task: the score, 0 for a final failure, None for an open cell."""
+        st, sc = self.status.get(route, {}), self.score.get(route, {})
+        return [sc.get(t.task_id) if st.get(t.task_id) == "ok" else 0.0 if st.get(t.task_id) in ZERO_FILLED else None
+                for t in self.tasks]
+
+    def scored(self, route: str) -> list[float | None]:
+        st, sc = self.status.get(route, {}), self.score.get(route, {})
+        return [sc.get(t.task_id) if st.get(t.task_id) == "ok" else None for t in self.tasks]
+
+    def matrix(self, kind: str, routes: list[str]) -> Any:
+        """numpy tasks x routes of `all_tasks` or `scored` values, NaN for None."""
+        import numpy as np
+
+        get = self.all_tasks if kind == "all_tasks" else self.scored
+        return np.array([[np.nan if v is None else v for v in get(r)] for r in routes], dtype=np.float64).reshape(
+            len(routes), len(self.tasks)).T
+
+    @property
+    def complete_routes(self) -> list[str]:
+        """Routes with a headline, in leaderboard order (All-tasks descending)."""
+        return [r["route"] for r in self.board if r["complete"] and r["all_tasks_overall"] is not None]
+
+
+def read_cells(store: Store, board: list[dict[str, Any]]) -> Cells:
+    """Reads `cells_now` (fill it first with scoring.snapshot_cells)."""
+    per_task: dict[str, tuple[int | None, bool | None]] = {}
+    status: dict[str, dict[str, str]] = defaultdict(dict)
+    score: dict[str, dict[str, float | None]] = defaultdict(dict)
+    for route, task_id, st, sc, chars, cjk in store.db.execute("SELECT route, task_id, status, score, doc_chars, cjk FROM cells_now"):
+        status[route][task_id] = st
+        score[route][task_id] = sc
+        per_task.setdefault(task_id, (chars, None if cjk is None else bool(cjk)))
+    tasks = tuple(
+        Task(r[0], r[1], r[2], r[3], r[4], json.loads(r[5] or "{}"), *per_task.get(r[0], (None, None)))
+        for r in store.db.execute("SELECT task_id, position, doc_sha256, corpus_file, question, fields_json FROM tasks ORDER BY position"))
+    return Cells(tasks, dict(status), dict(score), tuple(board))
+
+
+def _letters(i: int) -> str:
+    s = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        s = string.ascii_uppercase[r] + s
+    return s
+
+
+# --- per route ---------------------------------------------------------------------------------------
+
+
+def route_statistics(cells: Cells, boot: stats.DocumentBootstrap) -> dict[str, dict[str, Any]]:
+    """Per route: All-tasks and Scored with intervals (complete routes only), and coverage."""
+    import numpy as np
+
+    complete = set(cells.complete_routes)
+    keys = [r["route"] for r in cells.board if r["route"] in complete]
+    columns = np.empty((len(cells.tasks), 2 * len(keys)))
+    columns[:, 0::2] = cells.matrix("all_tasks", keys)
+    columns[:, 1::2] = cells.matrix("scored", keys)
+    ivs = boot.intervals(columns)
+    by_route = {route: (ivs[2 * i], ivs[2 * i + 1]) for i, route in enumerate(keys)}
+    out = {}
+    for r in cells.board:
+        a, s = by_route.get(r["route"], (None, None))
+        out[r["route"]] = {
+            "complete": r["route"] in complete,
+            "all_tasks": a.as_json() if a else None,
+            "scored": s.as_json() if s else None,
+            "coverage": {"n_tasks": r["n_tasks"], "scored": r["scored_n"], "out_of_context": r["out_of_context_n"],
+                         "failed": r["failed_n"], "pending": r["pending_n"], "waiting": r["waiting_n"],
+                         "blocked": r["blocked_n"], "accepted": r["accepted_n"]},
+        }
+    return out
+
+
+# --- paired comparisons ------------------------------------------------------------------------------
+
+
+VARIANTS = {
+    "all_tasks": "every task both routes have finished, zero-filled (out of context, refusal, empty and accepted count 0)",
+    "both_scored": "the tasks both routes scored",
+}
+
+
+def compare_pairs(cells: Cells, pairs: list[tuple[str, str]], boot: stats.DocumentBootstrap, settings: Settings) -> list[dict[str, Any]]:
+    """Both variants for each (a, b): mean of a - b with a paired document-bootstrap interval,
+    wins/losses/ties, the exact sign test and the paired permutation test; Holm across `pairs`
+    per variant and test. The differences of every pair are one numpy matrix (tasks x pairs):
+    at 30 routes that is 435 pairs x 481 tasks, each resampled 2,000 times."""
+    import numpy as np
+
+    names = sorted({r for p in pairs for r in p})
+    index = {r: i for i, r in enumerate(names)}
+    ia, ib = [index[a] for a, _ in pairs], [index[b] for _, b in pairs]
+    results: dict[str, dict[str, list[Any]]] = {}
+    for variant in VARIANTS:
+        values = cells.matrix(variant, names)
+        diffs = values[:, ia] - values[:, ib]  # NaN where either side has no value
+        counted = ~np.isnan(diffs)
+        wins, losses = (np.nan_to_num(diffs) > 0).sum(axis=0), (np.nan_to_num(diffs) < 0).sum(axis=0)
+        ties = counted.sum(axis=0) - wins - losses
+        sign_p = [stats.sign_test(int(w), int(lo)) for w, lo in zip(wins, losses)]
+        perms = stats.permutation_tests(diffs, resamples=settings.permutations, seed=settings.seed)
+        results[variant] = {"iv": boot.intervals(diffs), "wins": wins.tolist(), "losses": losses.tolist(), "ties": ties.tolist(),
+                            "sign_p": sign_p, "sign_holm": stats.holm(sign_p), "perm": perms,
+                            "perm_holm": stats.holm([t.p for t in perms])}
+    out = []
+    for k, (a, b) in enumerate(pairs):
+        entry: dict[str, Any] = {"a": a, "b": b}
+        for variant, r in results.items():
+            iv, perm = r["iv"][k], r["perm"][k]
+            entry[variant] = {
+                "n": iv.n, "mean_diff": stats._round(iv.estimate), "low": stats._round(iv.low), "high": stats._round(iv.high),
+                "se": stats._round(iv.se), "wins": r["wins"][k], "losses": r["losses"][k], "ties": r["ties"][k],
+                "sign_p": stats._round(r["sign_p"][k], 10), "sign_p_holm": stats._round(r["sign_holm"][k], 10),
+                "permutation": perm.as_json(), "permutation_p_holm": stats._round(r["perm_holm"][k], 8),
+            }
+        out.append(entry)
+    return out
+
+
+def grouping_rule(n_pairs: int, alpha: float) -> str:
+    return (f"Routes are ranked by All-tasks. Each route joins the group of the route ranked just above it unless that route "
+            f"is better on two counts, on every task (zero-filled): it wins significantly more of the tasks where they differ "
+            f"(exact two-sided sign test, Holm-adjusted across all {n_pairs} pairs, p < {alpha}), and the 95% "
+            f"document-bootstrap interval of the mean difference lies above 0. Routes in one group are statistically "
+            f"indistinguishable by this rule; groups chain, so the ends of a long group may still differ from each other.")
+
+
+def distinct(v: dict[str, Any], alpha: float) -> bool:
+    """The grouping rule for one pair (either way round). The sign test (exact at any n, and
+    Holm-adjusted without the resolution floor a Monte-Carlo p would put on 435 pairs) says one
+    route wins more tasks; the interval says the mean, which the ranking uses, is higher too,
+    with the questions on one document resampled together (the tests treat tasks as
+    independent). Both must point the same way: a route with many zero-filled tasks can have the
+    higher mean yet lose most tasks where the two differ. Requiring both only rejects less often
+    than Holm's test alone, so the family-wise error stays below alpha."""
+    p, low, high = v["sign_p_holm"], v["low"], v["high"]
+    if p is None or p >= alpha or low is None:
+        return False
+    return (v["wins"] > v["losses"] and low > 0) or (v["wins"] < v["losses"] and high < 0)
+
+
+def pairwise(cells: Cells, boot: stats.DocumentBootstrap, settings: Settings) -> dict[str, Any]:
+    ranked = cells.complete_routes
+    pairs = [(ranked[i], ranked[j]) for i in range(len(ranked)) for j in range(i + 1, len(ranked))]
+    table = compare_pairs(cells, pairs, boot, settings)
+    index = {(e["a"], e["b"]): e for e in table}
+    adjacent = [distinct(index[(ranked[i], ranked[i + 1])]["all_tasks"], settings.alpha) for i in range(len(ranked) - 1)]
+    groups = stats.indistinguishable_groups(ranked, adjacent)
+    return {
+        "routes": ranked, "variants": VARIANTS, "pairs": table,
+        "tests": {"decision": "exact two-sided sign test (binomial, ties dropped), Holm-adjusted across all pairs, together "
+                              "with the 95% bootstrap interval of the mean difference (see the grouping rule)",
+                  "also": "paired sign-flip permutation test of the mean difference: exact enumeration up to "
+                          f"{stats.EXACT_PERMUTATION_MAX} non-zero differences, else Monte-Carlo with {settings.permutations} "
+                          f"draws (seed {settings.seed})",
+                  "interval": "95% paired document-bootstrap percentile interval of the mean difference"},
+        "groups": {"rule": grouping_rule(len(pairs), settings.alpha), "alpha": settings.alpha,
+                   "groups": [{"label": _letters(i), "routes": g} for i, g in enumerate(groups)]},
+    }
+
+
+def compare(store: Store, config: Config, a: str, b: str, settings: Settings = Settings()) -> dict[str, Any]:
+    """`batchrun compare A B`: the paired comparison of two contestant routes."""
+    from .scoring import leaderboard
+
+    snapshot_cells(store)
+    board = leaderboard(store)
+    names = [r["route"] for r in board]
+    for name in (a, b):
+        if name not in names:
+            raise ConfigError(f"{name!r} is not a contestant route of this config.",
+                              f"Contestant routes: {', '.join(names) or 'none'}.")
+    if a == b:
+        raise ConfigError("compare needs two different routes.", f"Contestant routes: {', '.join(names)}.")
+    cells = read_cells(store, board)
+    boot = stats.DocumentBootstrap([t.doc for t in cells.tasks], resamples=settings.resamples, seed=settings.seed)
+    (entry,) = compare_pairs(cells, [(a, b)], boot, settings)
+    rows = {r["route"]: r for r in board}
+    notes = [f"{r} is incomplete ({rows[r]['pending_n']} open cell(s)): only its finished cells are compared; "
+             "the result is provisional" for r in (a, b) if not rows[r]["complete"]]
+    return {"a": a, "b": b, "scale": "fractions 0-1 (differences a - b)",
+            "headline": {r: {"all_tasks_overall": rows[r]["all_tasks_overall"], "scored_overall": rows[r]["scored_overall"],
+                             "complete": bool(rows[r]["complete"])} for r in (a, b)},
+            "variants": VARIANTS, "all_tasks": entry["all_tasks"], "both_scored": entry["both_scored"],
+            "bootstrap": boot.describe(), "permutations": {"resamples": settings.permutations, "seed": settings.seed,
+                                                            "exact_up_to": stats.EXACT_PERMUTATION_MAX},
+            "notes": notes, "rehearsal": config.rehearsal or store.meta("rehearsal")}
+
+
+# --- breakdowns -------------------------------------------------------------------------------------------
+
+
+def _bucket(chars: int | None) -> str | None:
+    if chars is None:
+        return None
+    for low, high, label in LENGTH_BUCKETS:
+        if chars >= low and (high is None or chars < high):
+            return label
+    return None
+
+
+def categorical_fields(tasks: tuple[Task, ...]) -> list[str]:
+    n = len(tasks)
+    names: list[str] = []
+    for t in tasks:
+        names += [k for k in t.fields if k not in names]
+    out = []
+    for name in names:
+        values = [t.fields.get(name) for t in tasks]
+        if any(isinstance(v, (dict, list)) for v in values):
+            continue
+        distinct = {json.dumps(v) for v in values if v is not None}
+        if 2 <= len(distinct) <= MAX_CATEGORIES and len(distinct) <= n / 2:
+            out.append(name)
+    return out
+
+
+def _label(v: Any) -> str:
+    if v is None:
+        return "(missing)"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, Any]]:
+    """Per dimension and value: n tasks and, per complete route, All-tasks and Scored with intervals."""
+    dims: list[tuple[str, str, str, list[str | None]]] = [
+        ("language", "Language", LANGUAGE_RULE,
+         [None if t.cjk is None else ("CJK" if t.cjk else "non-CJK") for t in cells.tasks]),
+        ("doc_length", "Document length", LENGTH_RULE, [_bucket(t.doc_chars) for t in cells.tasks]),
+    ]
+    for name in categorical_fields(cells.tasks):
+        dims.append((f"field:{name}", name, f"dataset field `{name}` ({CATEGORY_RULE})",
+                     [_label(t.fields.get(name)) for t in cells.tasks]))
+    import numpy as np
+
+    routes = cells.complete_routes
+    all_m, scored_m = cells.matrix("all_tasks", routes), cells.matrix("scored", routes)
+    plan: list[tuple[int, str, list[int]]] = []
+    for d, (_, _, _, keys) in enumerate(dims):
+        values: dict[str, list[int]] = defaultdict(list)
+        for i, k in enumerate(keys):
+            if k is not None:
+                values[k].append(i)
+        if d == 1:
+            order = [label for _, _, label in LENGTH_BUCKETS if label in values]
+        else:
+            order = sorted(values, key=lambda v: (-len(values[v]), v))
+        plan += [(d, v, values[v]) for v in order]
+    # Per group, its routes' All-tasks then Scored columns, NaN outside the group: one matrix.
+    blocks = []
+    for _, _, idx in plan:
+        member = np.zeros(len(cells.tasks), dtype=bool)
+        member[idx] = True
+        pair = np.empty((len(cells.tasks), 2 * len(routes)))
+        pair[:, 0::2] = np.where(member[:, None], all_m, np.nan)
+        pair[:, 1::2] = np.where(member[:, None], scored_m, np.nan)
+        blocks.append(pair)
+    ivs = boot.intervals(np.hstack(blocks)) if blocks and routes else []
+    out = [{"dimension": key, "title": title, "rule": rule, "values": []} for key, title, rule, _ in dims]
+    k = 0
+    for d, value, idx in plan:
+        entry: dict[str, Any] = {"value": value, "n_tasks": len(idx), "n_documents": len({cells.tasks[i].doc for i in idx}),
+                                 "routes": {}}
+        for r in routes:
+            entry["routes"][r] = {"all_tasks": ivs[k].as_json(), "scored": ivs[k + 1].as_json()}
+            k += 2
+        out[d]["values"].append(entry)
+    return [d for d in out if d["values"]]
+
+
+# --- the judge panel -----------------------------------------------------------------------------------
+
+
+def judge_scores(store: Store, *, with_text: bool = False) -> list[dict[str, Any]]:
+    """Every current judgment of a current cell: route, task, judge, total, normalised score
+    (and the verdict text). Reads `cells_now` and `judged_now` (scoring.snapshot_cells)."""
+    text = ", res.text AS verdict" if with_text else ""
+    join = "JOIN results res ON res.id = s.ok_result_id" if with_text else ""
+    rows = store.rows(
+        f"""SELECT cs.route, cs.task_id, jr.route AS judge, jm.total, t.rubric_total, jm.points_awarded_json{text}
+           FROM cells_now cs
+           JOIN tasks t ON t.task_id = cs.task_id
+           JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
+                            AND jr.graded_sha256 = t.graded_sha256
+           JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
+           JOIN judged_now s ON s.custom_id = jr.custom_id
+           JOIN judgments jm ON jm.result_id = s.ok_result_id {join}""")
+    for r in rows:
+        r["score"] = None if r["total"] is None else normalised_score(r["total"], r["rubric_total"])
+    return rows
+
+
+def judge_health(store: Store, config: Config, cells: Cells, judgments: list[dict[str, Any]]) -> dict[str, Any]:
+    panel = [j.name for j in config.judges]
+    models = {j.name: j.model for j in config.judges}
+    attempts: dict[str, dict[str, int]] = defaultdict(dict)
+    for judge, kind, n in store.db.execute(
+        """SELECT jr.route, res.kind, count(*) FROM results res JOIN requests jr ON jr.custom_id = res.custom_id
+           JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
+           WHERE jr.stage = 'judge' GROUP BY jr.route, res.kind"""):
+        attempts[judge][kind] = n
+    by_cell: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for r in judgments:
+        if r["score"] is not None:
+            by_cell[(r["route"], r["task_id"])][r["judge"]] = r["score"]
+    judges = []
+    for j in panel:
+        scores = [s[j] for s in by_cell.values() if j in s]
+        tries = attempts.get(j, {})
+        total = sum(tries.values())
+        failed = total - tries.get("ok", 0)
+        judges.append({
+            "judge": j, "model": models[j], "n_scored": len(scores), "mean_score": stats._round(stats.mean(scores)),
+            "attempts": total, "failed_attempts": failed, "parse_failures": tries.get("unparseable", 0),
+            "retry_rate": stats._round(failed / total) if total else None,
+            "parse_failure_rate": stats._round(tries.get("unparseable", 0) / total) if total else None,
+            "failures_by_kind": {k: v for k, v in sorted(tries.items()) if k != "ok"},
+        })
+    pairs = []
+    for i, a in enumerate(panel):
+        for b in panel[i + 1:]:
+            both = [(s[a], s[b]) for s in by_cell.values() if a in s and b in s]
+            xs, ys = [x for x, _ in both], [y for _, y in both]
+            pairs.append({"a": a, "b": b, "n": len(both), "pearson": stats._round(stats.pearson(xs, ys)),
+                          "spearman": stats._round(stats.spearman(xs, ys)), "mean_abs_diff": stats._round(stats.mean_abs_diff(xs, ys))})
+    units = [[s.get(j) for j in panel] for s in by_cell.values()]
+    alpha = stats.krippendorff_alpha(units, "interval") if len(panel) >= 2 else None
+    spread = []
+    for r in cells.board:
+        route = r["route"]
+        full = [s for (rt, _), s in by_cell.items() if rt == route and all(j in s for j in panel)]
+        means = {j: stats._round(stats.mean([s[j] for s in full])) for j in panel}
+        present = [m for m in means.values() if m is not None]
+        panel_mean = stats.mean(present)
+        far = max(panel, key=lambda j: abs((means[j] or 0) - (panel_mean or 0))) if present else None
+        spread.append({"route": route, "n": len(full), "judge_means": means,
+                       "spread": stats._round(max(present) - min(present)) if present else None,
+                       "farthest_from_panel_mean": far})
+    return {
+        "panel": panel, "judges": judges, "agreement": pairs,
+        "krippendorff_alpha_interval": stats._round(alpha), "alpha_units": sum(1 for u in units if sum(v is not None for v in u) >= 2),
+        "spread_by_route": spread,
+        "notes": "Per-task scores are each judge's clamp(total / rubric sum, 0, 1) on the current cells; agreement and "
+                 "alpha use every (route, task) answer the judges both (all) scored. retry_rate: share of a judge's "
+                 "attempts (results rows under its current policy) that were not ok; parse failures are replies with no "
+                 "parseable total.",
+    }
+
+
+# --- everything -----------------------------------------------------------------------------------------
+
+
+def statistics(store: Store, config: Config, board: list[dict[str, Any]], settings: Settings = Settings(),
+               *, judgments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The `statistics` block of the report. Reads `cells_now` (fill it first)."""
+    from . import snapshots
+
+    cells = read_cells(store, board)
+    boot = stats.DocumentBootstrap([t.doc for t in cells.tasks], resamples=settings.resamples, seed=settings.seed)
+    pw = pairwise(cells, boot, settings)
+    group_of = {route: g["label"] for g in pw["groups"]["groups"] for route in g["routes"]}
+    routes = route_statistics(cells, boot)
+    for route, entry in routes.items():
+        entry["group"] = group_of.get(route)
+    return {
+        "scale": "fractions 0-1 in JSON and CSV; Markdown and HTML show 0-100",
+        "bootstrap": boot.describe(),
+        "permutations": {"resamples": settings.permutations, "seed": settings.seed, "exact_up_to": stats.EXACT_PERMUTATION_MAX},
+        "routes": routes,
+        "pairwise": pw,
+        "breakdowns": breakdowns(cells, boot),
+        "judges": judge_health(store, config, cells, judgments if judgments is not None else judge_scores(store)),
+        "changes": snapshots.changes(store, board=board),
+    }
+
+
+def full_report(store: Store, config: Config, settings: Settings = Settings(), *,
+                judgments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """report_data (leaderboard, per-task scores, provenance) plus its statistics."""
+    data = report_data(store, config)  # fills cells_now
+    # The report's routes carry every leaderboard column the statistics read.
+    data["statistics"] = statistics(store, config, data["routes"], settings, judgments=judgments)
+    return data

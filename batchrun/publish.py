@@ -1,0 +1,38 @@
+"""What `refresh` and `demo` publish at the end of a run: a snapshot, the report, the site.
+
+One function so the two stay the same: record the state as this run leaves it (snapshots), build
+the full report (leaderboard, provenance, statistics, changes since the last refresh) and write
+the static site to results/site/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import snapshots
+from .analysis import Settings, full_report, judge_scores
+from .config import Config
+from .scoring import snapshot_cells
+from .store import Store
+
+
+@dataclass(frozen=True)
+class Published:
+    data: dict[str, Any]  # the full report (render it with report.render)
+    site: Path  # index.html
+
+
+def site_dir(config: Config) -> Path:
+    return config.paths.results / "site"
+
+
+def publish(store: Store, config: Config, *, command: str, settings: Settings = Settings()) -> Published:
+    from .site import write_site
+
+    snapshot_cells(store)
+    snapshots.take(store, command)
+    judgments = judge_scores(store, with_text=True)
+    data = full_report(store, config, settings, judgments=judgments)
+    return Published(data, write_site(store, config, data, site_dir(config), judgments=judgments))

@@ -1,0 +1,625 @@
+"""`report --format html --out DIR`: the leaderboard as a self-contained static site.
+
+DIR/index.html holds the leaderboard (interval bars, coverage bars), the pairwise comparison
+matrix, the breakdowns (heatmaps), judge agreement, the changes since the last refresh, the
+provenance and the task list; DIR/tasks/<task>.html has one page per task: the question, the
+rubric, each route's answer or why there is none, and each judge's verdict and score.
+
+No script, no network, no external file: every page carries its CSS and plots (inline SVG) and
+opens from the file system. A Content-Security-Policy forbids scripts and remote loads, as a
+second guard behind escaping: answers and verdicts are untrusted text, and every value that
+comes from data goes through `e()` (html.escape). Scores are shown 0-100 everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .analysis import distinct
+from .config import Config
+from .errors import StateError
+from .grading import score as normalised_score
+from .store import Store
+from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour
+
+MARKER = ".batchrun-site"
+STATUS_CLASS = {"ok": "ok", "refusal": "fail", "empty": "fail", "accepted": "fail", "out_of_context_scope": "ooc",
+                "pending": "open", "judging": "open", "waiting": "open", "blocked": "open"}
+MAX_CHANGED_CELLS_SHOWN = 200
+
+CSS = """
+:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--band:#f6f8fa;--accent:#0969da}
+*{box-sizing:border-box}
+body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC",sans-serif;color:var(--fg);background:#fff}
+a{color:var(--accent)}
+header.top{background:#0d1117;color:#fff;padding:14px 20px}
+header.top h1{margin:0 0 2px;font-size:21px}
+header.top .meta{color:#c9d1d9;font-size:13px}
+header.top a{color:#9ecbff}
+.rehearsal{background:#b60205;color:#fff;padding:8px 20px;font-weight:600}
+nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:7px 20px;overflow-x:auto;white-space:nowrap;z-index:2}
+nav a{margin-right:16px;text-decoration:none;font-size:14px}
+main{max-width:1240px;margin:0 auto;padding:10px 20px 40px}
+section{margin:26px 0}
+h2{font-size:19px;border-bottom:1px solid var(--line);padding-bottom:4px;margin-bottom:10px}
+h3{font-size:16px;margin:18px 0 6px}
+.scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;max-width:100%}
+table{border-collapse:collapse;font-size:14px}
+th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
+th{background:var(--band);font-weight:600;white-space:nowrap}
+.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.ci{color:var(--muted);font-size:12px;white-space:nowrap;display:block}
+.model{color:var(--muted);font-size:12px;display:block}
+.group{display:inline-block;min-width:1.7em;text-align:center;border-radius:4px;background:#ddf4ff;color:#0550ae;font-weight:600}
+.note{color:var(--muted);font-size:13px;max-width:920px}
+.key{margin-right:14px;font-size:12px;color:var(--muted);white-space:nowrap}
+.swatch{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px;border-radius:2px}
+svg{max-width:none}
+svg text{font:11px system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;fill:#1b1f24}
+svg .axis{stroke:#8c959f;stroke-width:1}
+svg .tick{stroke:#afb8c1}
+svg rect.ci{fill:#54aeff;opacity:.6}
+svg .est{fill:#0550ae}
+svg rect.ci2{fill:#d2a8ff;opacity:.7}
+svg .second{fill:#fff;stroke:#8250df;stroke-width:1.6}
+svg .axislabel{text-anchor:middle;font-size:10px;fill:#57606a}
+svg .rownote{font-size:11px;fill:#57606a}
+svg.axis{display:block;margin-top:2px;overflow:visible}
+td.name a{white-space:nowrap}
+svg .rowlabel{text-anchor:end}
+svg .cell{text-anchor:middle}
+.answer{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--band);border:1px solid var(--line);border-radius:6px;padding:10px;max-height:30em;overflow:auto;font-size:14px;margin:6px 0}
+.verdict{white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;color:var(--muted);margin:4px 0}
+.status{display:inline-block;padding:0 7px;border-radius:10px;font-size:12px;background:#eaeef2;white-space:nowrap}
+.status.ok{background:#dafbe1;color:#116329}.status.fail{background:#ffebe9;color:#a40e26}
+.status.open{background:#fff8c5;color:#7d4e00}.status.ooc{background:#eaeef2;color:#57606a}
+.sq{display:inline-block;min-width:2.5em;text-align:center;border-radius:3px;font-size:12px;padding:1px 0}
+.route{border:1px solid var(--line);border-radius:8px;padding:10px 14px;margin:14px 0}
+.route h3{margin:0 0 6px}
+.question{font-size:16px;background:var(--band);border-left:4px solid var(--accent);padding:8px 12px;overflow-wrap:anywhere;white-space:pre-wrap}
+dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:14px}
+dl.kv dt{color:var(--muted)}dl.kv dd{margin:0;overflow-wrap:anywhere}
+td.q{max-width:420px;overflow-wrap:anywhere}
+ul.groups{padding-left:0;list-style:none}ul.groups li{margin:3px 0}
+footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding:10px 20px}
+@media (max-width:700px){
+ body{font-size:14px} main{padding:6px 10px 30px}
+ header.top,nav,.rehearsal,footer{padding-left:10px;padding-right:10px}
+ header.top h1{font-size:18px}
+ th,td{padding:4px 5px}
+ .wide{display:none}
+ svg.ivbar{width:112px;height:auto}
+ th.plot{white-space:normal;min-width:112px}
+ td.q{max-width:220px}
+}
+"""
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+
+
+def pct(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
+def p_fmt(p: float | None) -> str:
+    if p is None:
+        return "—"
+    return "<0.0001" if p < 0.0001 else f"{p:.4f}" if p < 0.01 else f"{p:.3f}"
+
+
+def signed(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.1f}"
+
+
+def task_slugs(task_ids: Iterable[str]) -> dict[str, str]:
+    """A file name per task id: the id where it is a safe name, else a safe form plus a hash
+    (also where two ids differ only in case, for case-insensitive file systems)."""
+    ids = list(task_ids)
+    base = {t: re.sub(r"[^A-Za-z0-9._-]", "_", t)[:80].lstrip(".") or "task" for t in ids}
+    folded: dict[str, int] = defaultdict(int)
+    for t in ids:
+        folded[base[t].lower()] += 1
+    out = {}
+    for t in ids:
+        s = base[t]
+        if s != t or folded[s.lower()] > 1:
+            s = f"{s}-{hashlib.sha256(t.encode()).hexdigest()[:10]}"
+        out[t] = s
+    return out
+
+
+def _page(title: str, body: str, *, rehearsal: str | None, subtitle: str = "") -> str:
+    banner = (f'<div class="rehearsal">Rehearsal on the emulator at {e(rehearsal)} — not real results</div>' if rehearsal else "")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<title>{e(("[rehearsal] " if rehearsal else "") + title)}</title><style>{CSS}</style></head>'
+            f'<body>{banner}<header class="top"><h1>{e(title)}</h1><div class="meta">{subtitle}</div></header>{body}</body></html>\n')
+
+
+# --- index sections ----------------------------------------------------------------------------
+
+
+def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
+    routes = data["routes"]
+    sr = st["routes"]
+    rows = []
+    rank = 0
+    for r in routes:
+        s = sr.get(r["route"], {})
+        a, sc, cov = s.get("all_tasks"), s.get("scored"), s.get("coverage", {})
+        complete = bool(s.get("complete"))
+        rank_cell = ""
+        if complete:
+            rank += 1
+            rank_cell = str(rank)
+        if complete and a:
+            label = (f"{r['route']}: All-tasks {fmt(pct(a['estimate']))} (95% CI {fmt(pct(a['low']))}–{fmt(pct(a['high']))}); "
+                     f"Scored {fmt(pct(sc['estimate']))} (95% CI {fmt(pct(sc['low']))}–{fmt(pct(sc['high']))})")
+            all_cell = (f'<td class="num"><b>{fmt(pct(a["estimate"]))}</b>'
+                        f'<span class="ci">{fmt(pct(a["low"]))}–{fmt(pct(a["high"]))}</span></td>')
+            plot = interval_bar((pct(a["estimate"]), pct(a["low"]), pct(a["high"])),
+                                (pct(sc["estimate"]), pct(sc["low"]), pct(sc["high"])), label=label)
+            scored_cell = (f'<td class="num">{fmt(pct(sc["estimate"]))} <small>({sc["n"]})</small>'
+                           f'<span class="ci">{fmt(pct(sc["low"]))}–{fmt(pct(sc["high"]))}</span></td>')
+        else:
+            all_cell = '<td class="num">withheld<span class="ci">incomplete</span></td>'
+            plot = interval_bar((None, None, None), label=f"{r['route']}: incomplete, no headline")
+            scored_cell = f'<td class="num">withheld<span class="ci">{cov.get("pending", 0)} open</span></td>'
+        counts = ", ".join(f"{cov.get(k, 0)} {name}" for k, name in (("scored", "scored"), ("out_of_context", "out of context"),
+                                                                       ("failed", "failed"), ("pending", "open")) if cov.get(k, 0))
+        rows.append(
+            f'<tr class="route-row" data-route="{e(r["route"])}"><td class="num">{rank_cell} <span class="group">{e(s.get("group") or "–")}</span></td>'
+            f'<td class="name"><a href="#route-{e(quote(r["route"], safe=""))}">{e(r["route"])}</a>'
+            f'<span class="model wide">{e(r["provider"])} · {e(r["model"])}</span></td>'
+            f'{all_cell}<td class="plot">{plot}</td>{scored_cell}'
+            f'<td>{coverage_bar(cov, cov.get("n_tasks", 0))}<span class="ci">{e(counts)}</span></td></tr>')
+    boot = st["bootstrap"]
+    groups = st["pairwise"]["groups"]
+    return (
+        '<section id="leaderboard"><h2>Leaderboard</h2>'
+        '<div class="scroll"><table class="leaderboard"><thead><tr><th class="num"># <span class="ci">group</span></th><th>Route</th>'
+        '<th class="num">All-tasks<span class="ci">95% CI</span></th><th class="plot">● All-tasks ◇ Scored, 95% CI'
+        f'{axis()}</th><th class="num">Scored (n)<span class="ci">95% CI</span></th><th>Coverage</th></tr></thead><tbody>'
+        + "".join(rows) + "</tbody></table></div>"
+        f'<p class="note">{coverage_legend()}</p>'
+        f'<p class="note">Scores are 0–100. <b>All-tasks</b> counts every task ({e(data["routes"][0]["n_tasks"] if routes else 0)}), '
+        'out of context, refusals, empty answers and accepted failures as 0; <b>Scored</b> is the mean over scored answers. '
+        f'Intervals: 95% percentile bootstrap over documents (questions on one document are resampled together), '
+        f'{boot["resamples"]:,} resamples, seed {boot["seed"]}, {boot["n_documents"]} documents. '
+        f'<b>Group</b>: {e(groups["rule"])} A route with open cells has no headline (withheld) until they finish.</p>'
+        '<p class="note">Every task, with each route\'s answer and the judges\' verdicts: <a href="#tasks">Tasks</a>.</p></section>')
+
+
+def _pair_lookup(st: dict[str, Any]) -> dict[tuple[str, str], tuple[dict[str, Any], int]]:
+    """(row, col) -> (the pair entry, +1 if row is its `a` else -1)."""
+    out = {}
+    for p in st["pairwise"]["pairs"]:
+        out[(p["a"], p["b"])] = (p, 1)
+        out[(p["b"], p["a"])] = (p, -1)
+    return out
+
+
+def _variant_text(v: dict[str, Any], sign: int) -> str:
+    d = None if v["mean_diff"] is None else sign * 100 * v["mean_diff"]
+    lo, hi = (v["low"], v["high"]) if sign > 0 else (None if v["high"] is None else -v["high"], None if v["low"] is None else -v["low"])
+    w, l = (v["wins"], v["losses"]) if sign > 0 else (v["losses"], v["wins"])
+    perm = v["permutation"]
+    return (f"Δ {signed(d)} (95% CI {signed(pct(lo))} to {signed(pct(hi))}), n {v['n']}, W/L/T {w}/{l}/{v['ties']}, "
+            f"sign p {p_fmt(v['sign_p'])} (Holm {p_fmt(v['sign_p_holm'])}), permutation p {p_fmt(perm['p'])} ({perm['method']})")
+
+
+def _pairwise(st: dict[str, Any]) -> str:
+    pw = st["pairwise"]
+    ranked = pw["routes"]
+    if len(ranked) < 2:
+        return ('<section id="pairwise"><h2>Paired comparisons</h2><p class="note">Fewer than two complete routes: '
+                'nothing to compare yet.</p></section>')
+    look = _pair_lookup(st)
+    alpha = pw["groups"]["alpha"]
+    values, tips, marks = [], [], []
+    for r in ranked:
+        vrow, trow, mrow = [], [], []
+        for c in ranked:
+            if r == c:
+                vrow.append(None)
+                trow.append(r)
+                mrow.append("")
+                continue
+            p, sign = look[(r, c)]
+            v = p["all_tasks"]
+            vrow.append(None if v["mean_diff"] is None else sign * 100 * v["mean_diff"])
+            trow.append(f"{r} − {c}, every task zero-filled: {_variant_text(v, sign)}; both scored: {_variant_text(p['both_scored'], sign)}")
+            mrow.append("*" if distinct(v, alpha) else "")
+        values.append(vrow)
+        tips.append(trow)
+        marks.append(mrow)
+    matrix = heatmap(ranked, ranked, values, tooltips=tips, marks=marks, colour=diff_colour, cell_w=56,
+                     label="Pairwise differences in All-tasks points, row minus column")
+    adjacent = []
+    for i in range(len(ranked) - 1):
+        p, _ = look[(ranked[i], ranked[i + 1])]
+        a, b = p["all_tasks"], p["both_scored"]
+        adjacent.append(
+            f'<tr class="pair-row"><td>{e(ranked[i])} <span class="model">vs {e(ranked[i + 1])}</span></td>'
+            f'<td class="num">{signed(pct(a["mean_diff"]))}<span class="ci">{signed(pct(a["low"]))} to {signed(pct(a["high"]))}</span></td>'
+            f'<td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td><td class="num">{p_fmt(a["sign_p"])}</td>'
+            f'<td class="num"><b>{p_fmt(a["sign_p_holm"])}</b></td><td class="num">{p_fmt(a["permutation"]["p"])}'
+            f'<span class="ci">{e(a["permutation"]["method"])}</span></td>'
+            f'<td class="num">{signed(pct(b["mean_diff"]))}<span class="ci">{signed(pct(b["low"]))} to {signed(pct(b["high"]))}, n {b["n"]}</span></td>'
+            f'<td class="num">{b["wins"]}/{b["losses"]}/{b["ties"]}</td><td class="num">{p_fmt(b["sign_p_holm"])}</td></tr>')
+    every = []
+    for p in pw["pairs"]:
+        a, b = p["all_tasks"], p["both_scored"]
+        every.append(f'<tr><td>{e(p["a"])} − {e(p["b"])}</td><td class="num">{signed(pct(a["mean_diff"]))}</td>'
+                     f'<td class="num">{signed(pct(a["low"]))} to {signed(pct(a["high"]))}</td><td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td>'
+                     f'<td class="num">{p_fmt(a["sign_p_holm"])}</td><td class="num">{p_fmt(a["permutation_p_holm"])}</td>'
+                     f'<td class="num">{signed(pct(b["mean_diff"]))} (n {b["n"]})</td><td class="num">{p_fmt(b["sign_p_holm"])}</td></tr>')
+    groups = "".join(f'<li><span class="group">{e(g["label"])}</span> {e(", ".join(g["routes"]))}</li>' for g in pw["groups"]["groups"])
+    return (
+        '<section id="pairwise"><h2>Paired comparisons</h2>'
+        f'<h3>Statistically indistinguishable groups</h3><ul class="groups">{groups}</ul><p class="note">{e(pw["groups"]["rule"])}</p>'
+        f'<h3>Matrix: row minus column, All-tasks points</h3><div class="scroll">{matrix}</div>'
+        f'<p class="note">Blue: the row route scores higher; red: lower. * marks a pair the grouping rule tells apart '
+        f'(more tasks won, Holm-adjusted sign test p &lt; {alpha}, and an interval of the mean difference on the same side '
+        'of 0). Hover a cell for the interval, wins/losses/ties and p-values of both views.</p>'
+        '<h3>Adjacent ranks</h3><div class="scroll"><table class="pairs"><thead><tr><th>Pair</th><th class="num">Δ All-tasks<span class="ci">95% CI</span></th>'
+        '<th class="num">W/L/T</th><th class="num">sign p</th><th class="num">Holm p</th><th class="num">perm. p</th>'
+        '<th class="num">Δ both scored<span class="ci">95% CI, n</span></th><th class="num">W/L/T</th><th class="num">Holm p</th></tr></thead><tbody>'
+        + "".join(adjacent) + "</tbody></table></div>"
+        f'<p class="note">All-tasks: {e(pw["variants"]["all_tasks"])}. Both scored: {e(pw["variants"]["both_scored"])}. '
+        f'Tests: {e(pw["tests"]["decision"])}; {e(pw["tests"]["also"])}; {e(pw["tests"]["interval"])}.</p>'
+        f'<details><summary>All {len(pw["pairs"])} pairs</summary><div class="scroll"><table><thead><tr><th>Pair (a − b)</th>'
+        '<th class="num">Δ All-tasks</th><th class="num">95% CI</th><th class="num">W/L/T</th><th class="num">sign Holm p</th>'
+        '<th class="num">perm. Holm p</th><th class="num">Δ both scored</th><th class="num">sign Holm p</th></tr></thead><tbody>'
+        + "".join(every) + "</tbody></table></div></details></section>")
+
+
+def _breakdowns(st: dict[str, Any]) -> str:
+    ranked = st["pairwise"]["routes"]
+    parts = ['<section id="breakdowns"><h2>Breakdowns</h2>']
+    if not ranked:
+        return parts[0] + '<p class="note">No complete route yet.</p></section>'
+    for d in st["breakdowns"]:
+        heading = f'Dataset field: {d["title"]}' if d["dimension"].startswith("field:") else d["title"]
+        labels = [f'{v["value"]} (n={v["n_tasks"]})' for v in d["values"]]
+        values, tips = [], []
+        for v in d["values"]:
+            vrow, trow = [], []
+            for r in ranked:
+                x = v["routes"][r]
+                a, s = x["all_tasks"], x["scored"]
+                vrow.append(pct(a["estimate"]))
+                trow.append(f'{r}, {d["title"]} {v["value"]}: All-tasks {fmt(pct(a["estimate"]))} (95% CI {fmt(pct(a["low"]))}–'
+                            f'{fmt(pct(a["high"]))}, n {a["n"]}); Scored {fmt(pct(s["estimate"]))} '
+                            f'(95% CI {fmt(pct(s["low"]))}–{fmt(pct(s["high"]))}, n {s["n"]}); {v["n_documents"]} document(s)')
+            values.append(vrow)
+            tips.append(trow)
+        chart = heatmap(labels, ranked, values, tooltips=tips, label=f'{d["title"]} × route, All-tasks 0–100')
+        head = "".join(f"<th class=\"num\">{e(r)}</th>" for r in ranked)
+        body = "".join(
+            f'<tr><td>{e(v["value"])}</td><td class="num">{v["n_tasks"]}</td>'
+            + "".join(f'<td class="num">{fmt(pct(v["routes"][r]["all_tasks"]["estimate"]))}<span class="ci">'
+                      f'{fmt(pct(v["routes"][r]["all_tasks"]["low"]))}–{fmt(pct(v["routes"][r]["all_tasks"]["high"]))}</span></td>'
+                      for r in ranked) + "</tr>" for v in d["values"])
+        parts.append(
+            f'<div class="breakdown" data-dimension="{e(d["dimension"])}"><h3>{e(heading)}</h3><p class="note">{e(d["rule"])}</p>'
+            f'<div class="scroll">{chart}</div><details><summary>Table with 95% intervals (All-tasks)</summary>'
+            f'<div class="scroll"><table><thead><tr><th>{e(d["title"])}</th><th class="num">n</th>{head}</tr></thead>'
+            f'<tbody>{body}</tbody></table></div></details></div>')
+    parts.append('<p class="note">Cells show All-tasks (0–100) over the tasks of that group; hover for the 95% interval '
+                 '(document bootstrap, same resamples as the leaderboard) and Scored.</p></section>')
+    return "".join(parts)
+
+
+def _judges(st: dict[str, Any]) -> str:
+    j = st["judges"]
+    if not j["panel"]:
+        return '<section id="judges"><h2>Judge panel</h2><p class="note">No judge panel configured.</p></section>'
+    rows = "".join(
+        f'<tr class="judge-row"><td>{e(x["judge"])}<span class="model">{e(x["model"])}</span></td><td class="num">{fmt(pct(x["mean_score"]))}</td>'
+        f'<td class="num">{x["n_scored"]}</td><td class="num">{x["attempts"]}</td>'
+        f'<td class="num">{fmt(pct(x["retry_rate"]))}%</td><td class="num">{x["parse_failures"]} '
+        f'<span class="ci">{fmt(pct(x["parse_failure_rate"]))}%</span></td></tr>' for x in j["judges"])
+    agree = "".join(
+        f'<tr><td>{e(p["a"])} · {e(p["b"])}</td><td class="num">{p["n"]}</td><td class="num">{fmt(p["pearson"], 3)}</td>'
+        f'<td class="num">{fmt(p["spearman"], 3)}</td><td class="num">{fmt(pct(p["mean_abs_diff"]))}</td></tr>' for p in j["agreement"])
+    spread = [s for s in j["spread_by_route"] if s["n"]]
+    chart = ""
+    if spread:
+        labels = [s["route"] for s in spread]
+        values = [[pct(s["judge_means"][name]) for name in j["panel"]] for s in spread]
+        tips = [[f'{s["route"]}: {name} mean {fmt(pct(s["judge_means"][name]))} over {s["n"]} answers all judges scored'
+                 for name in j["panel"]] for s in spread]
+        notes = [f'spread {fmt(pct(s["spread"]))}' + (f' · farthest: {s["farthest_from_panel_mean"]}' if s["spread"] else "")
+                 for s in spread]
+        chart = heatmap(labels, j["panel"], values, tooltips=tips, row_notes=notes, label="Mean score per judge and route, 0–100")
+    alpha = j["krippendorff_alpha_interval"]
+    return (
+        '<section id="judges"><h2>Judge panel</h2>'
+        f'<p><b>Krippendorff\'s alpha (interval)</b> for the panel: {fmt(alpha, 3)} over {j["alpha_units"]} answers.</p>'
+        '<div class="scroll"><table class="judges"><thead><tr><th>Judge</th><th class="num">Mean score</th><th class="num">Scored</th>'
+        '<th class="num">Attempts</th><th class="num">Retry rate</th><th class="num">Parse failures</th></tr></thead><tbody>'
+        + rows + '</tbody></table></div><h3>Pairwise agreement (per-answer scores)</h3><div class="scroll"><table><thead><tr>'
+        '<th>Judges</th><th class="num">n</th><th class="num">Pearson</th><th class="num">Spearman</th>'
+        '<th class="num">Mean |Δ| (points)</th></tr></thead><tbody>' + agree + '</tbody></table></div>'
+        f'<h3>Spread between judges, per route</h3><div class="scroll">{chart}</div><p class="note">{e(j["notes"])}</p></section>')
+
+
+def _changes(st: dict[str, Any], slugs: dict[str, str]) -> str:
+    c = st["changes"]
+    head = '<section id="changes"><h2>Since the last refresh</h2>'
+    if c["previous"] is None:
+        return head + f'<p class="note">{e(c.get("note", ""))}.</p></section>'
+    when = c["current"]["taken_at"] or "now"
+    intro = (f'<p>Compared with the state the refresh of <b>{e(c["previous"]["taken_at"])}</b> left, as of {e(when)}: '
+             + (", ".join(f"{e(k)} {v}" for k, v in c["reasons"].items()) or "no cell changed") + ".</p>")
+    if c["panel"]["changed"]:
+        intro += (f'<p>The judge panel changed: {e(", ".join(f"{a} ({m})" for a, m in c["panel"]["before"]))} → '
+                  f'{e(", ".join(f"{a} ({m})" for a, m in c["panel"]["after"]))}.</p>')
+    rows = []
+    for r in c["routes"]:
+        b, a = r["before"] or {}, r["after"] or {}
+        rows.append(f'<tr class="change-row"><td>{e(r["route"])}<span class="model">{e(r["status"])}'
+                    f'{" · policy changed" if r["policy_changed"] else ""}</span></td>'
+                    f'<td class="num">{fmt(pct(b.get("all_tasks_overall")))}</td><td class="num">{fmt(pct(a.get("all_tasks_overall")))}</td>'
+                    f'<td class="num"><b>{signed(pct(r["delta_all_tasks"]))}</b></td>'
+                    f'<td class="num">{fmt(pct(b.get("scored_overall")))} → {fmt(pct(a.get("scored_overall")))}</td>'
+                    f'<td class="num">{r["cells_changed"]}</td><td>{e(", ".join(f"{k} {v}" for k, v in r["reasons"].items()))}</td></tr>')
+    cells = []
+    for x in c["cells"][:MAX_CHANGED_CELLS_SHOWN]:
+        b, a = x["before"] or {}, x["after"] or {}
+        link = slugs.get(x["task_id"])
+        task = f'<a href="tasks/{e(quote(link))}.html">{e(x["task_id"])}</a>' if link else e(x["task_id"])
+        cells.append(f'<tr><td>{e(x["route"])}</td><td>{task}</td><td>{e(x["reason"])}</td>'
+                     f'<td>{e(b.get("status", "—"))} {fmt(pct(b.get("score")))}</td><td>{e(a.get("status", "—"))} {fmt(pct(a.get("score")))}</td></tr>')
+    more = len(c["cells"]) - MAX_CHANGED_CELLS_SHOWN
+    return (head + intro
+            + '<div class="scroll"><table><thead><tr><th>Route</th><th class="num">All-tasks before</th><th class="num">after</th>'
+              '<th class="num">Δ</th><th class="num">Scored before → after</th><th class="num">Cells changed</th><th>Why</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table></div>"
+            + (f'<details><summary>Changed cells ({len(c["cells"])})</summary><div class="scroll"><table><thead><tr><th>Route</th>'
+               '<th>Task</th><th>Why</th><th>Before</th><th>After</th></tr></thead><tbody>' + "".join(cells) + "</tbody></table></div>"
+               + (f'<p class="note">… and {more} more: see <code>batchrun report --format json</code>.</p>' if more > 0 else "")
+               + "</details>" if cells else "")
+            + f'<p class="note">{e(c["rule"])}.</p></section>')
+
+
+def _provenance(data: dict[str, Any], st: dict[str, Any]) -> str:
+    blocks = []
+    for r in data["routes"]:
+        p = r["provenance"]
+        d = p["decoding"]
+        hosts = ", ".join(p["endpoint_hosts"]) or "— (nothing answered yet)"
+        accepted = "".join(f'<dd>{e(a["cells"])} cell(s), {e(a["at"])}: {e(a["reason"])}</dd>' for a in p.get("accepted_failures", []))
+        blocks.append(
+            f'<div class="route" id="route-{e(quote(r["route"], safe=""))}"><h3>{e(r["route"])}</h3><dl class="kv">'
+            f'<dt>provider · model</dt><dd>{e(p["provider"])} · {e(p["model"])}</dd>'
+            f'<dt>endpoint</dt><dd>{e(hosts)} {e(p["endpoint"])}'
+            + (f' (the config now names {e(p["configured_host"])})' if p["endpoint_hosts"] and p["endpoint_hosts"] != [p["configured_host"]] else "")
+            + (f' · anthropic-version {e(p["api_version"])}' if p.get("api_version") else "") + "</dd>"
+            f'<dt>batches</dt><dd>{e(p["endpoint_dates"]["first_submitted"] or "—")} … {e(p["endpoint_dates"]["last_ended"] or "—")}</dd>'
+            f'<dt>context caps</dt><dd>{p["context_policy"]["en_cap"]:,} / {p["context_policy"]["cjk_cap"]:,} characters '
+            f'(en / CJK; {e(p["context_policy"]["source"])})</dd>'
+            f'<dt>decoding</dt><dd>temperature {e(d["temperature"])}, max_tokens {e(d["max_tokens"])}'
+            f'{", reasoning" if d.get("reasoning") else ""}</dd>'
+            f'<dt>retries</dt><dd>{e(p["retry_policy"]["max_retries"])} per request, {e(p["retry_policy"]["max_resubmits"])} resubmits</dd>'
+            + (f"<dt>accepted failures</dt>{accepted}" if accepted else "") + "</dl></div>")
+    common = ""
+    if data["routes"]:
+        p = data["routes"][0]["provenance"]
+        panel = ", ".join(f'{j["route"]} ({j["provider"]} {j["model"]}, temperature {j["temperature"]}, '
+                          f'max_tokens {j["max_tokens"]}{", at " + ", ".join(j["endpoint_hosts"]) if j["endpoint_hosts"] else ""})'
+                          for j in p["judge_panel"])
+        common = (f'<dl class="kv"><dt>judge panel</dt><dd>{e(panel)}</dd>'
+                  f'<dt>prompt templates</dt><dd>generation {e(p["prompt_templates"]["generation_sha256"])}<br>judge '
+                  f'{e(p["prompt_templates"]["judge_sha256"])}</dd>')
+    else:
+        common = '<dl class="kv">'
+    boot = st["bootstrap"]
+    common += (f'<dt>dataset sha256</dt><dd>{e(data["dataset_sha256"])}</dd><dt>batchrun</dt><dd>{e(data["batchrun_version"])}</dd>'
+               f'<dt>statistics</dt><dd>document bootstrap, {boot["resamples"]:,} resamples, seed {boot["seed"]} ({e(boot["rng"])}); '
+               f'permutation tests exact up to {st["permutations"]["exact_up_to"]} non-zero differences, else '
+               f'{st["permutations"]["resamples"]:,} Monte-Carlo draws, seed {st["permutations"]["seed"]}</dd></dl>')
+    return f'<section id="provenance"><h2>Provenance</h2>{common}{"".join(blocks)}</section>'
+
+
+def _tasks_table(data: dict[str, Any], tasks: list[dict[str, Any]], slugs: dict[str, str], cells: dict[tuple[str, str], dict[str, Any]]) -> str:
+    routes = [r["route"] for r in data["routes"]]
+    head = "".join(f'<th class="num">{e(r)}</th>' for r in routes)
+    rows = []
+    for t in tasks:
+        tds = []
+        for r in routes:
+            c = cells.get((r, t["task_id"]))
+            if c is None:
+                tds.append("<td></td>")
+                continue
+            if c["status"] == "ok":
+                v = pct(c["score"])
+                bg = score_colour(v)
+                tds.append(f'<td class="num"><span class="sq" style="background:{bg};color:{text_colour(bg)}">{fmt(v, 0)}</span></td>')
+            else:
+                tds.append(f'<td class="num"><span class="status {STATUS_CLASS.get(c["status"], "")}">{e(_short_status(c["status"]))}</span></td>')
+        q = t["question"]
+        rows.append(f'<tr class="task-row"><td><a href="tasks/{e(quote(slugs[t["task_id"]]))}.html">{e(t["task_id"])}</a></td>'
+                    f'<td class="q">{e(q if len(q) <= 140 else q[:139] + "…")}</td><td>{e(t["lang"])}</td>'
+                    f'<td class="num">{"—" if t["doc_chars"] is None else format(t["doc_chars"], ",")}</td>{"".join(tds)}</tr>')
+    return ('<section id="tasks"><h2>Tasks</h2><p class="note">Each task\'s score per route (0–100), or why it has none. '
+            'Open a task for its question, each answer and each judge\'s verdict.</p>'
+            '<div class="scroll"><table class="tasks"><thead><tr><th>Task</th><th>Question</th><th>Lang.</th>'
+            f'<th class="num">Doc. chars</th>{head}</tr></thead><tbody>' + "".join(rows) + "</tbody></table></div></section>")
+
+
+def _short_status(status: str) -> str:
+    return {"out_of_context_scope": "out of context"}.get(status, status)
+
+
+# --- task pages ------------------------------------------------------------------------------------
+
+
+def _why_none(c: dict[str, Any], accepted_reasons: list[str]) -> str:
+    st = c["status"]
+    if st == "out_of_context_scope":
+        kind = "CJK" if c["cjk"] else "en"
+        return (f"Not sent: the document ({c['doc_chars']:,} characters) is longer than the route's {kind} cap "
+                f"({c['cap']:,} characters). Scored 0 in All-tasks.")
+    if st == "refusal":
+        return "The model refused" + (f" (finish reason {c['finish_reason']})" if c.get("finish_reason") else "") + ". Scored 0 in All-tasks."
+    if st == "empty":
+        return "The model returned an empty answer. Scored 0 in All-tasks."
+    if st == "accepted":
+        why = "; ".join(accepted_reasons) or "no reason recorded"
+        return (f"Infrastructure failure zero-filled by the maintainer's decision ({why})"
+                + (f"; last error: {c['error_message']}" if c.get("error_message") else "") + ".")
+    if st in ("blocked", "waiting"):
+        return (f"{st.capitalize()}: " + (c.get("error_message") or "a judge of the panel has not scored this answer yet")
+                + ". No score until it finishes.")
+    if st in ("pending", "judging"):
+        return "Not finished yet (" + st + "). No score until it finishes."
+    return ""
+
+
+def _task_page(t: dict[str, Any], data: dict[str, Any], cells: dict[tuple[str, str], dict[str, Any]],
+               verdicts: dict[tuple[str, str], dict[str, dict[str, Any]]], panel: list[str], rehearsal: str | None) -> str:
+    rubric = t["rubric"]
+    rubric_rows = "".join(f'<tr><td class="num">P{i}</td><td class="num">{e(item.get("points"))}</td>'
+                          f'<td>{e(item.get("correct_criterion", ""))}</td></tr>' for i, item in enumerate(rubric, 1))
+    fields = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in t["fields"].items()
+                     if not isinstance(v, (dict, list)) and k not in ("task_id",))
+    sections, summary = [], []
+    for r in data["routes"]:
+        route = r["route"]
+        c = cells.get((route, t["task_id"]))
+        if c is None:
+            continue
+        st = c["status"]
+        score = f'<b>{fmt(pct(c["score"]))}</b> / 100' if st == "ok" else ""
+        accepted = [a["reason"] for a in r["provenance"].get("accepted_failures", [])]
+        has_answer = c.get("kind") == "ok" or (st in ("refusal",) and c.get("text"))
+        body = ""
+        if has_answer:
+            body += f'<div class="answer">{e(c.get("text") or "")}</div>'
+        why = _why_none(c, accepted) if st != "ok" else ""
+        if why:
+            body += f'<p class="note">{e(why)}</p>'
+        jrows = []
+        for judge in panel:
+            v = verdicts.get((route, t["task_id"]), {}).get(judge)
+            if v is None:
+                if has_answer:
+                    jrows.append(f'<tr><td>{e(judge)}</td><td colspan="3" class="note">no current verdict</td></tr>')
+                continue
+            points = v.get("points")
+            jrows.append(
+                f'<tr class="verdict-row"><td>{e(judge)}</td><td class="num">{e(fmt(v["total"], 2) if v["total"] is not None else "—")} '
+                f'/ {e(fmt(t["rubric_total"], 2))}</td><td class="num"><b>{fmt(pct(v["score"]))}</b></td>'
+                f'<td>{e(", ".join(str(p) for p in points)) if isinstance(points, list) else "—"}'
+                + (f'<details><summary>verdict</summary><div class="verdict">{e(v["verdict"])}</div></details>' if v.get("verdict") else "")
+                + "</td></tr>")
+        if jrows:
+            body += ('<div class="scroll"><table><thead><tr><th>Judge</th><th class="num">Total</th><th class="num">Score</th>'
+                     '<th>Points awarded (P1, P2, …)</th></tr></thead><tbody>' + "".join(jrows) + "</tbody></table></div>")
+        anchor = "r-" + quote(route, safe="")
+        summary.append(f'<tr><td><a href="#{e(anchor)}">{e(route)}</a></td><td><span class="status {STATUS_CLASS.get(st, "")}">'
+                       f'{e(_short_status(st))}</span></td><td class="num">{fmt(pct(c["score"])) if st == "ok" else "—"}</td></tr>')
+        sections.append(
+            f'<div class="route" id="{e(anchor)}" data-route="{e(route)}"><h3>{e(route)} <span class="status {STATUS_CLASS.get(st, "")}">'
+            f'{e(_short_status(st))}</span> {score}</h3><span class="model">{e(r["provider"])} · {e(r["model"])}</span>{body}</div>')
+    doc = (f'{e(t["corpus_file"])} · {"—" if t["doc_chars"] is None else format(t["doc_chars"], ",")} characters · '
+           f'{"CJK" if t["cjk"] else "non-CJK"}')
+    body = (f'<nav><a href="../index.html">← Leaderboard</a><a href="../index.html#tasks">All tasks</a></nav><main>'
+            f'<section><div class="question">{e(t["question"])}</div><dl class="kv"><dt>document</dt><dd>{doc}</dd>{fields}</dl>'
+            f'<h3>Rubric ({e(fmt(t["rubric_total"], 2))} points)</h3><div class="scroll"><table><tbody>{rubric_rows}</tbody></table></div>'
+            '<p class="note">Scores are 0–100: each judge\'s clamp(total / rubric points) × 100; the task score is the mean of '
+            'the panel, only once every judge scored it. The gold answer and clues are not shown.</p></section>'
+            '<section><h2>Scores</h2><div class="scroll"><table class="task-scores"><thead><tr><th>Route</th><th>Status</th>'
+            f'<th class="num">Score</th></tr></thead><tbody>{"".join(summary)}</tbody></table></div></section>'
+            f'<section><h2>Answers and verdicts</h2>{"".join(sections)}</section></main>')
+    return _page(f"Task {t['task_id']}", body, rehearsal=rehearsal, subtitle=f"{len(data['routes'])} routes · panel: {e(', '.join(panel))}")
+
+
+# --- the site ----------------------------------------------------------------------------------------
+
+
+def _read_tasks(store: Store) -> list[dict[str, Any]]:
+    out = []
+    per_task = {r[0]: (r[1], r[2]) for r in store.db.execute("SELECT task_id, max(doc_chars), max(cjk) FROM cells_now GROUP BY task_id")}
+    for task_id, question, corpus_file, rubric_json, rubric_total, fields_json in store.db.execute(
+            "SELECT task_id, question, corpus_file, rubric_json, rubric_total, fields_json FROM tasks ORDER BY position"):
+        chars, cjk = per_task.get(task_id, (None, None))
+        out.append({"task_id": task_id, "question": question, "corpus_file": corpus_file, "rubric": json.loads(rubric_json),
+                    "rubric_total": rubric_total, "fields": json.loads(fields_json or "{}"), "doc_chars": chars,
+                    "cjk": None if cjk is None else bool(cjk), "lang": "—" if cjk is None else ("CJK" if cjk else "non-CJK")})
+    return out
+
+
+def _read_cells(store: Store) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r["route"], r["task_id"]): r for r in store.rows(
+        """SELECT cs.route, cs.task_id, cs.status, cs.score, cs.cap, cs.doc_chars, cs.cjk, res.kind, res.text, res.finish_reason,
+                  res.error_message
+           FROM cells_now cs LEFT JOIN results res ON res.id = cs.result_id""")}
+
+
+def write_site(store: Store, config: Config, data: dict[str, Any], out: Path, *,
+               judgments: list[dict[str, Any]] | None = None) -> Path:
+    """Write the site for `data` (analysis.full_report) into `out`; return index.html's path.
+
+    Reads `cells_now` for the answers. Refuses a non-empty folder it did not write (MARKER)."""
+    from .analysis import judge_scores
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise StateError(f"{out} is not empty and was not written by batchrun report --format html.",
+                         "Pass --out with a new or empty folder (or a folder a previous report wrote).")
+    st = data["statistics"]
+    rehearsal = data.get("rehearsal")
+    tasks = _read_tasks(store)
+    cells = _read_cells(store)
+    slugs = task_slugs(t["task_id"] for t in tasks)
+    panel = [j.name for j in config.judges]
+    verdicts: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
+    for v in judgments if judgments is not None else judge_scores(store, with_text=True):
+        verdicts[(v["route"], v["task_id"])][v["judge"]] = {
+            "total": v["total"], "score": v["score"] if "score" in v else normalised_score(v["total"], v["rubric_total"]),
+            "points": json.loads(v["points_awarded_json"]) if v.get("points_awarded_json") else None, "verdict": v.get("verdict")}
+    (out / "tasks").mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by batchrun report --format html; the folder is rewritten on each report\n", encoding="utf-8")
+    wanted = {f"{s}.html" for s in slugs.values()}
+    for old in (out / "tasks").glob("*.html"):
+        if old.name not in wanted:
+            old.unlink()
+    for t in tasks:
+        _write(out / "tasks" / f"{slugs[t['task_id']]}.html", _task_page(t, data, cells, verdicts, panel, rehearsal))
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    n_docs = st["bootstrap"]["n_documents"]
+    subtitle = (f"{len(tasks)} tasks over {n_docs} documents · {len(data['routes'])} routes · judge panel "
+                f"{e(', '.join(panel) or '—')} · generated {e(generated)} · batchrun {e(data['batchrun_version'])}")
+    nav = ('<nav><a href="#leaderboard">Leaderboard</a><a href="#pairwise">Comparisons</a><a href="#breakdowns">Breakdowns</a>'
+           '<a href="#judges">Judges</a><a href="#changes">Changes</a><a href="#provenance">Provenance</a><a href="#tasks">Tasks</a></nav>')
+    problems = "".join(f'<li>{e(p["state"])}: route {e(p["route"])}: {e(p["requests"])} request(s): {e(p["message"])}'
+                       + (f' Fix: {e(p["fix"])}' if p.get("fix") else "") + "</li>" for p in data.get("problems", []))
+    body = (nav + "<main>" + _leaderboard(data, st)
+            + (f'<section id="problems"><h2>Open problems</h2><ul>{problems}</ul></section>' if problems else "")
+            + _pairwise(st) + _breakdowns(st) + _judges(st) + _changes(st, slugs) + _provenance(data, st)
+            + _tasks_table(data, tasks, slugs, cells) + "</main>"
+            + f'<footer>Scores are 0–100. Dataset sha256 {e(data["dataset_sha256"])}. Generated {e(generated)} from state.db by '
+              f'batchrun {e(data["batchrun_version"])}; no script, no network.</footer>')
+    index = out / "index.html"
+    _write(index, _page("WildTrace leaderboard", body, rehearsal=rehearsal, subtitle=subtitle))
+    return index
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
