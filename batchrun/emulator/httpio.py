@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO
 
 CHUNK = 1 << 20  # 1 MiB
 
@@ -41,10 +41,6 @@ class BodyReader:
                 raise BodyError("invalid Content-Length") from None
             self._done = self._left <= 0
         self.bytes_read = 0
-
-    @property
-    def declared_length(self) -> Optional[int]:
-        return None if self._chunked else self._left + self.bytes_read
 
     def read(self, n: int = CHUNK) -> bytes:
         """Up to ``n`` bytes of body; ``b""`` at the end."""
@@ -83,7 +79,7 @@ class BodyReader:
         self.bytes_read += len(data)
         return data
 
-    def read_all(self, limit: Optional[int] = None) -> bytearray:
+    def read_all(self, limit: int | None = None) -> bytearray:
         """The whole body in one bytearray (a single copy; ``json.loads`` accepts it as is)."""
         buf = bytearray()
         while True:
@@ -94,7 +90,7 @@ class BodyReader:
             if limit is not None and len(buf) > limit:
                 raise BodyError(f"body larger than {limit} bytes")
 
-    def copy_to(self, out: BinaryIO, on_chunk: Optional[Callable[[bytes], None]] = None) -> int:
+    def copy_to(self, out: BinaryIO, on_chunk: Callable[[bytes], None] | None = None) -> int:
         """Stream the rest of the body into ``out``; returns the number of bytes written."""
         total = 0
         while True:

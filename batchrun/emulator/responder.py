@@ -49,9 +49,9 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
 
-Reply = Union[str, dict]
+Reply = str | dict
 Responder = Callable[[dict], Reply]
 
 GENERATION_HEAD = "Answer using ONLY the document below. Include every specific detail from the text.\n\n"
@@ -115,11 +115,6 @@ def model_quality(model: str) -> tuple[int, bool]:
     # with ties everywhere would not show anything).
     h = stable_hash(model or "") >> 32
     return 1 + h % 5, (h >> 3) % 3 == 0
-
-
-def split_sentences(document: str) -> list[str]:
-    starts, ends = _segments(document)
-    return [t for t in (document[a:b].strip() for a, b in zip(starts, ends)) if t]
 
 
 def _segments(document: str) -> tuple[list[int], list[int]]:

@@ -1,6 +1,9 @@
 """A local emulator of the OpenAI, Anthropic and Gemini (Developer API) batch and online APIs.
 
-The official, unmodified SDKs talk to it over real HTTP (wire reference: ``provider-apis.md``):
+The official, unmodified SDKs talk to it over real HTTP. Wire references: OpenAI
+https://platform.openai.com/docs/api-reference/batch, Anthropic
+https://platform.claude.com/docs/en/api/creating-message-batches, Gemini
+https://ai.google.dev/gemini-api/docs/batch-mode and https://ai.google.dev/api/files.
 
 * OpenAI ``base_url=f"{url}/v1"``: files (multipart upload, content, list, delete), batches
   (create, retrieve, list, cancel), online ``/chat/completions`` and ``/responses``. Any path
@@ -58,7 +61,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from ..config import is_loopback
@@ -97,7 +100,7 @@ class ApiError(Exception):
     """An HTTP error answered in the provider's error envelope."""
 
     def __init__(
-        self, status: int, message: str, param: Optional[str] = None, code: Optional[str] = None, provider: Optional[str] = None
+        self, status: int, message: str, param: str | None = None, code: str | None = None, provider: str | None = None
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -115,8 +118,8 @@ class Resp:
         status: int = 200,
         body: bytes = b"",
         content_type: str = "application/json",
-        headers: Optional[list[tuple[str, str]]] = None,
-        file_path: Optional[str] = None,
+        headers: list[tuple[str, str]] | None = None,
+        file_path: str | None = None,
         file_length: int = 0,
     ) -> None:
         self.status = status
@@ -127,7 +130,7 @@ class Resp:
         self.file_length = file_length
 
 
-def json_resp(obj: Any, status: int = 200, headers: Optional[list[tuple[str, str]]] = None) -> Resp:
+def json_resp(obj: Any, status: int = 200, headers: list[tuple[str, str]] | None = None) -> Resp:
     return Resp(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"), headers=headers)
 
 
@@ -141,10 +144,10 @@ class FileRec:
     purpose: str
     created: float
     mime: str = "application/jsonl"
-    display_name: Optional[str] = None
-    sha256: Optional[str] = None
+    display_name: str | None = None
+    sha256: str | None = None
     generated: bool = False  # a result file written by the emulator (truncate faults apply)
-    expires_at: Optional[float] = None
+    expires_at: float | None = None
 
 
 @dataclass
@@ -160,35 +163,35 @@ class BatchRec:
     n: int
     completion_window: str = "24h"
     metadata: Any = None
-    input_file_id: Optional[str] = None
-    display_name: Optional[str] = None
-    input_config: Optional[dict] = None
+    input_file_id: str | None = None
+    display_name: str | None = None
+    input_config: dict | None = None
     inline: bool = False
     api_version: str = "v1"
     anthropic_version: str = "2023-06-01"
     # batch-level fault effects, decided at create
-    expire_fraction: Optional[float] = None
-    cancel_fraction: Optional[float] = None
+    expire_fraction: float | None = None
+    cancel_fraction: float | None = None
     fail_validation: bool = False
     quota: bool = False
     invalid_errors: list = field(default_factory=list)
     # lifecycle
     state: str = "pending"  # pending | cancel_requested | done
     looks: int = 0
-    final: Optional[str] = None  # completed|failed|expired|cancelled (Gemini: BATCH_STATE_*)
-    in_progress_at: Optional[float] = None
-    finalizing_at: Optional[float] = None
-    ended_at: Optional[float] = None
-    cancel_at: Optional[float] = None
+    final: str | None = None  # completed|failed|expired|cancelled (Gemini: BATCH_STATE_*)
+    in_progress_at: float | None = None
+    finalizing_at: float | None = None
+    ended_at: float | None = None
+    cancel_at: float | None = None
     # results
     counts: dict = field(default_factory=dict)
     usage: dict = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
-    output_file_id: Optional[str] = None
-    error_file_id: Optional[str] = None
-    errors: Optional[list] = None
-    results_path: Optional[str] = None
-    inline_responses: Optional[list] = None
-    gemini_error: Optional[dict] = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    errors: list | None = None
+    results_path: str | None = None
+    inline_responses: list | None = None
+    gemini_error: dict | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -205,7 +208,7 @@ class Ctx:
     host: str
     raw_path: str = ""  # the path as sent (percent-encoded): ids that contain "/" route on it
 
-    def q(self, name: str, default: Optional[str] = None) -> Optional[str]:
+    def q(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
         return values[0] if values else default
 
@@ -223,7 +226,7 @@ class Ctx:
         return f"http://{self.host}"
 
 
-def _int_arg(value: Optional[str], default: int, lo: int, hi: int) -> int:
+def _int_arg(value: str | None, default: int, lo: int, hi: int) -> int:
     try:
         return max(lo, min(hi, int(value))) if value is not None else default
     except ValueError:
@@ -400,7 +403,7 @@ class Emulator:
         self._calls: list[dict] = []
         self._seq = 0
         self._batch_seq = 0
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         check_loopback(host)
         self._httpd = _Server((host, port), self)
         # What the socket really is bound to ("localhost" becomes 127.0.0.1), not what was asked.
@@ -698,7 +701,7 @@ class Emulator:
             if not bearer:
                 raise ApiError(401, "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
         elif ctx.provider == "anthropic":
-            # SDK <= 1.x sends x-api-key; SDK 2.x sends Authorization: Bearer (provider-apis.md §3.1).
+            # The anthropic SDK up to 1.x sends x-api-key; 2.x sends Authorization: Bearer.
             if not (headers.get("x-api-key") or bearer):
                 raise ApiError(401, "x-api-key header is required")
             version = headers.get("anthropic-version")
@@ -992,7 +995,7 @@ class Emulator:
             os.unlink(part.path)
             raise ApiError(400, "Missing required parameter: 'purpose'.", param="purpose")
         now = time.time()
-        expires_at: Optional[float] = now + OPENAI_FILE_TTL if purpose == "batch" else None
+        expires_at: float | None = now + OPENAI_FILE_TTL if purpose == "batch" else None
         if fields.get("expires_after[seconds]"):
             try:
                 expires_at = now + int(fields["expires_after[seconds]"])
@@ -1032,7 +1035,7 @@ class Emulator:
         return json_resp(self._cursor_page(items, ctx.q("after"), _int_arg(ctx.q("limit"), 10000, 1, 10000), self._openai_file_json))
 
     @staticmethod
-    def _cursor_page(items: list, after: Optional[str], limit: int, render: Callable[[Any], dict]) -> dict:
+    def _cursor_page(items: list, after: str | None, limit: int, render: Callable[[Any], dict]) -> dict:
         """OpenAI cursor page: the next page is requested with after=<id of the last item>."""
         start = 0
         if after:
@@ -1161,7 +1164,8 @@ class Emulator:
                 if i < limit:
                     outcome = self._execute("openai", str(body.get("model") or ""), body, custom_id, url)
                 elif end == "expired":
-                    # Expired requests go to the error file with code batch_expired (OpenAI batch guide).
+                    # Expired requests go to the error file with code batch_expired
+                    # (https://platform.openai.com/docs/guides/batch, "Batch expiration").
                     outcome = Outcome("expired")
                 else:  # cancelled: unprocessed requests are simply absent
                     break
@@ -1278,11 +1282,13 @@ class Emulator:
         del requests, body
         return json_resp(self._anthropic_batch_json(rec, ctx))
 
-    def _anthropic_batch_json(self, rec: BatchRec, ctx: Ctx, shown_id: Optional[str] = None) -> dict:
+    def _anthropic_batch_json(self, rec: BatchRec, ctx: Ctx, shown_id: str | None = None) -> dict:
         shown_id = shown_id or rec.id  # an alias_batch fault shows the batch under another id
         done = rec.state == "done"
         status = "ended" if done else ("canceling" if rec.state == "cancel_requested" else "in_progress")
-        # Only `processing` is non-zero until the whole batch has ended (provider-apis.md §3.3).
+        # Requests count as `processing` until the whole batch has ended; only then do they move
+        # to succeeded/errored/canceled/expired (request_counts in
+        # https://platform.claude.com/docs/en/api/creating-message-batches).
         counts = rec.counts if done else {"processing": rec.n, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         return {
             "id": shown_id,
@@ -1420,7 +1426,8 @@ class Emulator:
         return data
 
     def _gemini_upload(self, ctx: Ctx, version: str) -> Resp:
-        """Resumable upload (provider-apis.md §4.6): start, then chunk POSTs to X-Goog-Upload-URL."""
+        """Resumable upload (https://ai.google.dev/api/files, media.upload): a start POST, then chunk
+        POSTs to the X-Goog-Upload-URL it returned (X-Goog-Upload-Command: upload[, finalize])."""
         ctx.provider = "gemini"
         upload_id = ctx.q("upload_id")
         if upload_id is None:
@@ -1526,7 +1533,7 @@ class Emulator:
         return json_resp(out)
 
     @staticmethod
-    def _token_page(items: list, ctx: Ctx) -> tuple[list, Optional[str]]:
+    def _token_page(items: list, ctx: Ctx) -> tuple[list, str | None]:
         size = _int_arg(ctx.q("pageSize"), 50, 1, 1000)
         start = _int_arg(ctx.q("pageToken") or None, 0, 0, 1 << 60)
         page = items[start : start + size]
@@ -1626,7 +1633,7 @@ class Emulator:
         if done:
             metadata["endTime"] = wire.rfc3339(rec.ended_at)
             op["done"] = True
-            output: Optional[dict] = None
+            output: dict | None = None
             if rec.output_file_id:
                 output = {"responsesFile": f"files/{rec.output_file_id}"}
             elif rec.inline_responses is not None:
@@ -1639,7 +1646,7 @@ class Emulator:
                 op["error"] = rec.gemini_error
         return op
 
-    def _iter_gemini_lines(self, rec: BatchRec) -> Iterator[tuple[Any, Optional[dict], Any]]:
+    def _iter_gemini_lines(self, rec: BatchRec) -> Iterator[tuple[Any, dict | None, Any]]:
         """(key, metadata, request) per input line; request is None for an unparseable line."""
         for _number, raw in iter_jsonl(rec.source_path):
             try:
@@ -1660,7 +1667,9 @@ class Emulator:
         counts = {"requestCount": rec.n, "successfulRequestCount": 0, "failedRequestCount": 0, "pendingRequestCount": 0}
         rec.counts = counts
         if end == "expired":
-            return  # Gemini: a job that expires returns no results at all (batch-api docs)
+            # An expired job has no results to retrieve (BATCH_STATE_EXPIRED in
+            # https://ai.google.dev/gemini-api/docs/batch-mode).
+            return
         inline: list = []
         out_path = None if rec.inline else self._new_path("gemini-responses-")
         out = open(out_path, "w", encoding="utf-8", newline="\n") if out_path else None

@@ -1,7 +1,7 @@
 """Provider wire shapes: prompts in, usage, validation, responses and error envelopes out.
 
-Everything here is pure (no I/O, no state). Facts come from ``provider-apis.md`` and the SDK
-types named in each comment.
+Everything here is pure (no I/O, no state). Facts come from the providers' public API references
+(linked where a shape is built) and the SDK types named in each comment.
 
 Usage accounting (deterministic; the same for every provider):
 
@@ -20,7 +20,7 @@ import string
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 # Models that reject `temperature` outright (OpenAI reasoning models, newer Claude models, Kimi
 # K2.6 on its OpenAI-compatible API). Checked by exact model name.
@@ -49,7 +49,7 @@ def lower_id(n: int) -> str:
     return new_id("", n, _ALNUM)
 
 
-def rfc3339(ts: Optional[float]) -> Optional[str]:
+def rfc3339(ts: float | None) -> str | None:
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -86,8 +86,8 @@ class Outcome:
     text: str = ""
     status: int = 200
     message: str = ""
-    param: Optional[str] = None
-    code: Optional[str] = None  # OpenAI error code override (e.g. unsupported_value)
+    param: str | None = None
+    code: str | None = None  # OpenAI error code override (e.g. unsupported_value)
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -96,7 +96,7 @@ class Outcome:
         return self.kind in ("text", "refusal")
 
     @classmethod
-    def error(cls, status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> "Outcome":
+    def error(cls, status: int, message: str, param: str | None = None, code: str | None = None) -> "Outcome":
         return cls("error", status=status, message=message, param=param, code=code)
 
 
@@ -171,7 +171,7 @@ def gemini_get(d: dict, camel: str) -> Any:
 # create succeeds and the line comes back as an error) and synchronously for online calls.
 
 
-def validate_openai(body: Any, endpoint: str) -> Optional[Outcome]:
+def validate_openai(body: Any, endpoint: str) -> Outcome | None:
     if not isinstance(body, dict):
         return Outcome.error(400, "The request body must be a JSON object.", code="invalid_request_body")
     model = body.get("model")
@@ -189,7 +189,8 @@ def validate_openai(body: Any, endpoint: str) -> Optional[Outcome]:
         return Outcome.error(400, f"Invalid URL (POST {endpoint})", code="invalid_url")
     if body.get("stream"):
         return Outcome.error(400, "The emulator does not support stream=true.", param="stream", code="unsupported_value")
-    # Reasoning models reject temperature with this exact 400 (provider-apis.md §2.7).
+    # Reasoning models reject temperature with this 400 (type invalid_request_error, code
+    # unsupported_value, param "temperature"); only the default value 1 is accepted.
     if "temperature" in body and model in REJECTS_TEMPERATURE:
         return Outcome.error(
             400,
@@ -201,7 +202,7 @@ def validate_openai(body: Any, endpoint: str) -> Optional[Outcome]:
     return None
 
 
-def validate_anthropic(params: Any, version: str) -> Optional[Outcome]:
+def validate_anthropic(params: Any, version: str) -> Outcome | None:
     if not isinstance(params, dict):
         return Outcome.error(400, "params: Input should be a valid dictionary")
     for field in ("model", "messages", "max_tokens"):
@@ -211,7 +212,8 @@ def validate_anthropic(params: Any, version: str) -> Optional[Outcome]:
         return Outcome.error(400, "messages: List should have at least 1 item after validation, not 0")
     if params.get("stream"):
         return Outcome.error(400, "stream: streaming is not supported in batches or by the emulator")
-    # 2026-10-21 removed the sampling parameters from the schema (provider-apis.md §3.6).
+    # anthropic-version 2026-10-21 removed the sampling parameters from the request schema, so
+    # they fail like any unknown field.
     if version == "2026-10-21":
         for name in ANTHROPIC_2026_REJECTED:
             if name in params:
@@ -221,7 +223,7 @@ def validate_anthropic(params: Any, version: str) -> Optional[Outcome]:
     return None
 
 
-def validate_gemini(request: Any, model: str) -> Optional[Outcome]:
+def validate_gemini(request: Any, model: str) -> Outcome | None:
     if not isinstance(request, dict):
         return Outcome.error(400, "Invalid JSON payload received. Request must be an object.")
     if not request.get("contents"):
@@ -282,12 +284,12 @@ def google_status(status: int) -> str:
     return _GOOGLE_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
 
 
-def openai_error_body(status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> dict:
+def openai_error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
     err_type, default_code = _OPENAI_ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
     return {"error": {"message": message, "type": err_type, "param": param, "code": code or default_code}}
 
 
-def anthropic_error_body(status: int, message: str, request_id: Optional[str] = None) -> dict:
+def anthropic_error_body(status: int, message: str, request_id: str | None = None) -> dict:
     return {
         "type": "error",
         "error": {"type": anthropic_error_type(status), "message": message},
@@ -299,7 +301,7 @@ def google_error_body(status: int, message: str) -> dict:
     return {"error": {"code": status, "message": message, "status": google_status(status)}}
 
 
-def error_body(provider: str, status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> dict:
+def error_body(provider: str, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
     if provider == "anthropic":
         return anthropic_error_body(status, message)
     if provider == "gemini":
@@ -409,7 +411,8 @@ def openai_success_body(endpoint: str, body: dict, outcome: Outcome) -> dict:
 
 
 def openai_batch_line(custom_id: Any, outcome: Outcome, endpoint: str, body: dict) -> dict:
-    """One output/error-file line (provider-apis.md §2.5)."""
+    """One output/error-file line: ``{id, custom_id, response: {status_code, request_id, body}, error}``
+    (https://platform.openai.com/docs/guides/batch, "Retrieve the results")."""
     line_id = new_id("batch_req_", 32)
     if outcome.kind == "expired":
         # Documented verbatim for requests left over when the completion window ends.
