@@ -595,102 +595,35 @@ class Emulator:
     # ------------------------------------------------------------------ routing
 
     def _route(self, ctx: Ctx) -> Resp:
-        path, method = ctx.path, ctx.method
-        if path.startswith("/_emulator"):
+        if ctx.path.startswith("/_emulator"):
             return self._control(ctx)
+        for route in ROUTES.get(ctx.method, ()):
+            match = route.pattern.fullmatch(ctx.raw_path if route.raw else ctx.path)
+            if match is None:
+                continue
+            args = [unquote(g) if route.raw else g for g in match.groups()]
+            if route.claim is not None and not route.claim(self, ctx, *args):
+                continue
+            if route.provider:
+                ctx.provider = route.provider
+            return getattr(self, route.handler)(ctx, *args)
+        # No operation for this method: a path that belongs to a Gemini object still answers in
+        # Gemini's envelope.
+        for routes in ROUTES.values():
+            for route in routes:
+                match = route.pattern.fullmatch(ctx.raw_path if route.raw else ctx.path) if route.provider else None
+                if match is not None and (route.claim is None or route.claim(self, ctx, *match.groups())):
+                    ctx.provider = route.provider
+        raise ApiError(404, f"Unknown route: {ctx.method} {ctx.path}", code="unknown_url")
 
-        # ---- Gemini: upload / download prefixes and Google custom methods
-        m = re.fullmatch(r"/upload/([^/]+)/files", path)
-        if m and method == "POST":
-            return self._gemini_upload(ctx, m.group(1))
-        m = re.fullmatch(r"/(?:download/)?([^/]+)/files/([^/:]+):download", path)
-        if m and method == "GET":
-            return self._gemini_download(ctx, m.group(2))
-        m = re.fullmatch(r"/([^/]+)/models/(.+):(batchGenerateContent|generateContent)", path)
-        if m and method == "POST":
-            ctx.provider = "gemini"
-            if m.group(3) == "generateContent":
-                return self._gemini_generate(ctx, m.group(1), m.group(2))
-            return self._gemini_batch_create(ctx, m.group(1), m.group(2))
-        m = re.fullmatch(r"/([^/]+)/batches/([^/:]+):cancel", path)
-        if m and method == "POST":
-            ctx.provider = "gemini"
-            return self._gemini_batch_cancel(ctx, m.group(2))
+    def _owner(self, ctx: Ctx, store: dict, ident: str | None) -> str:
+        """The provider of a shared path (/{ver}/batches, /{ver}/files): whoever created the object
+        named in it, else the provider the request looks like."""
+        rec = store.get(ident) if ident else None
+        return rec.provider if rec is not None else ctx.provider
 
-        # ---- Anthropic
-        if path == "/v1/messages" and method == "POST":
-            return self._anthropic_online(ctx)
-        if path == "/v1/messages/batches":
-            if method == "POST":
-                return self._anthropic_create(ctx)
-            if method == "GET":
-                return self._anthropic_list(ctx)
-        # Matched on the path as sent: an id with "/" in it (an alias_batch fault) is one segment.
-        m = re.fullmatch(r"/v1/messages/batches/([^/]+)(/cancel|/results)?", ctx.raw_path or path)
-        if m:
-            batch_id, suffix = unquote(m.group(1)), m.group(2)
-            if suffix is None and method == "GET":
-                return self._anthropic_retrieve(ctx, batch_id)
-            if suffix is None and method == "DELETE":
-                return self._anthropic_delete(ctx, batch_id)
-            if suffix == "/cancel" and method == "POST":
-                return self._anthropic_cancel(ctx, batch_id)
-            if suffix == "/results" and method == "GET":
-                return self._anthropic_results(ctx, batch_id)
-
-        # ---- /{ver}/batches and /{ver}/files: Gemini or OpenAI
-        m = re.fullmatch(r"(/[^/]+)*/batches(?:/([^/]+))?(/cancel)?", path)
-        if m:
-            batch_id, cancel = m.group(2), m.group(3)
-            rec = self._batches.get(batch_id) if batch_id else None
-            provider = rec.provider if rec is not None else ctx.provider
-            if provider == "gemini" and not cancel and path.split("/")[1] in GEMINI_VERSIONS:
-                ctx.provider = "gemini"
-                if batch_id is None and method == "GET":
-                    return self._gemini_batch_list(ctx)
-                if batch_id and method == "GET":
-                    return self._gemini_batch_get(ctx, batch_id)
-                if batch_id and method == "DELETE":
-                    return self._gemini_batch_delete(ctx, batch_id)
-            elif provider == "openai":
-                if batch_id is None and method == "POST":
-                    return self._openai_batch_create(ctx)
-                if batch_id is None and method == "GET":
-                    return self._openai_batch_list(ctx)
-                if batch_id and not cancel and method == "GET":
-                    return self._openai_batch_retrieve(ctx, batch_id)
-                if batch_id and cancel and method == "POST":
-                    return self._openai_batch_cancel(ctx, batch_id)
-        m = re.fullmatch(r"(/[^/]+)*/files(?:/([^/]+))?(/content)?", path)
-        if m:
-            file_id, content = m.group(2), m.group(3)
-            rec_f = self._files.get(file_id) if file_id else None
-            provider = rec_f.provider if rec_f is not None else ctx.provider
-            if provider == "gemini" and not content and path.split("/")[1] in GEMINI_VERSIONS:
-                ctx.provider = "gemini"
-                if file_id is None and method == "GET":
-                    return self._gemini_file_list(ctx)
-                if file_id and method == "GET":
-                    return self._gemini_file_get(ctx, file_id)
-                if file_id and method == "DELETE":
-                    return self._gemini_file_delete(ctx, file_id)
-            elif provider == "openai":
-                if file_id is None and method == "POST":
-                    return self._openai_file_create(ctx)
-                if file_id is None and method == "GET":
-                    return self._openai_file_list(ctx)
-                if file_id and content and method == "GET":
-                    return self._openai_file_content(ctx, file_id)
-                if file_id and not content and method == "GET":
-                    return self._openai_file_retrieve(ctx, file_id)
-                if file_id and not content and method == "DELETE":
-                    return self._openai_file_delete(ctx, file_id)
-
-        # ---- OpenAI online (any prefix: /v1, /v4, /compatible-mode/v1 ...)
-        if method == "POST" and ctx.provider == "openai" and (path.endswith("/chat/completions") or path.endswith("/responses")):
-            return self._openai_online(ctx)
-
-        raise ApiError(404, f"Unknown route: {method} {path}", code="unknown_url")
+    def _gemini_claims(self, ctx: Ctx, store: dict, ident: str | None) -> bool:
+        return self._owner(ctx, store, ident) == "gemini" and ctx.path.split("/")[1] in GEMINI_VERSIONS
 
     # ------------------------------------------------------------------ auth
 
@@ -1761,6 +1694,92 @@ class Emulator:
         if not outcome.ok:
             raise ApiError(outcome.status, outcome.message)
         return json_resp(wire.gemini_response(model, outcome))
+
+
+
+class Route:
+    """One API operation: an HTTP method and a path regex (full match) answered by ``handler``.
+
+    ``raw``: match the path as sent (percent-encoded) and unquote the groups, so that an id with
+    a "/" in it is one segment. ``claim``: for a path two providers share (/{ver}/batches and
+    /{ver}/files exist for OpenAI and Gemini 3.x), whether this provider answers this request.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        handler: str,
+        provider: str = "",
+        raw: bool = False,
+        claim: Callable[..., bool] | None = None,
+    ) -> None:
+        self.method = method
+        self.pattern = re.compile(path)
+        self.handler = handler
+        self.provider = provider
+        self.raw = raw
+        self.claim = claim
+
+
+def _gemini_batch(emu: Emulator, ctx: Ctx, batch_id: str | None = None) -> bool:
+    return emu._gemini_claims(ctx, emu._batches, batch_id)
+
+
+def _gemini_file(emu: Emulator, ctx: Ctx, file_id: str | None = None) -> bool:
+    return emu._gemini_claims(ctx, emu._files, file_id)
+
+
+def _openai_batch(emu: Emulator, ctx: Ctx, batch_id: str | None = None) -> bool:
+    return emu._owner(ctx, emu._batches, batch_id) == "openai"
+
+
+def _openai_file(emu: Emulator, ctx: Ctx, file_id: str | None = None) -> bool:
+    return emu._owner(ctx, emu._files, file_id) == "openai"
+
+
+def _openai_online(emu: Emulator, ctx: Ctx) -> bool:
+    return ctx.provider == "openai"
+
+
+# Tried in order; the first route whose method, path and claim match answers.
+_ROUTE_LIST = [
+    # Gemini: upload / download prefixes and Google custom methods
+    Route("POST", r"/upload/([^/]+)/files", "_gemini_upload"),
+    Route("GET", r"/(?:download/)?[^/]+/files/([^/:]+):download", "_gemini_download"),
+    Route("POST", r"/([^/]+)/models/(.+):generateContent", "_gemini_generate", "gemini"),
+    Route("POST", r"/([^/]+)/models/(.+):batchGenerateContent", "_gemini_batch_create", "gemini"),
+    Route("POST", r"/[^/]+/batches/([^/:]+):cancel", "_gemini_batch_cancel", "gemini"),
+    # Anthropic (batch ids are matched on the path as sent: an alias_batch id may hold a "/")
+    Route("POST", r"/v1/messages", "_anthropic_online"),
+    Route("POST", r"/v1/messages/batches", "_anthropic_create"),
+    Route("GET", r"/v1/messages/batches", "_anthropic_list"),
+    Route("GET", r"/v1/messages/batches/([^/]+)", "_anthropic_retrieve", raw=True),
+    Route("DELETE", r"/v1/messages/batches/([^/]+)", "_anthropic_delete", raw=True),
+    Route("POST", r"/v1/messages/batches/([^/]+)/cancel", "_anthropic_cancel", raw=True),
+    Route("GET", r"/v1/messages/batches/([^/]+)/results", "_anthropic_results", raw=True),
+    # /{ver}/batches and /{ver}/files: Gemini or OpenAI, by who owns the object
+    Route("GET", r"(?:/[^/]+)*/batches", "_gemini_batch_list", "gemini", claim=_gemini_batch),
+    Route("GET", r"(?:/[^/]+)*/batches/([^/]+)", "_gemini_batch_get", "gemini", claim=_gemini_batch),
+    Route("DELETE", r"(?:/[^/]+)*/batches/([^/]+)", "_gemini_batch_delete", "gemini", claim=_gemini_batch),
+    Route("POST", r"(?:/[^/]+)*/batches", "_openai_batch_create", claim=_openai_batch),
+    Route("GET", r"(?:/[^/]+)*/batches", "_openai_batch_list", claim=_openai_batch),
+    Route("GET", r"(?:/[^/]+)*/batches/([^/]+)", "_openai_batch_retrieve", claim=_openai_batch),
+    Route("POST", r"(?:/[^/]+)*/batches/([^/]+)/cancel", "_openai_batch_cancel", claim=_openai_batch),
+    Route("GET", r"(?:/[^/]+)*/files", "_gemini_file_list", "gemini", claim=_gemini_file),
+    Route("GET", r"(?:/[^/]+)*/files/([^/]+)", "_gemini_file_get", "gemini", claim=_gemini_file),
+    Route("DELETE", r"(?:/[^/]+)*/files/([^/]+)", "_gemini_file_delete", "gemini", claim=_gemini_file),
+    Route("POST", r"(?:/[^/]+)*/files", "_openai_file_create", claim=_openai_file),
+    Route("GET", r"(?:/[^/]+)*/files", "_openai_file_list", claim=_openai_file),
+    Route("GET", r"(?:/[^/]+)*/files/([^/]+)/content", "_openai_file_content", claim=_openai_file),
+    Route("GET", r"(?:/[^/]+)*/files/([^/]+)", "_openai_file_retrieve", claim=_openai_file),
+    Route("DELETE", r"(?:/[^/]+)*/files/([^/]+)", "_openai_file_delete", claim=_openai_file),
+    # OpenAI online (any prefix: /v1, /v4, /compatible-mode/v1 ...)
+    Route("POST", r"(?s).*/(?:chat/completions|responses)", "_openai_online", claim=_openai_online),
+]
+ROUTES: dict[str, list[Route]] = {}
+for _route in _ROUTE_LIST:
+    ROUTES.setdefault(_route.method, []).append(_route)
 
 
 def run_emulator(
