@@ -26,9 +26,6 @@ from typing import Any
 # K2.6 on its OpenAI-compatible API). Checked by exact model name.
 REJECTS_TEMPERATURE = {"gpt-5.4", "claude-opus-4.6", "claude-opus-4.8", "o1", "o3", "o4-mini", "kimi-k2.6"}
 
-ANTHROPIC_VERSIONS = ("2023-06-01", "2026-10-21")
-# anthropic-version 2026-10-21 (the default of anthropic SDK 2.x) rejects these on every model.
-ANTHROPIC_2026_REJECTED = ("temperature", "top_p", "top_k")
 
 GARBAGE_ANSWER = "I think it is fine."
 
@@ -103,7 +100,7 @@ class Outcome:
 # --------------------------------------------------------------------------- prompts
 
 
-def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
+def text_of(content: Any, text_types: tuple[str, ...]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -117,7 +114,7 @@ def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
     return ""
 
 
-def _first_user(messages: Any) -> Any:
+def first_user(messages: Any) -> Any:
     if not isinstance(messages, list) or not messages:
         return None
     for message in messages:
@@ -132,26 +129,21 @@ def openai_prompt(body: dict, endpoint: str) -> str:
         if isinstance(value, str):
             return value
         if isinstance(value, list):
-            item = _first_user(value)
+            item = first_user(value)
             if isinstance(item, dict):
-                return _text_of(item.get("content"), ("input_text", "text", "output_text"))
+                return text_of(item.get("content"), ("input_text", "text", "output_text"))
             if isinstance(item, str):
                 return item
         return ""
-    message = _first_user(body.get("messages"))
-    return _text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
-
-
-def anthropic_prompt(params: dict) -> str:
-    message = _first_user(params.get("messages"))
-    return _text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
+    message = first_user(body.get("messages"))
+    return text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
 
 
 def gemini_prompt(request: dict) -> str:
     contents = request.get("contents")
     if isinstance(contents, dict):
         contents = [contents]
-    content = _first_user(contents)
+    content = first_user(contents)
     if not isinstance(content, dict):
         return ""
     parts = content.get("parts") or []
@@ -202,27 +194,6 @@ def validate_openai(body: Any, endpoint: str) -> Outcome | None:
     return None
 
 
-def validate_anthropic(params: Any, version: str) -> Outcome | None:
-    if not isinstance(params, dict):
-        return Outcome.error(400, "params: Input should be a valid dictionary")
-    for field in ("model", "messages", "max_tokens"):
-        if field not in params:
-            return Outcome.error(400, f"{field}: Field required")
-    if not isinstance(params.get("messages"), list) or not params["messages"]:
-        return Outcome.error(400, "messages: List should have at least 1 item after validation, not 0")
-    if params.get("stream"):
-        return Outcome.error(400, "stream: streaming is not supported in batches or by the emulator")
-    # anthropic-version 2026-10-21 removed the sampling parameters from the request schema, so
-    # they fail like any unknown field.
-    if version == "2026-10-21":
-        for name in ANTHROPIC_2026_REJECTED:
-            if name in params:
-                return Outcome.error(400, f"{name}: Extra inputs are not permitted")
-    elif "temperature" in params and params.get("model") in REJECTS_TEMPERATURE:
-        return Outcome.error(400, "`temperature` is deprecated for this model.")
-    return None
-
-
 def validate_gemini(request: Any, model: str) -> Outcome | None:
     if not isinstance(request, dict):
         return Outcome.error(400, "Invalid JSON payload received. Request must be an object.")
@@ -249,18 +220,6 @@ _OPENAI_ERRORS = {
     504: ("server_error", "timeout"),
     529: ("server_error", "overloaded"),
 }
-_ANTHROPIC_ERRORS = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
 _GOOGLE_STATUS = {
     400: "INVALID_ARGUMENT",
     401: "UNAUTHENTICATED",
@@ -276,10 +235,6 @@ _GOOGLE_STATUS = {
 }
 
 
-def anthropic_error_type(status: int) -> str:
-    return _ANTHROPIC_ERRORS.get(status, "api_error" if status >= 500 else "invalid_request_error")
-
-
 def google_status(status: int) -> str:
     return _GOOGLE_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
 
@@ -289,24 +244,8 @@ def openai_error_body(status: int, message: str, param: str | None = None, code:
     return {"error": {"message": message, "type": err_type, "param": param, "code": code or default_code}}
 
 
-def anthropic_error_body(status: int, message: str, request_id: str | None = None) -> dict:
-    return {
-        "type": "error",
-        "error": {"type": anthropic_error_type(status), "message": message},
-        "request_id": request_id or new_id("req_011C", 20),
-    }
-
-
 def google_error_body(status: int, message: str) -> dict:
     return {"error": {"code": status, "message": message, "status": google_status(status)}}
-
-
-def error_body(provider: str, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
-    if provider == "anthropic":
-        return anthropic_error_body(status, message)
-    if provider == "gemini":
-        return google_error_body(status, message)
-    return openai_error_body(status, message, param, code)
 
 
 # --------------------------------------------------------------------------- OpenAI bodies
@@ -438,42 +377,6 @@ def openai_batch_line(custom_id: Any, outcome: Outcome, endpoint: str, body: dic
 
 
 # --------------------------------------------------------------------------- Anthropic bodies
-
-
-def anthropic_message(model: str, outcome: Outcome, service_tier: str = "standard") -> dict:
-    """A Message (anthropic types/message.py). Refusal: stop_reason "refusal" + stop_details."""
-    refusal = outcome.kind == "refusal"
-    content = [{"type": "text", "text": outcome.text}] if outcome.text else []
-    return {
-        "id": new_id("msg_01", 22),
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": "refusal" if refusal else "end_turn",
-        "stop_sequence": None,
-        "stop_details": {"type": "refusal", "category": None, "explanation": outcome.text} if refusal else None,
-        "usage": {
-            "input_tokens": outcome.input_tokens,
-            "output_tokens": outcome.output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "service_tier": service_tier,
-        },
-    }
-
-
-def anthropic_result_line(custom_id: str, model: str, outcome: Outcome) -> dict:
-    """One results line (anthropic types/messages/message_batch_individual_response.py)."""
-    if outcome.kind == "canceled":
-        result: dict = {"type": "canceled"}
-    elif outcome.kind == "expired":
-        result = {"type": "expired"}
-    elif outcome.ok:
-        result = {"type": "succeeded", "message": anthropic_message(model, outcome, "batch")}
-    else:
-        result = {"type": "errored", "error": anthropic_error_body(outcome.status, outcome.message)}
-    return {"custom_id": custom_id, "result": result}
 
 
 # --------------------------------------------------------------------------- Gemini bodies
