@@ -139,25 +139,6 @@ def openai_prompt(body: dict, endpoint: str) -> str:
     return text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
 
 
-def gemini_prompt(request: dict) -> str:
-    contents = request.get("contents")
-    if isinstance(contents, dict):
-        contents = [contents]
-    content = first_user(contents)
-    if not isinstance(content, dict):
-        return ""
-    parts = content.get("parts") or []
-    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
-
-
-def gemini_get(d: dict, camel: str) -> Any:
-    """Proto-JSON accepts camelCase and snake_case field names; so does the emulator."""
-    if camel in d:
-        return d[camel]
-    snake = re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
-    return d.get(snake)
-
-
 # --------------------------------------------------------------------------- validation
 # Validation runs per request inside batches (the providers validate batch lines asynchronously:
 # create succeeds and the line comes back as an error) and synchronously for online calls.
@@ -194,17 +175,6 @@ def validate_openai(body: Any, endpoint: str) -> Outcome | None:
     return None
 
 
-def validate_gemini(request: Any, model: str) -> Outcome | None:
-    if not isinstance(request, dict):
-        return Outcome.error(400, "Invalid JSON payload received. Request must be an object.")
-    if not request.get("contents"):
-        return Outcome.error(400, "* GenerateContentRequest.contents: contents is not specified")
-    config = gemini_get(request, "generationConfig") or {}
-    if isinstance(config, dict) and "temperature" in config and model in REJECTS_TEMPERATURE:
-        return Outcome.error(400, f"temperature is not supported for model {model}.")
-    return None
-
-
 # --------------------------------------------------------------------------- error envelopes
 
 _OPENAI_ERRORS = {
@@ -220,32 +190,10 @@ _OPENAI_ERRORS = {
     504: ("server_error", "timeout"),
     529: ("server_error", "overloaded"),
 }
-_GOOGLE_STATUS = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ALREADY_EXISTS",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    501: "NOT_IMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-    529: "UNAVAILABLE",
-}
-
-
-def google_status(status: int) -> str:
-    return _GOOGLE_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
-
 
 def openai_error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
     err_type, default_code = _OPENAI_ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
     return {"error": {"message": message, "type": err_type, "param": param, "code": code or default_code}}
-
-
-def google_error_body(status: int, message: str) -> dict:
-    return {"error": {"code": status, "message": message, "status": google_status(status)}}
 
 
 # --------------------------------------------------------------------------- OpenAI bodies
@@ -382,34 +330,3 @@ def openai_batch_line(custom_id: Any, outcome: Outcome, endpoint: str, body: dic
 # --------------------------------------------------------------------------- Gemini bodies
 
 
-def gemini_response(model: str, outcome: Outcome) -> dict:
-    """A GenerateContentResponse. Refusal: candidate finishReason SAFETY and no content parts."""
-    if outcome.kind == "refusal":
-        candidate: dict = {
-            "finishReason": "SAFETY",
-            "index": 0,
-            "finishMessage": outcome.text,
-            "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}],
-        }
-        output_tokens = 0
-    else:
-        parts = [{"text": outcome.text}] if outcome.text else []
-        candidate = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}
-        output_tokens = outcome.output_tokens
-    return {
-        "candidates": [candidate],
-        "usageMetadata": {
-            "promptTokenCount": outcome.input_tokens,
-            "candidatesTokenCount": output_tokens,
-            "totalTokenCount": outcome.input_tokens + output_tokens,
-            "thoughtsTokenCount": 0,
-            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": outcome.input_tokens}],
-        },
-        "modelVersion": model,
-        "responseId": new_id("", 22),
-    }
-
-
-def gemini_line_error(outcome: Outcome) -> dict:
-    """google.rpc.Status as used in result lines: {"code": <http status>, "message"}."""
-    return {"code": outcome.status, "message": outcome.message}
