@@ -28,7 +28,9 @@ import tempfile
 import threading
 import time
 import traceback
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from email.message import Message
 from typing import Any, ClassVar, Literal
 
 from . import wire
@@ -96,41 +98,47 @@ class BatchRec:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-class Provider:
-    """One provider's API: routes, auth, wire shapes, and how its batches are processed."""
+class Provider(ABC):
+    """One provider's API: routes, auth, wire shapes, and how its batches are processed.
+
+    Adding a provider is one module with a Provider subclass (and its BatchRec subclass), and
+    its place in ``Emulator.__init__``."""
 
     name: ClassVar[str] = ""
 
     def __init__(self, core: Core) -> None:
         self.core = core
 
+    @abstractmethod
     def routes(self) -> list[Route]:
         """The operations this provider answers, tried in order."""
-        raise NotImplementedError
 
-    def looks_like(self, path: str, ctx_headers: Any, query: dict[str, list[str]]) -> bool:
-        """Whether a request that no route has claimed yet is for this API (by path and headers)."""
+    def looks_like(self, path: str, headers: Message, query: dict[str, list[str]]) -> bool:
+        """Whether a request is for this API by its look (path markers, headers), before any
+        route claims it: whose envelope an HTTP fault or an unknown route gets."""
         return False
 
+    @abstractmethod
     def auth(self, ctx: Ctx) -> None:
         """Raise the provider's ApiError when the call carries no usable credential."""
-        raise NotImplementedError
 
+    @abstractmethod
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
-        raise NotImplementedError
+        """The provider's error envelope."""
 
     def error_response(self, exc: ApiError) -> Resp:
         headers = list(RETRY_HEADERS) if exc.status == 429 or exc.status >= 500 else []
         return json_resp(self.error_body(exc.status, exc.message, exc.param, exc.code), exc.status, headers)
 
+    @abstractmethod
     def process(self, rec: BatchRec, limit: int, end: End) -> None:
         """Answer the first ``limit`` requests of a batch that ends ``end`` and write its results."""
-        raise NotImplementedError
 
     def fail(self, rec: BatchRec) -> None:
         """Record why a batch failed as a whole (``rec.quota`` / ``rec.invalid``)."""
 
     def final_status(self, end: End) -> str:
+        """How the provider names the way a batch ended (``BatchRec.final``)."""
         return end
 
     def reset(self) -> None:

@@ -215,8 +215,8 @@ class Gemini(Provider):
             if "finalize" not in commands:
                 return Resp(200, b"", headers=status("active"))
             digest = hashlib.sha256()
-            with open(session.path, "rb") as f:
-                for chunk in iter(lambda: f.read(CHUNK), b""):
+            with open(session.path, "rb") as received:
+                for chunk in iter(lambda: received.read(CHUNK), b""):
                     digest.update(chunk)
             with self.core.lock:
                 self._uploads.pop(upload_id, None)
@@ -234,7 +234,7 @@ class Gemini(Provider):
         if protocol != "resumable" or "start" not in ctx.header("X-Goog-Upload-Command").lower():
             raise ApiError(400, "The emulator supports only the resumable upload protocol (X-Goog-Upload-Protocol: resumable, X-Goog-Upload-Command: start).")
         body = ctx.json()
-        meta = body.get("file") if isinstance(body, dict) and isinstance(body.get("file"), dict) else {}
+        meta: dict = body["file"] if isinstance(body, dict) and isinstance(body.get("file"), dict) else {}
         display_name = get_field(meta, "displayName")
         mime = ctx.header("X-Goog-Upload-Header-Content-Type") or get_field(meta, "mimeType") or "application/octet-stream"
         if mime == "jsonl":  # the docs' config={"mime_type": "jsonl"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from email.message import Message
 from typing import Any, BinaryIO, Protocol
 from urllib.parse import unquote
@@ -235,15 +235,15 @@ def parse_multipart(
                 out.close()
             files[name] = FilePart(name, filename, headers.get("content-type", "application/octet-stream"), path, size)
         else:
-            value = bytearray()
+            text = bytearray()
 
             def _field(chunk: bytes) -> None:
-                value.extend(chunk)
-                if len(value) > 1 << 20:
+                text.extend(chunk)
+                if len(text) > 1 << 20:
                     raise BodyError(f"multipart field {name!r} too large")
 
             found = scanner.until(delimiter, _field)
-            fields[name] = value.decode("utf-8", "replace")
+            fields[name] = text.decode("utf-8", "replace")
         if not found:
             raise BodyError("truncated multipart body")
     body.drain()  # epilogue
@@ -262,7 +262,7 @@ def dumps_line(obj: Any) -> str:
     return text
 
 
-def iter_jsonl(path: str):
+def iter_jsonl(path: str) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw_line_bytes)`` for each non-blank line, splitting on ``\\n`` only."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):

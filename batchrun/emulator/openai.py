@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from email.message import Message
 from typing import Any, BinaryIO, ClassVar, Protocol, TypeVar
 
 from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
@@ -72,6 +73,9 @@ class OpenAI(Provider):
             # Online: any prefix (/v1, /v4, /compatible-mode/v1 ...), for requests that look like OpenAI's.
             Route("POST", r"(?s).*/(?:chat/completions|responses)", self.online, claim=lambda ctx: ctx.provider == self.name),
         ]
+
+    def looks_like(self, path: str, headers: Message, query: dict[str, list[str]]) -> bool:
+        return True  # any request that does not look like Google's or Anthropic's (tried first)
 
     def _owns_batch(self, ctx: Ctx, batch_id: str | None = None) -> bool:
         return self.core.owner(self.core.batches, batch_id, ctx) == self.name
@@ -516,6 +520,7 @@ def chat_completion(model: str, outcome: Outcome) -> dict:
 def response_body(model: str, body: dict, outcome: Outcome) -> dict:
     """A Response (openai types/responses/response.py), with every required field."""
     now = time.time()
+    content: list[dict[str, Any]]
     if outcome.kind == "refusal":
         content = [{"type": "refusal", "refusal": outcome.text}]
     else:

@@ -119,7 +119,8 @@ def model_quality(model: str) -> tuple[int, bool]:
 
 def _segments(document: str) -> tuple[list[int], list[int]]:
     """Start and end offsets of the raw segments between sentence boundaries (some may be blank)."""
-    spans = [m.span(m.lastindex) for m in _BOUNDARY_RE.finditer(document)]
+    # Every alternative of _BOUNDARY_RE has one group, so lastindex names the one that matched.
+    spans = [m.span(m.lastindex or 0) for m in _BOUNDARY_RE.finditer(document)]
     starts = [0] + [b for _, b in spans]
     ends = [a for a, _ in spans] + [len(document)]
     return starts, ends

@@ -18,10 +18,9 @@ https://ai.google.dev/gemini-api/docs/batch-mode and https://ai.google.dev/api/f
 * Control: ``/_emulator/health``, ``/_emulator/requests``, ``/_emulator/calls``,
   ``/_emulator/faults`` (GET/POST/DELETE), ``/_emulator/latency`` (POST), ``/_emulator/reset``.
 
-Layout, in the manner of moto: one module per provider (``openai.py``, ``anthropic.py``,
-``gemini.py``), each with its route table, auth and wire shapes; ``core.py``, the batch core they
-share (files, batches, lifecycle, latency, logs, fault hooks); this module, the server that
-dispatches a request to the first route that answers it.
+Each provider's routes, auth and wire shapes live in its module (``openai.py``, ``anthropic.py``,
+``gemini.py``) over the batch core they share (``core.py``); this module is the server that
+dispatches a request to the first route that answers it (see the package docstring).
 
 ``/v1/batches`` and ``/v1/files`` exist for both OpenAI and Gemini 3.x; the provider is told apart
 by the request (Gemini sends ``x-goog-api-key`` / ``x-goog-api-client``, uses ``:verb`` suffixes)
@@ -186,8 +185,8 @@ class Emulator:
         self._providers: dict[str, Provider] = {p.name: p for p in (anthropic, gemini, openai)}
         self._core.providers = self._providers
         # Whose API a request looks like, before a route claims it (whose envelope an HTTP fault
-        # or an unknown route gets): Google's markers first, then Anthropic's, else OpenAI.
-        self._lookalikes: tuple[Provider, ...] = (gemini, anthropic)
+        # or an unknown route gets): Google's markers first, then Anthropic's; OpenAI takes the rest.
+        self._lookalikes: tuple[Provider, ...] = (gemini, anthropic, openai)
         self._routes: dict[str, list[tuple[Route, Provider]]] = {}
         self._shared: list[tuple[Route, Provider]] = []  # routes with a claim (paths two providers share)
         for provider in self._providers.values():
@@ -213,8 +212,8 @@ class Emulator:
             self._core.close()
             raise
         # What the socket really is bound to ("localhost" becomes 127.0.0.1), not what was asked.
-        self.host: str = self._httpd.server_address[0]
-        self.port: int = self._httpd.server_address[1]
+        self.host: str = str(self._httpd.server_address[0])
+        self.port: int = int(self._httpd.server_address[1])
 
     # ------------------------------------------------------------------ public API
 
@@ -291,10 +290,7 @@ class Emulator:
     # ------------------------------------------------------------------ dispatch
 
     def _looks_like(self, path: str, headers: Message, query: dict[str, list[str]]) -> str:
-        for provider in self._lookalikes:
-            if provider.looks_like(path, headers, query):
-                return provider.name
-        return "openai"
+        return next(p.name for p in self._lookalikes if p.looks_like(path, headers, query))
 
     def _dispatch(self, handler: _Handler) -> None:
         core = self._core
