@@ -134,6 +134,9 @@ class Provider(ABC):
     def process(self, rec: BatchRec, limit: int, end: End) -> None:
         """Answer the first ``limit`` requests of a batch that ends ``end`` and write its results."""
 
+    def outgoing(self, ctx: Ctx, resp: Resp) -> None:
+        """Last touches on any response to a request of this provider's (faults' included)."""
+
     def fail(self, rec: BatchRec) -> None:
         """Record why a batch failed as a whole (``rec.quota`` / ``rec.invalid``)."""
 

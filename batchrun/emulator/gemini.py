@@ -144,6 +144,13 @@ class Gemini(Provider):
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
         return error_envelope(status, message)
 
+    def outgoing(self, ctx: Ctx, resp: Resp) -> None:
+        if ctx.path.startswith("/upload/") and 400 <= resp.status < 500 and resp.status not in (408, 429):
+            # google-genai resends a chunk (sleeping 1, 2, 4 s) while X-Goog-Upload-Status is
+            # missing, which is right for transient errors (429/5xx keep no header, as the real
+            # service). A permanent error says "final" so the SDK raises the APIError at once.
+            resp.headers.append(("X-Goog-Upload-Status", "final"))
+
     def answer(self, model: str, request: Any, custom_id: Any) -> Outcome:
         invalid = validate_request(request, model)
         if invalid is not None:

@@ -343,11 +343,7 @@ class Emulator:
             omit = core.faults.take("omit_header", {"method": method, "path": path, "provider": provider, "response_headers": names})
             if omit is not None:
                 resp.headers = [(k, v) for k, v in resp.headers if k.lower() != str(omit["header"]).lower()]
-        if path.startswith("/upload/") and resp.status >= 400 and resp.status not in (408, 429) and resp.status < 500:
-            # google-genai resends a chunk (sleeping 1, 2, 4 s) while X-Goog-Upload-Status is
-            # missing, which is right for transient errors (429/5xx keep no header, as the real
-            # service). A permanent error says "final" so the SDK raises the APIError at once.
-            resp.headers.append(("X-Goog-Upload-Status", "final"))
+        self._providers[ctx.provider].outgoing(ctx, resp)
         core.record_call(method, path, resp.status)
         try:
             handler.send_resp(resp)
