@@ -4,13 +4,26 @@
     with Emulator(latency=0.0).start() as emu:
         client = openai.OpenAI(base_url=f"{emu.url}/v1", api_key="test")
 
-See ``server.py`` for the routes and batch lifecycle, ``responder.py`` for the built-in
-deterministic responder, ``faults.py`` for fault injection. CLI: ``python -m batchrun.emulator``.
+Cut per provider, as moto cuts a fake cloud: ``openai.py``, ``anthropic.py`` and ``gemini.py``
+each hold one API's route table, auth and wire shapes; ``core.py`` the batch core they share
+(files, batches and their lifecycle, latency, logs, fault hooks); ``server.py`` the HTTP server
+that dispatches to the routes, and the ``/_emulator/*`` control API. ``wire.py``: ids, usage and
+outcomes the shapes share; ``httpio.py``: bodies, requests, responses, routes; ``responder.py``:
+the built-in deterministic responder; ``faults.py``: fault injection. CLI:
+``python -m batchrun.emulator``.
 """
 
 from .faults import normalize_fault
 from .responder import builtin_responder, load_responder
-from .server import Emulator, run_emulator
+from .server import Emulator, check_loopback, run_emulator
 from .wire import REJECTS_TEMPERATURE
 
-__all__ = ["Emulator", "run_emulator", "builtin_responder", "load_responder", "normalize_fault", "REJECTS_TEMPERATURE"]
+__all__ = [
+    "Emulator",
+    "run_emulator",
+    "check_loopback",
+    "builtin_responder",
+    "load_responder",
+    "normalize_fault",
+    "REJECTS_TEMPERATURE",
+]

@@ -53,7 +53,7 @@ from __future__ import annotations
 import copy
 import re
 import threading
-from typing import Any, Optional
+from typing import Any
 
 KINDS = {
     "http_error",
@@ -73,8 +73,6 @@ KINDS = {
     "echo_key_request",
 }
 HTTP_KINDS = {"http_error", "drop", "echo_key"}
-REQUEST_KINDS = {"request_error", "garbage", "echo_key_request"}
-BATCH_KINDS = {"expire", "cancel", "fail_validation", "slow", "quota", "alias_batch"}
 MATCHERS = ("method", "path", "provider", "model", "custom_id", "prompt_contains")
 
 
@@ -166,7 +164,7 @@ class FaultSet:
                 return False
         return True
 
-    def take(self, kinds: set[str] | str, info: dict) -> Optional[dict]:
+    def take(self, kinds: set[str] | str, info: dict) -> dict | None:
         """Find the first armed fault of one of ``kinds`` matching ``info``; consume and return it."""
         if isinstance(kinds, str):
             kinds = {kinds}

@@ -1,4 +1,4 @@
-"""Streaming HTTP body helpers for the emulator (standard library only).
+"""HTTP plumbing for the emulator (standard library only): bodies, requests, responses, routes.
 
 Uploads can be large (OpenAI 200 MB files, Anthropic 256 MB batch bodies, Gemini 2 GB files), so
 request bodies are read in bounded chunks: ``BodyReader`` handles ``Content-Length`` and
@@ -8,14 +8,19 @@ writes file parts straight to disk, never holding more than one chunk plus a bou
 ``dumps_line`` is the one JSON encoder for JSONL output: UTF-8 (no ``\\uXXXX`` for CJK) with
 U+2028, U+2029 and U+0085 escaped, so that readers which split on those characters
 (``str.splitlines``) still see one record per line.
+
+``Ctx`` is one request as a route handler sees it, ``Resp`` the response it returns, ``ApiError``
+an error answered in the provider's envelope, ``Route`` one operation of a provider's route table.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from typing import Any, BinaryIO, Optional
+from collections.abc import Callable, Iterator
+from email.message import Message
+from typing import Any, BinaryIO, Protocol
+from urllib.parse import unquote
 
 CHUNK = 1 << 20  # 1 MiB
 
@@ -24,10 +29,18 @@ class BodyError(Exception):
     """The request body is malformed or the client went away mid-body."""
 
 
+class Readable(Protocol):
+    """What BodyReader needs of the connection (``BaseHTTPRequestHandler.rfile``)."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+    def readline(self, size: int, /) -> bytes: ...
+
+
 class BodyReader:
     """Reads one request body from ``rfile`` in chunks; ``drain()`` discards what is left."""
 
-    def __init__(self, rfile: BinaryIO, headers: Any) -> None:
+    def __init__(self, rfile: Readable, headers: Message) -> None:
         self._rfile = rfile
         self._chunked = "chunked" in (headers.get("Transfer-Encoding") or "").lower()
         self._chunk_left = 0
@@ -41,10 +54,6 @@ class BodyReader:
                 raise BodyError("invalid Content-Length") from None
             self._done = self._left <= 0
         self.bytes_read = 0
-
-    @property
-    def declared_length(self) -> Optional[int]:
-        return None if self._chunked else self._left + self.bytes_read
 
     def read(self, n: int = CHUNK) -> bytes:
         """Up to ``n`` bytes of body; ``b""`` at the end."""
@@ -83,7 +92,7 @@ class BodyReader:
         self.bytes_read += len(data)
         return data
 
-    def read_all(self, limit: Optional[int] = None) -> bytearray:
+    def read_all(self, limit: int | None = None) -> bytearray:
         """The whole body in one bytearray (a single copy; ``json.loads`` accepts it as is)."""
         buf = bytearray()
         while True:
@@ -94,7 +103,7 @@ class BodyReader:
             if limit is not None and len(buf) > limit:
                 raise BodyError(f"body larger than {limit} bytes")
 
-    def copy_to(self, out: BinaryIO, on_chunk: Optional[Callable[[bytes], None]] = None) -> int:
+    def copy_to(self, out: BinaryIO, on_chunk: Callable[[bytes], None] | None = None) -> int:
         """Stream the rest of the body into ``out``; returns the number of bytes written."""
         total = 0
         while True:
@@ -226,15 +235,15 @@ def parse_multipart(
                 out.close()
             files[name] = FilePart(name, filename, headers.get("content-type", "application/octet-stream"), path, size)
         else:
-            value = bytearray()
+            text = bytearray()
 
             def _field(chunk: bytes) -> None:
-                value.extend(chunk)
-                if len(value) > 1 << 20:
+                text.extend(chunk)
+                if len(text) > 1 << 20:
                     raise BodyError(f"multipart field {name!r} too large")
 
             found = scanner.until(delimiter, _field)
-            fields[name] = value.decode("utf-8", "replace")
+            fields[name] = text.decode("utf-8", "replace")
         if not found:
             raise BodyError("truncated multipart body")
     body.drain()  # epilogue
@@ -253,10 +262,140 @@ def dumps_line(obj: Any) -> str:
     return text
 
 
-def iter_jsonl(path: str):
+def iter_jsonl(path: str) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line_number, raw_line_bytes)`` for each non-blank line, splitting on ``\\n`` only."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             raw = raw.rstrip(b"\r\n")
             if raw.strip():
                 yield number, raw
+
+
+# --------------------------------------------------------------------------- requests and responses
+
+
+class ApiError(Exception):
+    """An HTTP error answered in a provider's error envelope (``provider``: whose, if not the route's)."""
+
+    def __init__(
+        self, status: int, message: str, param: str | None = None, code: str | None = None, provider: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.provider = provider
+
+
+class Resp:
+    """A response to send: JSON/bytes ``body`` or a ``file_path`` streamed from disk."""
+
+    def __init__(
+        self,
+        status: int = 200,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        headers: list[tuple[str, str]] | None = None,
+        file_path: str | None = None,
+        file_length: int = 0,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers = headers or []
+        self.file_path = file_path
+        self.file_length = file_length
+
+
+def json_resp(obj: Any, status: int = 200, headers: list[tuple[str, str]] | None = None) -> Resp:
+    return Resp(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"), headers=headers)
+
+
+class Ctx:
+    """One HTTP request as the routes see it.
+
+    ``provider``: whose API the request is for (whose error envelope it gets); the dispatcher
+    sets it from the request's look, then to the provider of the route that answers.
+    ``raw_path``: the path as sent (percent-encoded); ids that contain "/" route on it.
+    """
+
+    def __init__(
+        self, method: str, path: str, query: dict[str, list[str]], headers: Message, body: BodyReader,
+        provider: str, host: str, raw_path: str = "",
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.provider = provider
+        self.host = host
+        self.raw_path = raw_path or path
+
+    def q(self, name: str, default: str | None = None) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else default
+
+    def header(self, name: str) -> str:
+        """A request header, "" when absent."""
+        return self.headers.get(name) or ""
+
+    def json(self) -> Any:
+        raw = self.body.read_all()
+        if not raw.strip():
+            return {}
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ApiError(400, f"We could not parse the JSON body of your request: {exc}") from None
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}"
+
+
+def query_int(value: str | None, default: int, lo: int, hi: int) -> int:
+    """An integer query parameter clamped to [lo, hi]; a 400 when it is not an integer."""
+    try:
+        return max(lo, min(hi, int(value))) if value is not None else default
+    except ValueError:
+        raise ApiError(400, f"Invalid integer query parameter: {value!r}") from None
+
+
+class Route:
+    """One API operation: an HTTP method and a path regex (full match) answered by ``handler``,
+    called as ``handler(ctx, *groups)``.
+
+    ``raw``: match the path as sent (percent-encoded) and unquote the groups, so that an id with
+    a "/" in it is one segment. ``claim``: for a path two providers share (``/{ver}/batches`` and
+    ``/{ver}/files`` exist for OpenAI and Gemini 3.x), whether this route answers this request,
+    called as ``claim(ctx, *groups)``.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        handler: Callable[..., Resp],
+        *,
+        raw: bool = False,
+        claim: Callable[..., bool] | None = None,
+    ) -> None:
+        self.method = method
+        self.pattern = re.compile(path)
+        self.handler = handler
+        self.raw = raw
+        self.claim = claim
+
+    def match(self, ctx: Ctx, any_method: bool = False) -> list[str] | None:
+        """The path groups when this route answers ``ctx`` (``any_method``: whatever its method)."""
+        if not any_method and ctx.method != self.method:
+            return None
+        found = self.pattern.fullmatch(ctx.raw_path if self.raw else ctx.path)
+        if found is None:
+            return None
+        args = [unquote(g) if self.raw else g for g in found.groups()]
+        if self.claim is not None and not self.claim(ctx, *args):
+            return None
+        return args

@@ -49,9 +49,9 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
 
-Reply = Union[str, dict]
+Reply = str | dict
 Responder = Callable[[dict], Reply]
 
 GENERATION_HEAD = "Answer using ONLY the document below. Include every specific detail from the text.\n\n"
@@ -117,14 +117,10 @@ def model_quality(model: str) -> tuple[int, bool]:
     return 1 + h % 5, (h >> 3) % 3 == 0
 
 
-def split_sentences(document: str) -> list[str]:
-    starts, ends = _segments(document)
-    return [t for t in (document[a:b].strip() for a, b in zip(starts, ends)) if t]
-
-
 def _segments(document: str) -> tuple[list[int], list[int]]:
     """Start and end offsets of the raw segments between sentence boundaries (some may be blank)."""
-    spans = [m.span(m.lastindex) for m in _BOUNDARY_RE.finditer(document)]
+    # Every alternative of _BOUNDARY_RE has one group, so lastindex names the one that matched.
+    spans = [m.span(m.lastindex or 0) for m in _BOUNDARY_RE.finditer(document)]
     starts = [0] + [b for _, b in spans]
     ends = [a for a, _ in spans] + [len(document)]
     return starts, ends

@@ -1,7 +1,8 @@
-"""Provider wire shapes: prompts in, usage, validation, responses and error envelopes out.
+"""What the providers' wire shapes share: ids, timestamps, usage, outcomes, prompt text.
 
-Everything here is pure (no I/O, no state). Facts come from ``provider-apis.md`` and the SDK
-types named in each comment.
+Each provider's own shapes (validation, envelopes, response bodies, result lines) live in its
+module (``openai.py``, ``anthropic.py``, ``gemini.py``). Everything here is pure (no I/O, no
+state).
 
 Usage accounting (deterministic; the same for every provider):
 
@@ -17,19 +18,15 @@ import math
 import re
 import secrets
 import string
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 # Models that reject `temperature` outright (OpenAI reasoning models, newer Claude models, Kimi
 # K2.6 on its OpenAI-compatible API). Checked by exact model name.
 REJECTS_TEMPERATURE = {"gpt-5.4", "claude-opus-4.6", "claude-opus-4.8", "o1", "o3", "o4-mini", "kimi-k2.6"}
 
-ANTHROPIC_VERSIONS = ("2023-06-01", "2026-10-21")
-# anthropic-version 2026-10-21 (the default of anthropic SDK 2.x) rejects these on every model.
-ANTHROPIC_2026_REJECTED = ("temperature", "top_p", "top_k")
-
+# The answer of a `garbage` fault: a judge reply that is not JSON.
 GARBAGE_ANSWER = "I think it is fine."
 
 _CJK_RE = re.compile(r"[\u4e00-\u9fff]")
@@ -49,18 +46,10 @@ def lower_id(n: int) -> str:
     return new_id("", n, _ALNUM)
 
 
-def rfc3339(ts: Optional[float]) -> Optional[str]:
+def rfc3339(ts: float | None) -> str | None:
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def window_seconds(window: str) -> int:
-    """'24h' / '14d' / '90m' -> seconds (OpenAI-compatible providers accept other windows); default 24 h."""
-    m = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", window or "")
-    if not m:
-        return 86400
-    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
 # --------------------------------------------------------------------------- usage
@@ -86,8 +75,8 @@ class Outcome:
     text: str = ""
     status: int = 200
     message: str = ""
-    param: Optional[str] = None
-    code: Optional[str] = None  # OpenAI error code override (e.g. unsupported_value)
+    param: str | None = None
+    code: str | None = None  # OpenAI error code override (e.g. unsupported_value)
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -96,14 +85,14 @@ class Outcome:
         return self.kind in ("text", "refusal")
 
     @classmethod
-    def error(cls, status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> "Outcome":
+    def error(cls, status: int, message: str, param: str | None = None, code: str | None = None) -> "Outcome":
         return cls("error", status=status, message=message, param=param, code=code)
 
 
 # --------------------------------------------------------------------------- prompts
 
 
-def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
+def text_of(content: Any, text_types: tuple[str, ...]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -117,393 +106,10 @@ def _text_of(content: Any, text_types: tuple[str, ...]) -> str:
     return ""
 
 
-def _first_user(messages: Any) -> Any:
+def first_user(messages: Any) -> Any:
     if not isinstance(messages, list) or not messages:
         return None
     for message in messages:
         if isinstance(message, dict) and message.get("role", "user") == "user":
             return message
     return messages[0]
-
-
-def openai_prompt(body: dict, endpoint: str) -> str:
-    if endpoint.endswith("/responses"):
-        value = body.get("input")
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list):
-            item = _first_user(value)
-            if isinstance(item, dict):
-                return _text_of(item.get("content"), ("input_text", "text", "output_text"))
-            if isinstance(item, str):
-                return item
-        return ""
-    message = _first_user(body.get("messages"))
-    return _text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
-
-
-def anthropic_prompt(params: dict) -> str:
-    message = _first_user(params.get("messages"))
-    return _text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
-
-
-def gemini_prompt(request: dict) -> str:
-    contents = request.get("contents")
-    if isinstance(contents, dict):
-        contents = [contents]
-    content = _first_user(contents)
-    if not isinstance(content, dict):
-        return ""
-    parts = content.get("parts") or []
-    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
-
-
-def gemini_get(d: dict, camel: str) -> Any:
-    """Proto-JSON accepts camelCase and snake_case field names; so does the emulator."""
-    if camel in d:
-        return d[camel]
-    snake = re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
-    return d.get(snake)
-
-
-# --------------------------------------------------------------------------- validation
-# Validation runs per request inside batches (the providers validate batch lines asynchronously:
-# create succeeds and the line comes back as an error) and synchronously for online calls.
-
-
-def validate_openai(body: Any, endpoint: str) -> Optional[Outcome]:
-    if not isinstance(body, dict):
-        return Outcome.error(400, "The request body must be a JSON object.", code="invalid_request_body")
-    model = body.get("model")
-    if not model:
-        return Outcome.error(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
-    if endpoint.endswith("/responses"):
-        if body.get("input") in (None, "", []):
-            return Outcome.error(400, "Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
-    elif endpoint.endswith("/chat/completions"):
-        if not isinstance(body.get("messages"), list) or not body["messages"]:
-            return Outcome.error(
-                400, "Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter"
-            )
-    else:
-        return Outcome.error(400, f"Invalid URL (POST {endpoint})", code="invalid_url")
-    if body.get("stream"):
-        return Outcome.error(400, "The emulator does not support stream=true.", param="stream", code="unsupported_value")
-    # Reasoning models reject temperature with this exact 400 (provider-apis.md §2.7).
-    if "temperature" in body and model in REJECTS_TEMPERATURE:
-        return Outcome.error(
-            400,
-            f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
-            "Only the default (1) value is supported.",
-            param="temperature",
-            code="unsupported_value",
-        )
-    return None
-
-
-def validate_anthropic(params: Any, version: str) -> Optional[Outcome]:
-    if not isinstance(params, dict):
-        return Outcome.error(400, "params: Input should be a valid dictionary")
-    for field in ("model", "messages", "max_tokens"):
-        if field not in params:
-            return Outcome.error(400, f"{field}: Field required")
-    if not isinstance(params.get("messages"), list) or not params["messages"]:
-        return Outcome.error(400, "messages: List should have at least 1 item after validation, not 0")
-    if params.get("stream"):
-        return Outcome.error(400, "stream: streaming is not supported in batches or by the emulator")
-    # 2026-10-21 removed the sampling parameters from the schema (provider-apis.md §3.6).
-    if version == "2026-10-21":
-        for name in ANTHROPIC_2026_REJECTED:
-            if name in params:
-                return Outcome.error(400, f"{name}: Extra inputs are not permitted")
-    elif "temperature" in params and params.get("model") in REJECTS_TEMPERATURE:
-        return Outcome.error(400, "`temperature` is deprecated for this model.")
-    return None
-
-
-def validate_gemini(request: Any, model: str) -> Optional[Outcome]:
-    if not isinstance(request, dict):
-        return Outcome.error(400, "Invalid JSON payload received. Request must be an object.")
-    if not request.get("contents"):
-        return Outcome.error(400, "* GenerateContentRequest.contents: contents is not specified")
-    config = gemini_get(request, "generationConfig") or {}
-    if isinstance(config, dict) and "temperature" in config and model in REJECTS_TEMPERATURE:
-        return Outcome.error(400, f"temperature is not supported for model {model}.")
-    return None
-
-
-# --------------------------------------------------------------------------- error envelopes
-
-_OPENAI_ERRORS = {
-    400: ("invalid_request_error", None),
-    401: ("invalid_request_error", "invalid_api_key"),
-    403: ("invalid_request_error", "unsupported_country_region_territory"),
-    404: ("invalid_request_error", "not_found"),
-    409: ("invalid_request_error", "conflict"),
-    429: ("requests", "rate_limit_exceeded"),
-    500: ("server_error", "server_error"),
-    502: ("server_error", "bad_gateway"),
-    503: ("server_error", "service_unavailable"),
-    504: ("server_error", "timeout"),
-    529: ("server_error", "overloaded"),
-}
-_ANTHROPIC_ERRORS = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
-_GOOGLE_STATUS = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ALREADY_EXISTS",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    501: "NOT_IMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-    529: "UNAVAILABLE",
-}
-
-
-def anthropic_error_type(status: int) -> str:
-    return _ANTHROPIC_ERRORS.get(status, "api_error" if status >= 500 else "invalid_request_error")
-
-
-def google_status(status: int) -> str:
-    return _GOOGLE_STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
-
-
-def openai_error_body(status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> dict:
-    err_type, default_code = _OPENAI_ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
-    return {"error": {"message": message, "type": err_type, "param": param, "code": code or default_code}}
-
-
-def anthropic_error_body(status: int, message: str, request_id: Optional[str] = None) -> dict:
-    return {
-        "type": "error",
-        "error": {"type": anthropic_error_type(status), "message": message},
-        "request_id": request_id or new_id("req_011C", 20),
-    }
-
-
-def google_error_body(status: int, message: str) -> dict:
-    return {"error": {"code": status, "message": message, "status": google_status(status)}}
-
-
-def error_body(provider: str, status: int, message: str, param: Optional[str] = None, code: Optional[str] = None) -> dict:
-    if provider == "anthropic":
-        return anthropic_error_body(status, message)
-    if provider == "gemini":
-        return google_error_body(status, message)
-    return openai_error_body(status, message, param, code)
-
-
-# --------------------------------------------------------------------------- OpenAI bodies
-
-
-def openai_chat_completion(model: str, outcome: Outcome) -> dict:
-    """A ChatCompletion (openai types/chat/chat_completion.py). Refusal: content null + refusal."""
-    refusal = outcome.kind == "refusal"
-    return {
-        "id": new_id("chatcmpl-", 29),
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": None if refusal else outcome.text,
-                    "refusal": outcome.text if refusal else None,
-                    "annotations": [],
-                },
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": outcome.input_tokens,
-            "completion_tokens": outcome.output_tokens,
-            "total_tokens": outcome.input_tokens + outcome.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": 0,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        },
-        "service_tier": "default",
-        "system_fingerprint": "fp_emulator",
-    }
-
-
-def openai_response(model: str, body: dict, outcome: Outcome) -> dict:
-    """A Response (openai types/responses/response.py), with every required field."""
-    now = time.time()
-    if outcome.kind == "refusal":
-        content = [{"type": "refusal", "refusal": outcome.text}]
-    else:
-        content = [{"type": "output_text", "text": outcome.text, "annotations": [], "logprobs": []}]
-    return {
-        "id": new_id("resp_", 40),
-        "object": "response",
-        "created_at": int(now),
-        "completed_at": int(now),
-        "status": "completed",
-        "background": False,
-        "error": None,
-        "incomplete_details": None,
-        "instructions": body.get("instructions"),
-        "max_output_tokens": body.get("max_output_tokens"),
-        "max_tool_calls": None,
-        "model": model,
-        "output": [
-            {
-                "type": "message",
-                "id": new_id("msg_", 40),
-                "status": "completed",
-                "role": "assistant",
-                "content": content,
-            }
-        ],
-        "parallel_tool_calls": True,
-        "previous_response_id": None,
-        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
-        "service_tier": "default",
-        "store": bool(body.get("store", True)),
-        "temperature": body.get("temperature", 1.0),
-        "text": body.get("text") or {"format": {"type": "text"}, "verbosity": "medium"},
-        "tool_choice": body.get("tool_choice", "auto"),
-        "tools": body.get("tools") or [],
-        "top_logprobs": 0,
-        "top_p": body.get("top_p", 1.0),
-        "truncation": body.get("truncation", "disabled"),
-        "usage": {
-            "input_tokens": outcome.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": outcome.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": outcome.input_tokens + outcome.output_tokens,
-        },
-        "user": None,
-        "metadata": body.get("metadata") or {},
-    }
-
-
-def openai_success_body(endpoint: str, body: dict, outcome: Outcome) -> dict:
-    model = str(body.get("model") or "")
-    if endpoint.endswith("/responses"):
-        return openai_response(model, body, outcome)
-    return openai_chat_completion(model, outcome)
-
-
-def openai_batch_line(custom_id: Any, outcome: Outcome, endpoint: str, body: dict) -> dict:
-    """One output/error-file line (provider-apis.md §2.5)."""
-    line_id = new_id("batch_req_", 32)
-    if outcome.kind == "expired":
-        # Documented verbatim for requests left over when the completion window ends.
-        return {
-            "id": line_id,
-            "custom_id": custom_id,
-            "response": None,
-            "error": {
-                "code": "batch_expired",
-                "message": "This request could not be executed before the completion window expired.",
-            },
-        }
-    if outcome.ok:
-        status, payload = 200, openai_success_body(endpoint, body, outcome)
-    else:
-        status, payload = outcome.status, openai_error_body(outcome.status, outcome.message, outcome.param, outcome.code)
-    return {
-        "id": line_id,
-        "custom_id": custom_id,
-        "response": {"status_code": status, "request_id": new_id("req_", 32), "body": payload},
-        "error": None,
-    }
-
-
-# --------------------------------------------------------------------------- Anthropic bodies
-
-
-def anthropic_message(model: str, outcome: Outcome, service_tier: str = "standard") -> dict:
-    """A Message (anthropic types/message.py). Refusal: stop_reason "refusal" + stop_details."""
-    refusal = outcome.kind == "refusal"
-    content = [{"type": "text", "text": outcome.text}] if outcome.text else []
-    return {
-        "id": new_id("msg_01", 22),
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": "refusal" if refusal else "end_turn",
-        "stop_sequence": None,
-        "stop_details": {"type": "refusal", "category": None, "explanation": outcome.text} if refusal else None,
-        "usage": {
-            "input_tokens": outcome.input_tokens,
-            "output_tokens": outcome.output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "service_tier": service_tier,
-        },
-    }
-
-
-def anthropic_result_line(custom_id: str, model: str, outcome: Outcome) -> dict:
-    """One results line (anthropic types/messages/message_batch_individual_response.py)."""
-    if outcome.kind == "canceled":
-        result: dict = {"type": "canceled"}
-    elif outcome.kind == "expired":
-        result = {"type": "expired"}
-    elif outcome.ok:
-        result = {"type": "succeeded", "message": anthropic_message(model, outcome, "batch")}
-    else:
-        result = {"type": "errored", "error": anthropic_error_body(outcome.status, outcome.message)}
-    return {"custom_id": custom_id, "result": result}
-
-
-# --------------------------------------------------------------------------- Gemini bodies
-
-
-def gemini_response(model: str, outcome: Outcome) -> dict:
-    """A GenerateContentResponse. Refusal: candidate finishReason SAFETY and no content parts."""
-    if outcome.kind == "refusal":
-        candidate: dict = {
-            "finishReason": "SAFETY",
-            "index": 0,
-            "finishMessage": outcome.text,
-            "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}],
-        }
-        output_tokens = 0
-    else:
-        parts = [{"text": outcome.text}] if outcome.text else []
-        candidate = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}
-        output_tokens = outcome.output_tokens
-    return {
-        "candidates": [candidate],
-        "usageMetadata": {
-            "promptTokenCount": outcome.input_tokens,
-            "candidatesTokenCount": output_tokens,
-            "totalTokenCount": outcome.input_tokens + output_tokens,
-            "thoughtsTokenCount": 0,
-            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": outcome.input_tokens}],
-        },
-        "modelVersion": model,
-        "responseId": new_id("", 22),
-    }
-
-
-def gemini_line_error(outcome: Outcome) -> dict:
-    """google.rpc.Status as used in result lines: {"code": <http status>, "message"}."""
-    return {"code": outcome.status, "message": outcome.message}

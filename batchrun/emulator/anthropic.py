@@ -1,0 +1,339 @@
+"""Anthropic: the Message Batches API and online Messages, as the anthropic SDK sees them.
+
+Routes: ``POST``/``GET /v1/messages/batches``, ``GET``/``DELETE /v1/messages/batches/{id}``,
+``POST .../cancel``, ``GET .../results`` (JSONL) and online ``POST /v1/messages``. Reference:
+https://platform.claude.com/docs/en/api/creating-message-batches and the SDK types named below.
+
+On the wire a batch is ``in_progress`` (every request counted as ``processing``) until it has
+ended, ``canceling`` after a user cancel, then ``ended`` with a ``results_url``. There is no
+failed batch: quota and validation refusals are HTTP errors on create, and nothing is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
+from .httpio import ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
+from .wire import REJECTS_TEMPERATURE, Outcome, first_user, new_id, rfc3339, text_of
+
+# The anthropic-version values the emulator accepts. 2026-10-21 (the default of anthropic SDK
+# 2.x) rejects the sampling parameters on every model.
+VERSIONS = ("2023-06-01", "2026-10-21")
+REJECTED_IN_2026 = ("temperature", "top_p", "top_k")
+CUSTOM_ID_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+DAY = 86400
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass
+class AnthropicBatch(BatchRec):
+    provider: ClassVar[str] = "anthropic"
+    anthropic_version: str = "2023-06-01"
+    results_path: str | None = None
+
+
+class Anthropic(Provider):
+    """Anthropic: the Message Batches API and online Messages."""
+
+    name = "anthropic"
+
+    def routes(self) -> list[Route]:
+        # Batch ids are matched on the path as sent: an alias_batch id may hold a "/".
+        one = r"/v1/messages/batches/([^/]+)"
+        return [
+            Route("POST", r"/v1/messages", self.online),
+            Route("POST", r"/v1/messages/batches", self.batch_create),
+            Route("GET", r"/v1/messages/batches", self.batch_list),
+            Route("GET", one, self.batch_retrieve, raw=True),
+            Route("DELETE", one, self.batch_delete, raw=True),
+            Route("POST", one + "/cancel", self.batch_cancel, raw=True),
+            Route("GET", one + "/results", self.batch_results, raw=True),
+        ]
+
+    def looks_like(self, path: str, headers: Message, query: dict[str, list[str]]) -> bool:
+        return path.startswith("/v1/messages") or bool(headers.get("anthropic-version") or headers.get("x-api-key"))
+
+    def auth(self, ctx: Ctx) -> None:
+        # The anthropic SDK up to 1.x sends x-api-key; 2.x sends Authorization: Bearer.
+        authorization = ctx.header("Authorization")
+        if not (ctx.header("x-api-key") or (authorization.startswith("Bearer ") and len(authorization) > 7)):
+            raise ApiError(401, "x-api-key header is required")
+        version = ctx.header("anthropic-version")
+        if not version:
+            raise ApiError(400, "anthropic-version: header is required")
+        if version not in VERSIONS:
+            raise ApiError(400, f"anthropic-version: invalid version {version!r}; the emulator knows {', '.join(VERSIONS)}")
+
+    def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
+        return error_envelope(status, message)
+
+    def error_response(self, exc: ApiError) -> Resp:
+        resp = super().error_response(exc)
+        resp.headers.append(("request-id", json.loads(resp.body)["request_id"]))
+        return resp
+
+    def answer(self, model: str, params: Any, custom_id: Any, version: str) -> Outcome:
+        invalid = validate_params(params, version)
+        if invalid is not None:
+            return invalid
+        return self.core.respond(self.name, model, params, custom_id, prompt_of(params))
+
+    def batch_create(self, ctx: Ctx) -> Resp:
+        self.auth(ctx)
+        body = ctx.json()
+        requests = body.get("requests") if isinstance(body, dict) else None
+        if not isinstance(requests, list) or not requests:
+            raise ApiError(400, "requests: Field required" if requests is None else "requests: List should have at least 1 item")
+        seen: set = set()
+        for i, item in enumerate(requests):
+            if not isinstance(item, dict) or not isinstance(item.get("params"), dict):
+                raise ApiError(400, f"requests.{i}.params: Field required")
+            custom_id = item.get("custom_id")
+            if not isinstance(custom_id, str) or not CUSTOM_ID_RE.match(custom_id):
+                raise ApiError(400, f"requests.{i}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
+            if custom_id in seen:
+                raise ApiError(400, f"requests.{i}.custom_id: Duplicate custom_id {custom_id!r}; custom_id must be unique within a batch.")
+            seen.add(custom_id)
+        model = str(requests[0]["params"].get("model") or "")
+        faults = self.core.batch_faults(self.name, model)
+        # The Message Batches API has no "failed" batch state: quota and validation refusals are
+        # synchronous HTTP errors on create, and nothing is accepted.
+        if "quota" in faults:
+            raise ApiError(429, f"Number of batch requests in the queue exceeds your rate limit for {model} (emulator quota fault).")
+        if "fail_validation" in faults:
+            raise ApiError(400, "requests.0.params: batch failed validation (emulator fault).")
+        source = self.core.new_path("anthropic-input-")
+        with open(source, "w", encoding="utf-8", newline="\n") as f:
+            for item in requests:
+                f.write(dumps_line({"custom_id": item["custom_id"], "params": item["params"]}) + "\n")
+        batch_id = new_id("msgbatch_01", 22)
+        for item in requests:  # logged before the batch becomes visible to retrieve/list
+            self.core.log_request(self.name, str(item["params"].get("model") or ""), item["custom_id"], batch_id, "/v1/messages")
+        rec = AnthropicBatch(
+            batch_id, model, "/v1/messages", source, len(requests), anthropic_version=ctx.header("anthropic-version") or "2023-06-01"
+        )
+        self.core.add_batch(rec, faults)
+        alias = self.core.faults.take("alias_batch", {"provider": self.name, "model": model})
+        if alias is not None:
+            with self.core.lock:  # the same batch, also known (and listed first) under a hostile id
+                self.core.batches[alias["id"]] = rec
+        del requests, body
+        return json_resp(self._batch_json(rec, ctx))
+
+    @staticmethod
+    def _batch_json(rec: AnthropicBatch, ctx: Ctx, shown_id: str | None = None) -> dict:
+        shown_id = shown_id or rec.id  # an alias_batch fault shows the batch under another id
+        done = rec.state == "done"
+        status = "ended" if done else ("canceling" if rec.state == "cancel_requested" else "in_progress")
+        # Requests count as `processing` until the whole batch has ended; only then do they move
+        # to succeeded/errored/canceled/expired (request_counts in
+        # https://platform.claude.com/docs/en/api/creating-message-batches).
+        counts = rec.counts if done else {"processing": rec.n, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        return {
+            "id": shown_id,
+            "type": "message_batch",
+            "processing_status": status,
+            "request_counts": counts,
+            "ended_at": rfc3339(rec.ended_at) if done else None,
+            "created_at": rfc3339(rec.created),
+            "expires_at": rfc3339(rec.created + DAY),
+            "cancel_initiated_at": rfc3339(rec.cancel_at),
+            "archived_at": None,
+            # The SDK uses an absolute results_url verbatim, so build it from the Host the client used.
+            "results_url": f"{ctx.base}/v1/messages/batches/{quote(shown_id, safe='')}/results" if done else None,
+        }
+
+    def process(self, rec: BatchRec, limit: int, end: End) -> None:
+        assert isinstance(rec, AnthropicBatch)
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        path = self.core.new_path("anthropic-results-")
+        with open(path, "w", encoding="utf-8", newline="\n") as out:
+            for i, (_number, raw) in enumerate(iter_jsonl(rec.source_path)):
+                item = json.loads(raw)
+                params = item["params"]
+                model = str(params.get("model") or "")
+                if i < limit:
+                    outcome = self.answer(model, params, item["custom_id"], rec.anthropic_version)
+                else:
+                    outcome = Outcome("expired" if end == "expired" else "canceled")
+                key = {"text": "succeeded", "refusal": "succeeded", "error": "errored"}.get(outcome.kind, outcome.kind)
+                counts[key] += 1
+                # Exactly one "\n" per record: the SDK's JSONL decoder chokes on blank lines.
+                out.write(self.core.corrupt(self.name, model, item["custom_id"], dumps_line(result_line(item["custom_id"], model, outcome))) + "\n")
+        rec.results_path = path
+        rec.counts = counts
+
+    def _batch(self, batch_id: str) -> AnthropicBatch:
+        rec = self.core.batches.get(batch_id)
+        if not isinstance(rec, AnthropicBatch):
+            raise ApiError(404, f"Message batch {batch_id} not found.", provider=self.name)
+        return rec
+
+    def batch_retrieve(self, ctx: Ctx, batch_id: str) -> Resp:
+        self.auth(ctx)
+        rec = self._batch(batch_id)
+        self.core.advance(rec)
+        return json_resp(self._batch_json(rec, ctx, batch_id))
+
+    def batch_list(self, ctx: Ctx) -> Resp:
+        self.auth(ctx)
+        with self.core.lock:
+            # (shown id, batch): a batch with an alias (alias_batch fault) is listed twice, the alias first.
+            entries = sorted(((k, b) for k, b in self.core.batches.items() if isinstance(b, AnthropicBatch)),
+                             key=lambda e: (e[1].seq, e[0] != e[1].id), reverse=True)
+        limit = query_int(ctx.q("limit"), 20, 1, 1000)
+        ids = [k for k, _ in entries]
+        before_id, after_id = ctx.q("before_id"), ctx.q("after_id")
+        if before_id:
+            stop = ids.index(before_id) if before_id in ids else 0
+            start = max(0, stop - limit)
+            page, has_more = entries[start:stop], start > 0
+        else:
+            start = ids.index(after_id) + 1 if after_id and after_id in ids else (len(ids) if after_id else 0)
+            page, has_more = entries[start : start + limit], start + limit < len(entries)
+        data = []
+        for shown_id, rec in page:
+            self.core.advance(rec)
+            data.append(self._batch_json(rec, ctx, shown_id))
+        return json_resp({
+            "data": data,
+            "has_more": has_more,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        })
+
+    def batch_cancel(self, ctx: Ctx, batch_id: str) -> Resp:
+        self.auth(ctx)
+        rec = self._batch(batch_id)
+        with rec.lock:
+            if rec.state == "done":
+                raise ApiError(400, f"Batch {batch_id} has already ended and cannot be canceled.")
+            self.core.request_cancel(rec)
+            return json_resp(self._batch_json(rec, ctx, batch_id))
+
+    def batch_results(self, ctx: Ctx, batch_id: str) -> Resp:
+        self.auth(ctx)
+        rec = self._batch(batch_id)
+        self.core.advance(rec)
+        if rec.state != "done" or not rec.results_path:
+            raise ApiError(404, f"Results for message batch {batch_id} are not available: the batch has not ended yet.")
+        file_rec = FileRec(rec.id, self.name, rec.results_path, os.path.getsize(rec.results_path), "results.jsonl", "results", rec.created, generated=True)
+        return self.core.download(file_rec, "application/x-jsonl")
+
+    def batch_delete(self, ctx: Ctx, batch_id: str) -> Resp:
+        self.auth(ctx)
+        rec = self._batch(batch_id)
+        self.core.advance(rec)
+        if rec.state != "done":
+            raise ApiError(400, f"Batch {batch_id} cannot be deleted while it is still processing; cancel it first.")
+        with self.core.lock:
+            self.core.batches.pop(batch_id, None)
+        return json_resp({"id": batch_id, "type": "message_batch_deleted"})
+
+    def online(self, ctx: Ctx) -> Resp:
+        self.auth(ctx)
+        params = ctx.json()
+        model = str(params.get("model") or "") if isinstance(params, dict) else ""
+        custom_id = ctx.headers.get(TRACE_HEADER)
+        self.core.log_request(self.name, model, custom_id, "online", "/v1/messages")
+        outcome = self.answer(model, params, custom_id, ctx.header("anthropic-version"))
+        if not outcome.ok:
+            raise ApiError(outcome.status, outcome.message)
+        return json_resp(message_body(model, outcome))
+
+
+# --------------------------------------------------------------------------- wire shapes
+
+
+def prompt_of(params: dict) -> str:
+    message = first_user(params.get("messages"))
+    return text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
+
+
+def validate_params(params: Any, version: str) -> Outcome | None:
+    """A request's params as the Messages API validates them (per line inside a batch)."""
+    if not isinstance(params, dict):
+        return Outcome.error(400, "params: Input should be a valid dictionary")
+    for name in ("model", "messages", "max_tokens"):
+        if name not in params:
+            return Outcome.error(400, f"{name}: Field required")
+    if not isinstance(params.get("messages"), list) or not params["messages"]:
+        return Outcome.error(400, "messages: List should have at least 1 item after validation, not 0")
+    if params.get("stream"):
+        return Outcome.error(400, "stream: streaming is not supported in batches or by the emulator")
+    # anthropic-version 2026-10-21 removed the sampling parameters from the request schema, so
+    # they fail like any unknown field.
+    if version == "2026-10-21":
+        for name in REJECTED_IN_2026:
+            if name in params:
+                return Outcome.error(400, f"{name}: Extra inputs are not permitted")
+    elif "temperature" in params and params.get("model") in REJECTS_TEMPERATURE:
+        return Outcome.error(400, "`temperature` is deprecated for this model.")
+    return None
+
+
+def error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def error_envelope(status: int, message: str, request_id: str | None = None) -> dict:
+    return {
+        "type": "error",
+        "error": {"type": error_type(status), "message": message},
+        "request_id": request_id or new_id("req_011C", 20),
+    }
+
+
+def message_body(model: str, outcome: Outcome, service_tier: str = "standard") -> dict:
+    """A Message (anthropic types/message.py). Refusal: stop_reason "refusal" + stop_details."""
+    refusal = outcome.kind == "refusal"
+    content = [{"type": "text", "text": outcome.text}] if outcome.text else []
+    return {
+        "id": new_id("msg_01", 22),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "refusal" if refusal else "end_turn",
+        "stop_sequence": None,
+        "stop_details": {"type": "refusal", "category": None, "explanation": outcome.text} if refusal else None,
+        "usage": {
+            "input_tokens": outcome.input_tokens,
+            "output_tokens": outcome.output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "service_tier": service_tier,
+        },
+    }
+
+
+def result_line(custom_id: str, model: str, outcome: Outcome) -> dict:
+    """One results line (anthropic types/messages/message_batch_individual_response.py)."""
+    if outcome.kind == "canceled":
+        result: dict = {"type": "canceled"}
+    elif outcome.kind == "expired":
+        result = {"type": "expired"}
+    elif outcome.ok:
+        result = {"type": "succeeded", "message": message_body(model, outcome, "batch")}
+    else:
+        result = {"type": "errored", "error": error_envelope(outcome.status, outcome.message)}
+    return {"custom_id": custom_id, "result": result}

@@ -1,0 +1,594 @@
+"""OpenAI (and OpenAI-compatible providers): files, batches and online calls, as the openai SDK sees them.
+
+Routes, under any path prefix (``/v1``, ``/v4``, ``/compatible-mode/v1`` ...): ``files``
+(multipart upload, retrieve, ``/content``, list, delete), ``batches`` (create, retrieve, list,
+``/cancel``), online ``/chat/completions`` and ``/responses``. References:
+https://platform.openai.com/docs/api-reference/batch, https://platform.openai.com/docs/guides/batch
+and the SDK types named below.
+
+``/v1/batches`` and ``/v1/files`` are also Gemini 3.x's paths: an OpenAI route claims a request
+when it names an OpenAI object, or names none and does not look like Google's or Anthropic's.
+
+On the wire a batch is ``validating`` (create response and first retrieve), then
+``in_progress``, then ``completed`` / ``failed`` / ``expired`` / ``cancelled`` (``cancelling``
+after a user cancel, until the next look); results go to an output file and an error file, each
+set only when it has a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.message import Message
+from typing import Any, BinaryIO, ClassVar, Protocol, TypeVar
+
+from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
+from .httpio import ApiError, BodyError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, parse_multipart, query_int
+from .wire import REJECTS_TEMPERATURE, Outcome, first_user, new_id, text_of
+
+FILE_TTL = 30 * 86400  # purpose=batch files expire after 30 days by default
+
+
+class _Identified(Protocol):
+    id: str
+
+
+Listed = TypeVar("Listed", bound=_Identified)
+
+
+@dataclass
+class OpenAIBatch(BatchRec):
+    provider: ClassVar[str] = "openai"
+    completion_window: str = "24h"
+    metadata: Any = None
+    input_file_id: str | None = None
+    invalid_errors: list = field(default_factory=list)  # the input lines that do not validate
+    usage: dict = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    errors: list | None = None
+
+
+class OpenAI(Provider):
+    """OpenAI (and OpenAI-compatible providers: any path prefix, e.g. /v4): files, batches, online."""
+
+    name = "openai"
+
+    def routes(self) -> list[Route]:
+        batches, files = r"(?:/[^/]+)*/batches", r"(?:/[^/]+)*/files"
+        return [
+            Route("POST", batches, self.batch_create, claim=self._owns_batch),
+            Route("GET", batches, self.batch_list, claim=self._owns_batch),
+            Route("GET", batches + r"/([^/]+)", self.batch_retrieve, claim=self._owns_batch),
+            Route("POST", batches + r"/([^/]+)/cancel", self.batch_cancel, claim=self._owns_batch),
+            Route("POST", files, self.file_create, claim=self._owns_file),
+            Route("GET", files, self.file_list, claim=self._owns_file),
+            Route("GET", files + r"/([^/]+)/content", self.file_content, claim=self._owns_file),
+            Route("GET", files + r"/([^/]+)", self.file_retrieve, claim=self._owns_file),
+            Route("DELETE", files + r"/([^/]+)", self.file_delete, claim=self._owns_file),
+            # Online: any prefix (/v1, /v4, /compatible-mode/v1 ...), for requests that look like OpenAI's.
+            Route("POST", r"(?s).*/(?:chat/completions|responses)", self.online, claim=lambda ctx: ctx.provider == self.name),
+        ]
+
+    def looks_like(self, path: str, headers: Message, query: dict[str, list[str]]) -> bool:
+        return True  # any request that does not look like Google's or Anthropic's (tried first)
+
+    def _owns_batch(self, ctx: Ctx, batch_id: str | None = None) -> bool:
+        return self.core.owner(self.core.batches, batch_id, ctx) == self.name
+
+    def _owns_file(self, ctx: Ctx, file_id: str | None = None) -> bool:
+        return self.core.owner(self.core.files, file_id, ctx) == self.name
+
+    def auth(self, ctx: Ctx) -> None:
+        authorization = ctx.header("Authorization")
+        if not (authorization.startswith("Bearer ") and len(authorization) > 7):
+            raise ApiError(401, "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+
+    def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
+        return error_envelope(status, message, param, code)
+
+    def answer(self, model: str, body: Any, custom_id: Any, endpoint: str) -> Outcome:
+        invalid = validate_body(body, endpoint)
+        if invalid is not None:
+            return invalid
+        return self.core.respond(self.name, model, body, custom_id, prompt_of(body, endpoint))
+
+    # ------------------------------------------------------------------ files
+
+    def _file(self, file_id: str) -> FileRec:
+        rec = self.core.files.get(file_id)
+        if rec is None:
+            raise ApiError(404, f"No such File object: {file_id}", param="id", provider=self.name)
+        return rec
+
+    @staticmethod
+    def _file_json(rec: FileRec) -> dict:
+        return {
+            "id": rec.id,
+            "object": "file",
+            "bytes": rec.size,
+            "created_at": int(rec.created),
+            "filename": rec.filename,
+            "purpose": rec.purpose,
+            "status": "processed",
+            "expires_at": int(rec.expires_at) if rec.expires_at else None,
+            "status_details": None,
+        }
+
+    def file_create(self, ctx: Ctx) -> Resp:
+        self.auth(ctx)
+        content_type = ctx.header("Content-Type")
+        if not content_type.startswith("multipart/form-data"):
+            raise ApiError(400, "Expected a multipart/form-data upload with fields 'purpose' and 'file'.")
+        file_id = new_id("file-", 22)
+        created: list[str] = []
+
+        def open_file() -> tuple[str, BinaryIO]:
+            path = os.path.join(self.core.dir, f"{file_id}-{len(created)}")
+            created.append(path)
+            return path, open(path, "wb")
+
+        try:
+            fields, files = parse_multipart(ctx.body, content_type, open_file)
+        except BodyError:
+            for path in created:
+                os.unlink(path)
+            raise
+        part = files.get("file")
+        for extra in created:
+            if part is None or extra != part.path:
+                os.unlink(extra)
+        if part is None:
+            raise ApiError(400, "Missing required parameter: 'file'.", param="file")
+        purpose = fields.get("purpose")
+        if not purpose:
+            os.unlink(part.path)
+            raise ApiError(400, "Missing required parameter: 'purpose'.", param="purpose")
+        now = time.time()
+        expires_at: float | None = now + FILE_TTL if purpose == "batch" else None
+        if fields.get("expires_after[seconds]"):
+            try:
+                expires_at = now + int(fields["expires_after[seconds]"])
+            except ValueError:
+                os.unlink(part.path)
+                raise ApiError(400, "Invalid 'expires_after[seconds]': expected an integer.", param="expires_after") from None
+        rec = self.core.add_file(FileRec(file_id, self.name, part.path, part.size, part.filename, purpose, now, expires_at=expires_at))
+        return json_resp(self._file_json(rec))
+
+    def file_retrieve(self, ctx: Ctx, file_id: str) -> Resp:
+        self.auth(ctx)
+        return json_resp(self._file_json(self._file(file_id)))
+
+    def file_content(self, ctx: Ctx, file_id: str) -> Resp:
+        self.auth(ctx)
+        return self.core.download(self._file(file_id), "application/octet-stream")
+
+    def file_delete(self, ctx: Ctx, file_id: str) -> Resp:
+        self.auth(ctx)
+        self.core.delete_file(self._file(file_id))
+        return json_resp({"id": file_id, "object": "file", "deleted": True})
+
+    def file_list(self, ctx: Ctx) -> Resp:
+        self.auth(ctx)
+        purpose = ctx.q("purpose")
+        with self.core.lock:
+            items = [f for f in self.core.files.values() if f.provider == self.name and (not purpose or f.purpose == purpose)]
+        items.sort(key=lambda f: f.created, reverse=ctx.q("order", "desc") != "asc")
+        return json_resp(_cursor_page(items, ctx.q("after"), query_int(ctx.q("limit"), 10000, 1, 10000), self._file_json))
+
+    # ------------------------------------------------------------------ batches
+
+    def batch_create(self, ctx: Ctx) -> Resp:
+        self.auth(ctx)
+        body = ctx.json()
+        if not isinstance(body, dict):
+            raise ApiError(400, "The request body must be a JSON object.")
+        endpoint = body.get("endpoint")
+        # OpenAI-compatible providers use other prefixes (e.g. /v4/chat/completions), so only the suffix matters.
+        if not isinstance(endpoint, str) or not (endpoint.endswith("/chat/completions") or endpoint.endswith("/responses")):
+            raise ApiError(400, f"Invalid value for 'endpoint': {endpoint!r}. The emulator supports */chat/completions and */responses.", param="endpoint", code="invalid_value")
+        window = body.get("completion_window")
+        if not isinstance(window, str) or not window:
+            raise ApiError(400, "Missing required parameter: 'completion_window'.", param="completion_window", code="missing_required_parameter")
+        file_id = body.get("input_file_id")
+        file_rec = self.core.files.get(file_id) if isinstance(file_id, str) else None
+        if file_rec is None or file_rec.provider != self.name:
+            raise ApiError(400, f"Invalid 'input_file_id': {file_id!r}. File not found.", param="input_file_id", code="invalid_value")
+        metadata = body.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ApiError(400, "Invalid type for 'metadata': expected an object.", param="metadata")
+
+        source = self.core.link_private(file_rec.path, "openai-input-")
+        batch_id = new_id("batch_", 32, "0123456789abcdef")
+        # Batch-level faults match on the model, which comes from the first line (one model per file).
+        model = ""
+        for _number, raw in iter_jsonl(source):
+            try:
+                model = str(json.loads(raw)["body"].get("model") or "")
+                break
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+        faults = self.core.batch_faults(self.name, model)
+        # One streaming pass: validate the lines and log them as accepted (quota-refused batches
+        # never accepted their requests).
+        invalid: list[dict] = []
+        seen: set = set()
+        n = 0
+        for number, raw in iter_jsonl(source):
+            try:
+                line = json.loads(raw)
+                if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
+                    raise ValueError
+            except ValueError:
+                invalid.append({"code": "invalid_json_line", "message": "This line is not parseable as valid JSON.", "param": None, "line": number})
+                continue
+            n += 1
+            custom_id = line.get("custom_id")
+            if custom_id in seen:
+                invalid.append({"code": "duplicate_custom_id", "message": f"The custom_id {custom_id!r} is duplicated.", "param": "custom_id", "line": number})
+            seen.add(custom_id)
+            if "quota" not in faults:
+                self.core.log_request(self.name, str(line["body"].get("model") or ""), custom_id, batch_id, str(line.get("url") or endpoint))
+        if not n and not invalid:
+            invalid.append({"code": "empty_file", "message": "The input file is empty.", "param": None, "line": None})
+        rec = OpenAIBatch(
+            batch_id, model, endpoint, source, n, completion_window=window, metadata=metadata, input_file_id=file_id,
+            invalid_errors=invalid, invalid=bool(invalid),
+        )
+        self.core.add_batch(rec, faults)
+        return json_resp(self._batch_json(rec))
+
+    @staticmethod
+    def _batch_json(rec: OpenAIBatch) -> dict:
+        if rec.state == "done":
+            status = rec.final
+        elif rec.state == "cancel_requested":
+            status = "cancelling"
+        else:
+            status = "validating" if rec.looks <= 1 else "in_progress"
+        counts = rec.counts if rec.state == "done" else {"total": rec.n, "completed": 0, "failed": 0}
+        ended = int(rec.ended_at) if rec.ended_at else None
+        usage = rec.usage
+        return {
+            "id": rec.id,
+            "object": "batch",
+            "endpoint": rec.endpoint,
+            "model": rec.model or None,
+            "errors": {"object": "list", "data": rec.errors} if rec.errors else None,
+            "input_file_id": rec.input_file_id,
+            "completion_window": rec.completion_window,
+            "status": status,
+            "output_file_id": rec.output_file_id,
+            "error_file_id": rec.error_file_id,
+            "created_at": int(rec.created),
+            "in_progress_at": int(rec.in_progress_at) if rec.in_progress_at and status != "failed" else None,
+            "expires_at": int(rec.created) + window_seconds(rec.completion_window),
+            "finalizing_at": int(rec.finalizing_at) if rec.finalizing_at and status in ("completed", "expired") else None,
+            "completed_at": ended if status == "completed" else None,
+            "failed_at": ended if status == "failed" else None,
+            "expired_at": ended if status == "expired" else None,
+            "cancelling_at": int(rec.cancel_at) if rec.cancel_at else None,
+            "cancelled_at": ended if status == "cancelled" else None,
+            "request_counts": counts,
+            "usage": {
+                "input_tokens": usage["input_tokens"],
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": usage["output_tokens"],
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+            },
+            "metadata": rec.metadata,
+        }
+
+    def process(self, rec: BatchRec, limit: int, end: End) -> None:
+        assert isinstance(rec, OpenAIBatch)
+        out_path, err_path = self.core.new_path("openai-output-"), self.core.new_path("openai-errors-")
+        completed = failed = 0
+        with open(out_path, "w", encoding="utf-8", newline="\n") as out, open(err_path, "w", encoding="utf-8", newline="\n") as err:
+            for i, (_number, raw) in enumerate(iter_jsonl(rec.source_path)):
+                line = json.loads(raw)
+                custom_id, url, body = line.get("custom_id"), str(line.get("url") or rec.endpoint), line["body"]
+                model = str(body.get("model") or "")
+                if i < limit:
+                    outcome = self.answer(model, body, custom_id, url)
+                elif end == "expired":
+                    # Expired requests go to the error file with code batch_expired
+                    # (https://platform.openai.com/docs/guides/batch, "Batch expiration").
+                    outcome = Outcome("expired")
+                else:  # cancelled: unprocessed requests are simply absent
+                    break
+                result = self.core.corrupt(self.name, model, custom_id, dumps_line(batch_line(custom_id, outcome, url, body))) + "\n"
+                if outcome.ok:
+                    out.write(result)
+                    completed += 1
+                    rec.usage["input_tokens"] += outcome.input_tokens
+                    rec.usage["output_tokens"] += outcome.output_tokens
+                else:
+                    err.write(result)
+                    failed += 1
+        now = time.time()
+        # output_file_id / error_file_id are only set when the file has at least one line.
+        for path, count, attr, suffix in ((out_path, completed, "output_file_id", "output"), (err_path, failed, "error_file_id", "error")):
+            if count:
+                file_id = new_id("file-", 22)
+                self.core.add_file(FileRec(file_id, self.name, path, os.path.getsize(path), f"{rec.id}_{suffix}.jsonl", "batch_output", now, generated=True, expires_at=now + FILE_TTL))
+                setattr(rec, attr, file_id)
+            else:
+                os.unlink(path)
+        rec.counts = {"total": rec.n, "completed": completed, "failed": failed}
+
+    def fail(self, rec: BatchRec) -> None:
+        assert isinstance(rec, OpenAIBatch)
+        if rec.quota:
+            rec.errors = [{
+                "code": "token_limit_exceeded",
+                "message": f"Enqueued token limit reached for {rec.model} in organization org-emulator. "
+                "Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have been completed.",
+                "param": None, "line": None,
+            }]
+        elif rec.invalid_errors:
+            rec.errors = rec.invalid_errors
+        else:
+            rec.errors = [{"code": "invalid_request", "message": "The batch failed validation (emulator fault).", "param": None, "line": 1}]
+        rec.counts = {"total": 0 if rec.quota else rec.n, "completed": 0, "failed": 0}
+
+    def _batch(self, batch_id: str) -> OpenAIBatch:
+        rec = self.core.batches.get(batch_id)
+        if not isinstance(rec, OpenAIBatch):
+            raise ApiError(404, f"No batch found with id '{batch_id}'.", param="batch_id", provider=self.name)
+        return rec
+
+    def batch_retrieve(self, ctx: Ctx, batch_id: str) -> Resp:
+        self.auth(ctx)
+        rec = self._batch(batch_id)
+        self.core.advance(rec)
+        return json_resp(self._batch_json(rec))
+
+    def batch_list(self, ctx: Ctx) -> Resp:
+        self.auth(ctx)
+        with self.core.lock:
+            items = sorted((b for b in self.core.batches.values() if isinstance(b, OpenAIBatch)), key=lambda b: b.seq, reverse=True)
+
+        def render(rec: OpenAIBatch) -> dict:
+            self.core.advance(rec)
+            return self._batch_json(rec)
+
+        return json_resp(_cursor_page(items, ctx.q("after"), query_int(ctx.q("limit"), 20, 1, 100), render))
+
+    def batch_cancel(self, ctx: Ctx, batch_id: str) -> Resp:
+        self.auth(ctx)
+        rec = self._batch(batch_id)
+        with rec.lock:
+            if rec.state == "done":
+                # 400, not 409: the Stainless SDKs retry 409s.
+                raise ApiError(400, f"Cannot cancel a batch with status '{rec.final}'.", provider=self.name)
+            self.core.request_cancel(rec)
+            return json_resp(self._batch_json(rec))
+
+    # ------------------------------------------------------------------ online
+
+    def online(self, ctx: Ctx) -> Resp:
+        self.auth(ctx)
+        body = ctx.json()
+        endpoint = ctx.path
+        model = str(body.get("model") or "") if isinstance(body, dict) else ""
+        custom_id = ctx.headers.get(TRACE_HEADER)
+        self.core.log_request(self.name, model, custom_id, "online", endpoint)
+        outcome = self.answer(model, body, custom_id, endpoint)
+        if not outcome.ok:
+            raise ApiError(outcome.status, outcome.message, outcome.param, outcome.code)
+        return json_resp(success_body(endpoint, body, outcome))
+
+
+def _cursor_page(items: list[Listed], after: str | None, limit: int, render: Callable[[Listed], dict]) -> dict:
+    """OpenAI cursor page: the next page is requested with after=<id of the last item>."""
+    start = 0
+    if after:
+        ids = [item.id for item in items]
+        start = ids.index(after) + 1 if after in ids else len(items)
+    page = items[start : start + limit]
+    data = [render(item) for item in page]
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": start + limit < len(items),
+    }
+
+
+# --------------------------------------------------------------------------- wire shapes
+# Validation runs per request inside batches (the provider validates batch lines asynchronously:
+# create succeeds and the line comes back in the error file) and synchronously for online calls.
+
+
+def window_seconds(window: str) -> int:
+    """'24h' / '14d' / '90m' -> seconds (OpenAI-compatible providers accept other windows); default 24 h."""
+    m = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", window or "")
+    if not m:
+        return 86400
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+def prompt_of(body: dict, endpoint: str) -> str:
+    if endpoint.endswith("/responses"):
+        value = body.get("input")
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list):
+            item = first_user(value)
+            if isinstance(item, dict):
+                return text_of(item.get("content"), ("input_text", "text", "output_text"))
+            if isinstance(item, str):
+                return item
+        return ""
+    message = first_user(body.get("messages"))
+    return text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
+
+
+def validate_body(body: Any, endpoint: str) -> Outcome | None:
+    if not isinstance(body, dict):
+        return Outcome.error(400, "The request body must be a JSON object.", code="invalid_request_body")
+    model = body.get("model")
+    if not model:
+        return Outcome.error(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
+    if endpoint.endswith("/responses"):
+        if body.get("input") in (None, "", []):
+            return Outcome.error(400, "Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
+    elif endpoint.endswith("/chat/completions"):
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
+            return Outcome.error(400, "Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter")
+    else:
+        return Outcome.error(400, f"Invalid URL (POST {endpoint})", code="invalid_url")
+    if body.get("stream"):
+        return Outcome.error(400, "The emulator does not support stream=true.", param="stream", code="unsupported_value")
+    # Reasoning models reject temperature with this 400 (type invalid_request_error, code
+    # unsupported_value, param "temperature"); only the default value 1 is accepted.
+    if "temperature" in body and model in REJECTS_TEMPERATURE:
+        return Outcome.error(
+            400,
+            f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+            "Only the default (1) value is supported.",
+            param="temperature",
+            code="unsupported_value",
+        )
+    return None
+
+
+_ERRORS = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "not_found"),
+    409: ("invalid_request_error", "conflict"),
+    429: ("requests", "rate_limit_exceeded"),
+    500: ("server_error", "server_error"),
+    502: ("server_error", "bad_gateway"),
+    503: ("server_error", "service_unavailable"),
+    504: ("server_error", "timeout"),
+    529: ("server_error", "overloaded"),
+}
+
+
+def error_envelope(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
+    err_type, default_code = _ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
+    return {"error": {"message": message, "type": err_type, "param": param, "code": code or default_code}}
+
+
+def chat_completion(model: str, outcome: Outcome) -> dict:
+    """A ChatCompletion (openai types/chat/chat_completion.py). Refusal: content null + refusal."""
+    refusal = outcome.kind == "refusal"
+    return {
+        "id": new_id("chatcmpl-", 29),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None if refusal else outcome.text,
+                    "refusal": outcome.text if refusal else None,
+                    "annotations": [],
+                },
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": outcome.input_tokens,
+            "completion_tokens": outcome.output_tokens,
+            "total_tokens": outcome.input_tokens + outcome.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_emulator",
+    }
+
+
+def response_body(model: str, body: dict, outcome: Outcome) -> dict:
+    """A Response (openai types/responses/response.py), with every required field."""
+    now = time.time()
+    content: list[dict[str, Any]]
+    if outcome.kind == "refusal":
+        content = [{"type": "refusal", "refusal": outcome.text}]
+    else:
+        content = [{"type": "output_text", "text": outcome.text, "annotations": [], "logprobs": []}]
+    return {
+        "id": new_id("resp_", 40),
+        "object": "response",
+        "created_at": int(now),
+        "completed_at": int(now),
+        "status": "completed",
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "max_tool_calls": None,
+        "model": model,
+        "output": [{"type": "message", "id": new_id("msg_", 40), "status": "completed", "role": "assistant", "content": content}],
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+        "service_tier": "default",
+        "store": bool(body.get("store", True)),
+        "temperature": body.get("temperature", 1.0),
+        "text": body.get("text") or {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_logprobs": 0,
+        "top_p": body.get("top_p", 1.0),
+        "truncation": body.get("truncation", "disabled"),
+        "usage": {
+            "input_tokens": outcome.input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": outcome.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": outcome.input_tokens + outcome.output_tokens,
+        },
+        "user": None,
+        "metadata": body.get("metadata") or {},
+    }
+
+
+def success_body(endpoint: str, body: dict, outcome: Outcome) -> dict:
+    model = str(body.get("model") or "")
+    if endpoint.endswith("/responses"):
+        return response_body(model, body, outcome)
+    return chat_completion(model, outcome)
+
+
+def batch_line(custom_id: Any, outcome: Outcome, endpoint: str, body: dict) -> dict:
+    """One output/error-file line: ``{id, custom_id, response: {status_code, request_id, body}, error}``
+    (https://platform.openai.com/docs/guides/batch, "Retrieve the results")."""
+    line_id = new_id("batch_req_", 32)
+    if outcome.kind == "expired":
+        # Documented verbatim for requests left over when the completion window ends.
+        return {
+            "id": line_id,
+            "custom_id": custom_id,
+            "response": None,
+            "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."},
+        }
+    if outcome.ok:
+        status, payload = 200, success_body(endpoint, body, outcome)
+    else:
+        status, payload = outcome.status, error_envelope(outcome.status, outcome.message, outcome.param, outcome.code)
+    return {
+        "id": line_id,
+        "custom_id": custom_id,
+        "response": {"status_code": status, "request_id": new_id("req_", 32), "body": payload},
+        "error": None,
+    }
