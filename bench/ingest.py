@@ -54,8 +54,10 @@ from _common import machine_line, median, note, print_table, refuse_inside_repo,
 N_TASKS = 481
 N_DOCS = 24
 N_GEN_ROUTES = 32
-JUDGES = [("judge-openai-a", "openai", "gpt-5.5"), ("judge-anthropic-a", "anthropic", "claude-opus-4.8"),
-          ("judge-gemini-a", "gemini", "gemini-2.5-pro"), ("judge-openai-b", "openai", "gpt-4.1"),
+# Judges of other models than the contestants (GEN_MODELS): the config refuses a panel that would
+# grade its own model.
+JUDGES = [("judge-openai-a", "openai", "gpt-5.4"), ("judge-anthropic-a", "anthropic", "claude-sonnet-4.6"),
+          ("judge-gemini-a", "gemini", "gemini-2.5-flash"), ("judge-openai-b", "openai", "gpt-4.1"),
           ("judge-anthropic-b", "anthropic", "claude-opus-4.6"), ("judge-gemini-b", "gemini", "gemini-3.1")]
 GEN_MODELS = {"openai": "gpt-5.5", "anthropic": "claude-opus-4.8", "gemini": "gemini-2.5-pro"}
 PROVIDER_CYCLE = ("openai", "anthropic", "gemini")
@@ -218,7 +220,7 @@ def prepare(root: Path, total_lines: int, seed: int) -> dict[str, Any]:
     store.start_run("bench-setup")
     sync_state(store, config)
     db = store.db
-    tasks = {r["task_id"]: r for r in store.rows("SELECT task_id, question, rubric_json, task_sha256 FROM tasks")}
+    tasks = {r["task_id"]: r for r in store.rows("SELECT task_id, question, rubric_json, graded_sha256 FROM tasks")}
     gen = store.rows("SELECT custom_id, route, task_id, prompt_chars FROM requests WHERE stage = 'gen' ORDER BY route, task_id")
     gen_share = len(gen) / total_lines
     if gen_share > 0.5:
@@ -243,11 +245,12 @@ def prepare(root: Path, total_lines: int, seed: int) -> dict[str, Any]:
     judge_rows, by_judge = [], {}
     for g, judge in pairs:
         task = tasks[g["task_id"]]
-        cid = judge_custom_id(judge_fps[judge], g["custom_id"], answers[g["custom_id"]], task["task_sha256"])
+        cid = judge_custom_id(judge_fps[judge], g["custom_id"], answers[g["custom_id"]], task["graded_sha256"])
         rubric = json.loads(task["rubric_json"])
         prompt_chars = len(judge_prompt(task["question"], [_Item(i["points"], i["correct_criterion"]) for i in rubric],
                                         answers[g["custom_id"]]))
-        judge_rows.append((cid, judge, g["task_id"], judge_fps[judge], g["custom_id"], prompt_chars, prompt_chars // 3, 16384, now))
+        judge_rows.append((cid, judge, g["task_id"], judge_fps[judge], g["custom_id"], prompt_chars, prompt_chars // 3, 16384, now,
+                           task["graded_sha256"]))
         by_judge.setdefault(judge, []).append((cid, [int(i["points"]) for i in rubric], prompt_chars))
 
     routes = config.routes
@@ -264,7 +267,10 @@ def prepare(root: Path, total_lines: int, seed: int) -> dict[str, Any]:
     jobs = config.paths.jobs
     n_written = 0
     with db.atomic():
-        db.conn.executemany("INSERT INTO requests VALUES (?, 'judge', ?, ?, ?, ?, NULL, 0, 0, ?, ?, ?, ?)", judge_rows)
+        db.conn.executemany(
+            """INSERT INTO requests (custom_id, stage, route, task_id, policy_fp, parent_custom_id, parent_result_id, max_retries,
+               max_resubmits, prompt_chars, est_input_tokens, est_output_tokens, created_at, graded_sha256)
+               VALUES (?, 'judge', ?, ?, ?, ?, NULL, 0, 0, ?, ?, ?, ?, ?)""", judge_rows)
         for seq, (route_name, stage, provider, members) in enumerate(batches, start=1):
             route = routes[route_name]
             bid = f"{seq:06d}-{route_name}-{stage}"
