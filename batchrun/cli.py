@@ -18,12 +18,12 @@ from typing import Any
 
 import click
 
-from . import __version__
 from .config import Config, load_config
 from .errors import BatchrunError, environment_error, read_only
 from .progress import Progress
 from .redaction import redact
 from .store import Store
+from .version import __version__
 
 EXIT_INCOMPLETE = 2
 

@@ -16,11 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .config import Config
 from .grading import score as normalised_score
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store
+from .version import __version__
 
 RESPONSE_STATUS = {"judging": "ok"}
 # Cell statuses that count 0 in All-tasks: the model's own failures, out of context, and

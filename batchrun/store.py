@@ -27,8 +27,8 @@ from typing import Any
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from . import __version__
 from .errors import StateError, damaged_database
+from .version import __version__
 
 migrations = Migrations("batchrun")
 
