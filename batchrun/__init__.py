@@ -21,7 +21,7 @@ from .errors import (
 from .plan import plan
 from .poll import poll
 from .refresh import refresh
-from .scoring import leaderboard, report_data
+from .outputs import leaderboard, report_data
 from .store import Store
 from .submit import submit
 from .version import __version__

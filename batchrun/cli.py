@@ -322,7 +322,7 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
         outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         from .report import render
-        from .scoring import report_data
+        from .outputs import report_data
 
         click.echo(render(report_data(store, config), "md"))
         if not outcome.complete:
@@ -459,7 +459,7 @@ def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_
 def report(ctx: Context, fmt: str, out: str | None) -> None:
     """The leaderboard (read-only), sorted by All-tasks, with its provenance."""
     from .report import render
-    from .scoring import report_data
+    from .outputs import report_data
 
     config = ctx.config()
     with reader(config) as store:

@@ -21,7 +21,7 @@ from .errors import ProviderError
 from .plan import scan_pending
 from .poll import poll_once
 from .progress import SILENT, Progress
-from .scoring import write_results
+from .outputs import write_results
 from .store import LIVE_BATCH_STATUSES, Store, sql_list
 from .submit import submit
 

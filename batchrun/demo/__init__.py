@@ -43,7 +43,7 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
     from ..emulator import Emulator
     from ..refresh import refresh
     from ..report import render
-    from ..scoring import report_data
+    from ..outputs import report_data
 
     folder = Path(directory).resolve()
     config_path = prepare(folder)
