@@ -83,7 +83,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
     """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
     from .lock import WriterLock
-    from .plan import check_role_changes, scan_corpus
+    from .corpus import scan_corpus
+    from .ledger import check_role_changes
 
     _check_writable(config)
     if not config.paths.state.exists():
@@ -160,7 +161,7 @@ def announce_warnings(ctx: Context, store: Store, config: Config) -> None:
     Called after the command's work, so an error stays the first thing on stderr. With -q nothing
     is printed and nothing is remembered: the next run without -q says it.
     """
-    from .plan import record_warnings_shown, unshown_warnings
+    from .ledger import record_warnings_shown, unshown_warnings
 
     if ctx.quiet:
         return
@@ -355,7 +356,7 @@ def retry(ctx: Context, route: str, task: str | None, status_: str | None, reaso
     sends them. Refusals and empty answers are the model's answer and are never retried.
     """
     from .decisions import reopen
-    from .plan import sync_state
+    from .ledger import sync_state
 
     config = ctx.config()
     with writer(ctx, "retry", config, wait_lock=wait_lock) as store:
@@ -378,7 +379,7 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
     decision and its reason. Changing the route's config undoes it; `retry` reopens cells.
     """
     from .decisions import accept_failures as do_accept
-    from .plan import sync_state
+    from .ledger import sync_state
 
     config = ctx.config()
     with writer(ctx, "accept-failures", config, wait_lock=wait_lock) as store:

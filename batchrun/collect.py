@@ -32,7 +32,7 @@ from . import faults, jsonl
 from .config import Config
 from .cost import billed_output, request_cost
 from .grading import parse_verdict, points_json, score
-from .plan import queue_judgments, sync_state
+from .ledger import queue_judgments, sync_state
 from .progress import SILENT, Progress
 from .providers import RETRY_AFTER_KEY, LineResult, get_adapter, malformed
 from .redaction import known_keys, redact

@@ -184,7 +184,7 @@ class Fallback:
 @dataclass(frozen=True)
 class ConfigWarning:
     """What the config falls back on for one route: said once per route (state.db remembers which
-    fallbacks were shown, see plan.unshown_warnings), not on every command."""
+    fallbacks were shown, see ledger.unshown_warnings), not on every command."""
 
     path: Path
     route: str

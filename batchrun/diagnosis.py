@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from .config import Config
+from .ledger import current_requests_sql  # the one definition of "wanted by the current config"
 from .store import Store
 
 
@@ -108,7 +109,6 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
 
 def open_problems(store: Store, config: Config | None = None) -> list[Problem]:
     """Blocked and waiting requests the current config still wants, grouped by route."""
-    from .plan import current_requests_sql  # the one definition of "wanted by the current config"
 
     rows = store.rows(
         f"""SELECT s.route, s.stage, s.state, count(*) AS n, max(s.last_result_id) AS last_id,

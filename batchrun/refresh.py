@@ -18,10 +18,10 @@ from .clients import is_transient
 from .collect import collect
 from .config import Config
 from .errors import ProviderError
-from .plan import scan_pending
+from .ledger import scan_pending
+from .outputs import write_results
 from .poll import poll_once
 from .progress import SILENT, Progress
-from .outputs import write_results
 from .store import LIVE_BATCH_STATUSES, Store, sql_list
 from .submit import submit
 

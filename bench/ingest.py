@@ -210,7 +210,7 @@ def prepare(root: Path, total_lines: int, seed: int) -> dict[str, Any]:
     """Build state.db + jobs/ with `total_lines` downloaded result lines. Returns counts."""
     from batchrun import jsonl
     from batchrun.config import fingerprint, load_config
-    from batchrun.plan import judge_custom_id, sync_state
+    from batchrun.ledger import judge_custom_id, sync_state
     from batchrun.prompts import judge_prompt
     from batchrun.store import Store
 
