@@ -275,6 +275,27 @@ def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dat
                   routes: set[str] | None, stages: set[str] | None, write: bool) -> PlanResult:
     """Summarise what is pending per route and write it into request files."""
     result = PlanResult(warnings=[w.message for w in config.warnings])
+    summaries = _route_summaries(store, config)
+    result.routes = list(summaries.values())
+    pending = pending_requests(store, config, routes=routes, stages=stages)
+    _add_estimates(config, summaries, pending)
+    if not write:
+        for p in pending:
+            summaries[(p.route, p.stage)].to_send += 1
+        return result
+    if pending:
+        files = _Files(store, config, result, summaries)
+        try:
+            _write_judge_requests(files, tasks, [p for p in pending if p.stage == "judge"])
+            _write_generation_requests(files, tasks, dataset_path, doc_paths, [p for p in pending if p.stage == "gen"])
+        except BaseException:
+            files.abort()  # each 'writing' batch row and partial file is cleared by the next plan
+            raise
+    return result
+
+
+def _route_summaries(store: Store, config: Config) -> dict[tuple[str, str], RouteSummary]:
+    """One summary per (route, stage) of the current config, with its cells and current requests."""
     summaries: dict[tuple[str, str], RouteSummary] = {}
     for route in config.contestants:
         s = RouteSummary(route.name, "gen", route.provider, route.transport)
@@ -283,8 +304,8 @@ def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dat
         row = store.one(
             """SELECT count(*) AS tasks, sum(scope = 'out_of_context_scope') AS ooc, sum(scope = 'send') AS send
                FROM cells c JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp
-               JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256 WHERE c.route = ?""", [route.name])
-        s.tasks, s.out_of_context, s.requests = row["tasks"] or 0, row["ooc"] or 0, row["send"] or 0
+               JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256 WHERE c.route = ?""", [route.name]) or {}
+        s.tasks, s.out_of_context, s.requests = row.get("tasks") or 0, row.get("ooc") or 0, row.get("send") or 0
         summaries[(route.name, "gen")] = s
     for route in config.judges:
         s = RouteSummary(route.name, "judge", route.provider, route.transport)
@@ -294,76 +315,90 @@ def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dat
             "SELECT count(*) FROM requests r JOIN config_routes j ON j.route = r.route AND j.policy_fp = r.policy_fp WHERE r.stage = 'judge' AND j.role = 'judge' AND r.route = ?",
             [route.name]) or 0
         summaries[(route.name, "judge")] = s
-    result.routes = list(summaries.values())
+    return summaries
 
-    pending = pending_requests(store, config, routes=routes, stages=stages)
-    for p in pending:
-        s = summaries.get((p.route, p.stage))
-        if s:
-            s.est_input_tokens += p.est_input_tokens
-            s.est_output_tokens += p.est_output_tokens
-            route = config.routes[p.route]
-            batch = request_cost(route, p.est_input_tokens, p.est_output_tokens)
-            online = online_cost(route, p.est_input_tokens, p.est_output_tokens)
-            s.est_cost_batch = None if (batch is None or s.est_cost_batch is None) else s.est_cost_batch + batch
-            s.est_cost_online = None if (online is None or s.est_cost_online is None) else s.est_cost_online + online
+
+def _add_estimates(config: Config, summaries: dict[tuple[str, str], RouteSummary], pending: list[Pending]) -> None:
+    """Add each pending request's estimated tokens and cost to its route's summary, and the judge
+    requests every answer to send will need (if it is valid)."""
     panel = len(config.judging.panel)
     for p in pending:
+        s = summaries.get((p.route, p.stage))
+        if s is None:
+            continue
+        s.est_input_tokens += p.est_input_tokens
+        s.est_output_tokens += p.est_output_tokens
+        route = config.routes[p.route]
+        batch = request_cost(route, p.est_input_tokens, p.est_output_tokens)
+        online = online_cost(route, p.est_input_tokens, p.est_output_tokens)
+        s.est_cost_batch = None if (batch is None or s.est_cost_batch is None) else s.est_cost_batch + batch
+        s.est_cost_online = None if (online is None or s.est_cost_online is None) else s.est_cost_online + online
         if p.stage == "gen":
-            summaries[(p.route, "gen")].judge_requests_expected += panel
-    if not write or not pending:
-        if not write:
-            for p in pending:
-                summaries[(p.route, p.stage)].to_send += 1
-        return result
+            s.judge_requests_expected += panel
 
-    opened: list[ShardWriter] = []  # aborted (file closed, checksum thread stopped) if writing fails
-    try:
-        # Judge requests: small, built from the answer in state.db.
-        by_judge: dict[str, list[Pending]] = defaultdict(list)
-        for p in pending:
-            if p.stage == "judge":
-                by_judge[p.route].append(p)
-        for judge_name, reqs in by_judge.items():
-            route = config.routes[judge_name]
-            adapter = get_adapter(route.provider)
-            writer = ShardWriter(store, config, route, "judge", result, summaries[(judge_name, "judge")])
-            opened.append(writer)
-            temperature = config.judge_temperature(route)
-            for p in reqs:
-                task = tasks[p.task_id]
-                answer = store.scalar("SELECT text FROM results WHERE id = ?", [p.parent_result_id]) or ""
-                spec = RequestSpec(p.custom_id, route.model, judge_prompt(task.question, task.rubric, answer), config.judging.max_tokens, temperature)
-                writer.write(p.custom_id, _line_parts(adapter, route, spec, None), p.est_input_tokens, p.est_output_tokens)
-            writer.finish()
 
-        # Generation requests: one document at a time, escaped once, for every route that needs it.
-        by_doc: dict[str, list[Pending]] = defaultdict(list)
-        for p in pending:
-            if p.stage == "gen":
-                by_doc[tasks[p.task_id].corpus_file].append(p)
-        writers: dict[str, ShardWriter] = {}
-        scratch = config.paths.jobs / ".scratch"
-        for corpus_file in sorted(by_doc):
-            escaped = EscapedDocument(doc_paths[corpus_file], scratch, where=f"{dataset_path} (corpus_file {corpus_file})")
-            for p in by_doc[corpus_file]:
-                route = config.routes[p.route]
-                writer = writers.get(route.name)
-                if writer is None:
-                    writer = writers[route.name] = ShardWriter(store, config, route, "gen", result, summaries[(route.name, "gen")])
-                    opened.append(writer)
-                task = tasks[p.task_id]
-                spec = RequestSpec(
-                    p.custom_id, route.model, generation_prompt(task.question, _DOC_SENTINEL),
-                    config.generation_max_tokens(route), config.generation_temperature(route),
-                )
-                writer.write(p.custom_id, _line_parts(get_adapter(route.provider), route, spec, escaped), p.est_input_tokens, p.est_output_tokens)
-            escaped.close()
-        for writer in writers.values():
-            writer.finish()
-    except BaseException:
-        for writer in opened:
-            writer.abort()  # its 'writing' batch row and partial file are cleared by the next plan
-        raise
-    return result
+@dataclass
+class _Files:
+    """The request files one plan writes: a ShardWriter per (route, stage), all aborted together
+    (file closed, checksum thread stopped) if writing fails."""
 
+    store: Store
+    config: Config
+    result: PlanResult
+    summaries: dict[tuple[str, str], RouteSummary]
+    opened: list[ShardWriter] = field(default_factory=list)
+
+    def writer(self, route: Route, stage: str) -> ShardWriter:
+        writer = ShardWriter(self.store, self.config, route, stage, self.result, self.summaries[(route.name, stage)])
+        self.opened.append(writer)
+        return writer
+
+    def abort(self) -> None:
+        for writer in self.opened:
+            writer.abort()
+
+
+def _write_judge_requests(files: _Files, tasks: dict[str, _TaskText], pending: list[Pending]) -> None:
+    """Judge requests: small, built from the answer in state.db; one judge route at a time."""
+    by_judge: dict[str, list[Pending]] = defaultdict(list)
+    for p in pending:
+        by_judge[p.route].append(p)
+    config, store = files.config, files.store
+    for judge_name, reqs in by_judge.items():
+        route = config.routes[judge_name]
+        adapter = get_adapter(route.provider)
+        writer = files.writer(route, "judge")
+        temperature = config.judge_temperature(route)
+        for p in reqs:
+            task = tasks[p.task_id]
+            answer = store.scalar("SELECT text FROM results WHERE id = ?", [p.parent_result_id]) or ""
+            spec = RequestSpec(p.custom_id, route.model, judge_prompt(task.question, task.rubric, answer), config.judging.max_tokens, temperature)
+            writer.write(p.custom_id, _line_parts(adapter, route, spec, None), p.est_input_tokens, p.est_output_tokens)
+        writer.finish()
+
+
+def _write_generation_requests(files: _Files, tasks: dict[str, _TaskText], dataset_path: Path, doc_paths: dict[str, Path],
+                               pending: list[Pending]) -> None:
+    """Generation requests: one document at a time, escaped once, for every route that needs it."""
+    by_doc: dict[str, list[Pending]] = defaultdict(list)
+    for p in pending:
+        by_doc[tasks[p.task_id].corpus_file].append(p)
+    config = files.config
+    writers: dict[str, ShardWriter] = {}
+    scratch = config.paths.jobs / ".scratch"
+    for corpus_file in sorted(by_doc):
+        escaped = EscapedDocument(doc_paths[corpus_file], scratch, where=f"{dataset_path} (corpus_file {corpus_file})")
+        for p in by_doc[corpus_file]:
+            route = config.routes[p.route]
+            writer = writers.get(route.name)
+            if writer is None:
+                writer = writers[route.name] = files.writer(route, "gen")
+            task = tasks[p.task_id]
+            spec = RequestSpec(
+                p.custom_id, route.model, generation_prompt(task.question, _DOC_SENTINEL),
+                config.generation_max_tokens(route), config.generation_temperature(route),
+            )
+            writer.write(p.custom_id, _line_parts(get_adapter(route.provider), route, spec, escaped), p.est_input_tokens, p.est_output_tokens)
+        escaped.close()
+    for writer in writers.values():
+        writer.finish()
