@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import Route
+from .lifecycle import Status
 from .store import Store
 
 
@@ -54,9 +55,9 @@ def fmt_money(value: float | None) -> str:
 def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
     """Per night and route: estimate vs actual, from the `cost` view."""
     # A batch the provider refused for a queue quota never ran (its requests went again in another batch).
-    where, params = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = 'refused')", []
+    where, params = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = ?)", [Status.REFUSED]
     if since:
-        where, params = where + " AND night >= ?", [since]
+        where, params = where + " AND night >= ?", [*params, since]
     rows = store.rows(
         f"""SELECT night, route, stage, count(*) AS batches, coalesce(sum(input_tokens), 0) AS input_tokens,
                coalesce(sum(output_tokens), 0) AS output_tokens,

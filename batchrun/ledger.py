@@ -32,6 +32,7 @@ from .config import Config, ConfigWarning, Route, fingerprint
 from .corpus import READING, Corpus, DocumentInfo, cacheable, scan_corpus
 from .dataset import Task
 from .errors import ConfigError
+from .lifecycle import Status, move_all
 from .prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .store import Store
 
@@ -253,12 +254,10 @@ def current_requests_sql() -> str:
 
 def _supersede_stale_batches(store: Store) -> None:
     """Planned (never uploaded) batches holding requests the config no longer wants are dropped."""
-    store.db.execute(
-        f"""UPDATE batches SET status = 'superseded', error = 'config changed before upload'
-            WHERE status = 'planned' AND EXISTS (
-              SELECT 1 FROM batch_requests br WHERE br.batch_id = batches.id
-                AND br.custom_id NOT IN ({current_requests_sql()}))"""
-    )
+    move_all(store, Status.PLANNED, Status.SUPERSEDED,
+             f"""EXISTS (SELECT 1 FROM batch_requests br WHERE br.batch_id = batches.id
+                         AND br.custom_id NOT IN ({current_requests_sql()}))""",
+             error="config changed before upload")
 
 
 # --- pending requests -----------------------------------------------------------------------

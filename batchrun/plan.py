@@ -28,6 +28,7 @@ from .cost import online_cost, request_cost
 from .dataset import RubricItem
 from .errors import DataError
 from .ledger import Pending, pending_requests, sync_state
+from .lifecycle import Status, move, new_batch
 from .prompts import generation_prompt, judge_prompt
 from .providers import RequestSpec, get_adapter
 from .store import Store
@@ -164,12 +165,9 @@ class ShardWriter:
             folder = self.config.paths.jobs / self.batch_id
             # Reserved before the file exists: a crash while writing leaves a 'writing' row,
             # which the next run marks abandoned (its requests were never live).
-            db.execute(
-                """INSERT INTO batches (id, seq, route, stage, provider, transport, model, status, dir, request_file,
-                   endpoint_host, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'writing', ?, ?, ?, ?, ?)""",
-                [self.batch_id, seq, self.route.name, self.stage, self.route.provider, self.route.transport, self.route.model,
-                 str(folder), str(folder / "requests.jsonl"), self.route.endpoint_host, self.store.run_id, time.time()],
-            )
+            new_batch(self.store, id=self.batch_id, seq=seq, route=self.route.name, stage=self.stage, provider=self.route.provider,
+                      transport=self.route.transport, model=self.route.model, dir=str(folder), request_file=str(folder / "requests.jsonl"),
+                      endpoint_host=self.route.endpoint_host, run_id=self.store.run_id, created_at=time.time())
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / "requests.jsonl"
         self.tmp = folder / "requests.jsonl.partial"
@@ -200,11 +198,8 @@ class ShardWriter:
         est_cost = self.est_cost
         db = self.store.db
         with db.atomic():
-            db.execute(
-                """UPDATE batches SET status = 'planned', sha256 = ?, bytes = ?, n_requests = ?,
-                   est_input_tokens = ?, est_output_tokens = ?, est_cost = ? WHERE id = ?""",
-                [self.sha.hexdigest(), self.bytes, self.n, self.est_in, self.est_out, est_cost, self.batch_id],
-            )
+            move(self.store, self.batch_id, Status.PLANNED, sha256=self.sha.hexdigest(), bytes=self.bytes, n_requests=self.n,
+                 est_input_tokens=self.est_in, est_output_tokens=self.est_out, est_cost=est_cost)
             db.conn.executemany(
                 "INSERT INTO batch_requests (batch_id, custom_id, position) VALUES (?, ?, ?)",
                 [(self.batch_id, cid, i) for i, cid in enumerate(self.ids)],
@@ -221,12 +216,11 @@ def recover_interrupted_writes(store: Store, config: Config) -> None:
     """Batches left 'writing' by a crash: their files are incomplete; drop them (and stale scratch files)."""
     for stale in (config.paths.jobs / ".scratch").glob("*.escaped"):
         stale.unlink(missing_ok=True)
-    for row in store.rows("SELECT id, dir FROM batches WHERE status = 'writing'"):
+    for row in store.rows("SELECT id, dir FROM batches WHERE status = ?", [Status.WRITING]):
         partial = Path(row["dir"]) / "requests.jsonl.partial"
         if partial.exists():
             partial.unlink()
-        with store.db.atomic():
-            store.db.execute("UPDATE batches SET status = 'abandoned', error = 'interrupted while writing' WHERE id = ?", [row["id"]])
+        move(store, row["id"], Status.ABANDONED, error="interrupted while writing")
 
 
 def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped: EscapedDocument | None) -> list[bytes | EscapedDocument]:

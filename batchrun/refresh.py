@@ -22,7 +22,8 @@ from .ledger import scan_pending
 from .outputs import write_results
 from .poll import poll_once
 from .progress import SILENT, Progress
-from .store import LIVE_BATCH_STATUSES, Store, sql_list
+from .lifecycle import LIVE
+from .store import Store, sql_list
 from .submit import submit
 
 # Rounds in a row with nothing but provider errors before refresh says the failure is persistent.
@@ -93,7 +94,7 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
         if c.complete:
             reason = "every route is complete" if created else "nothing to do: every route is already complete"
             return RefreshOutcome(True, reason, created, c.leaderboard)
-        live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)}") or 0
+        live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE)}") or 0
         scan = scan_pending(store, config)
         if live == 0 or (s.held and not p.in_flight and not s.provider_errors and not progressed):
             if s.held:

@@ -37,22 +37,10 @@ def sql_list(values: tuple[str, ...]) -> str:
     """('a', 'b') as SQL text; repr() would write a one-element tuple as ('a',)."""
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
-# Live batch statuses: a request in one of these is "in flight" (or about to be), so it is not
-# planned again. `writing` and `abandoned` are deliberately absent: a crash while writing a request
-# file leaves the requests pending.
-LIVE_BATCH_STATUSES = ("planned", "uploading", "uploaded", "creating", "in_flight", "ended", "downloaded")
 
-# What a result kind means (spec 001 §2, §5: only a real refusal or an empty output is the
-# model's failure; everything else is infrastructure or the config's fault, never a zero).
-# Final failures of a generation: the model's answer, scored 0, no content retry.
-FINAL_FAILURE_KINDS = ("refusal", "empty")
-# The provider refused the request itself (400-class) or the key: the config must change. The
-# route is blocked with a diagnosis; nothing is retried until the policy changes or `retry`.
-BLOCKING_KINDS = ("invalid", "auth")
-# Kinds caused by the batch, not the request: resubmitted, `max_resubmits` per run.
-RESUBMIT_KINDS = ("expired", "cancelled", "missing")
-# Everything else that is not ok (transient, unparseable, malformed; for judges also refusal and
-# empty) is retried, `max_retries` per run; past that the cell waits for the next run.
+# The views below are frozen with the migration that created them: every batch status and result
+# kind in their SQL is a literal (the live batch statuses are lifecycle.LIVE as it was then), so
+# an applied migration never changes.
 
 
 @migrations()
@@ -154,7 +142,7 @@ def m002_views(db: Database) -> None:
         FROM results GROUP BY custom_id"""
     )
     db.execute(
-        f"""CREATE VIEW request_status AS
+        """CREATE VIEW request_status AS
         SELECT r.custom_id, r.stage, r.route, r.task_id, r.policy_fp, r.parent_custom_id,
           coalesce(o.ok_n, 0) AS ok_n, coalesce(o.transient_n, 0) AS transient_n,
           coalesce(o.resubmit_n, 0) AS resubmit_n, coalesce(o.batch_failed_n, 0) AS batch_failed_n,
@@ -164,7 +152,7 @@ def m002_views(db: Database) -> None:
             WHEN o.ok_n > 0 THEN 'ok'
             WHEN r.stage = 'gen' AND o.final_fail_n > 0 THEN 'failed'
             WHEN EXISTS (SELECT 1 FROM batch_requests br JOIN batches b ON b.id = br.batch_id
-                         WHERE br.custom_id = r.custom_id AND b.status IN {sql_list(LIVE_BATCH_STATUSES)}) THEN 'in_flight'
+                         WHERE br.custom_id = r.custom_id AND b.status IN ('planned', 'uploading', 'uploaded', 'creating', 'in_flight', 'ended', 'downloaded')) THEN 'in_flight'
             WHEN r.stage = 'gen' AND coalesce(o.transient_n, 0) > r.max_retries THEN 'failed'
             WHEN r.stage = 'gen' AND coalesce(o.resubmit_n, 0) > r.max_resubmits THEN 'failed'
             WHEN r.stage = 'gen' AND coalesce(o.batch_failed_n, 0) > 1 THEN 'failed'
@@ -382,7 +370,7 @@ def m007_failure_semantics(db: Database) -> None:
     # a live batch means "wait"; then the maintainer's acceptance (of failures that happened
     # before it, for the contestant route's current policy); then blocked, waiting, pending.
     db.execute(
-        f"""CREATE VIEW request_status AS
+        """CREATE VIEW request_status AS
         SELECT r.custom_id, r.stage, r.route, r.task_id, r.policy_fp, r.parent_custom_id,
           coalesce(o.ok_n, 0) AS ok_n, coalesce(o.transient_n, 0) AS transient_n,
           coalesce(o.resubmit_n, 0) AS resubmit_n, coalesce(o.batch_failed_n, 0) AS batch_failed_n,
@@ -393,7 +381,7 @@ def m007_failure_semantics(db: Database) -> None:
             WHEN o.ok_n > 0 THEN 'ok'
             WHEN r.stage = 'gen' AND o.final_fail_n > 0 THEN 'failed'
             WHEN EXISTS (SELECT 1 FROM batch_requests br JOIN batches b ON b.id = br.batch_id
-                         WHERE br.custom_id = r.custom_id AND b.status IN {sql_list(LIVE_BATCH_STATUSES)}) THEN 'in_flight'
+                         WHERE br.custom_id = r.custom_id AND b.status IN ('planned', 'uploading', 'uploaded', 'creating', 'in_flight', 'ended', 'downloaded')) THEN 'in_flight'
             WHEN o.first_failure_at IS NOT NULL AND EXISTS (
                 SELECT 1 FROM accepted_failures a
                 WHERE a.route = coalesce(p.route, r.route) AND a.policy_fp = coalesce(p.policy_fp, r.policy_fp)

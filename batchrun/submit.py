@@ -43,19 +43,19 @@ from .clients import (
 from .config import Config, Route
 from .cost import fmt_money
 from .errors import ProviderError, StateError
+from .lifecycle import KEY_REFUSED, NOT_CREATED, Status, move
 from .plan import PlanResult, plan
 from .progress import SILENT, Progress
 from .providers import BatchStatus, get_adapter
 from .providers.anthropic import total_requests
-from .redaction import redact, redact_file
+from .redaction import redact_file
 from .quota import Gate, submission_order
 from .safepath import safe_component
-from .store import Store
+from .store import Store, sql_list
 
 # How far before our recorded create intent a provider's clock may place the batch.
 ADOPTION_WINDOW_SECONDS = 600
 CREATE_ATTEMPTS = 4
-IN_FLIGHT = ("uploading", "uploaded", "creating", "in_flight", "ended", "downloaded")
 
 
 @dataclass
@@ -113,17 +113,11 @@ def verify_request_file(batch: dict[str, Any]) -> None:
         )
 
 
-def _set(store: Store, batch_id: str, **fields: Any) -> None:
-    # Errors and the last status seen are the provider's words, which may quote the key back.
-    values = [redact(v) if isinstance(v, str) else v for v in fields.values()]
-    cols = ", ".join(f"{k} = ?" for k in fields)
-    with store.db.atomic():
-        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*values, batch_id])
-
-
-def _record_status(store: Store, batch_id: str, seen: BatchStatus, **extra: Any) -> None:
-    _set(store, batch_id, provider_batch_id=seen.provider_batch_id, provider_status=seen.raw_status,
-         counts_json=json.dumps(seen.counts), last_seen_json=json.dumps(seen.raw, default=str), **extra)
+def _in_flight(store: Store, batch_id: str, seen: BatchStatus, client: Any, route: Route) -> None:
+    """Record the provider batch that a create made (or adoption found): the batch is in flight."""
+    move(store, batch_id, Status.IN_FLIGHT, provider_batch_id=seen.provider_batch_id, provider_status=seen.raw_status,
+         counts_json=json.dumps(seen.counts), last_seen_json=json.dumps(seen.raw, default=str), submitted_at=time.time(),
+         run_id=store.run_id, error=None, endpoint_host=client_host(client, route))
 
 
 def submit(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
@@ -139,7 +133,7 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         return result
 
     resolve_uncertain_creations(store, config, result, progress)
-    batches = store.rows("SELECT * FROM batches WHERE status IN ('planned', 'uploading', 'uploaded') ORDER BY seq")
+    batches = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(NOT_CREATED)} ORDER BY seq")
     batches = [b for b in batches if b["route"] in config.routes and (not routes or b["route"] in routes or b["stage"] == "judge")
                and (not stages or b["stage"] in stages)]
     # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
@@ -159,7 +153,7 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
             verify_request_file(b)
             # The sync transport has no provider batch: poll sends its lines online (and records
             # the host again if the config changed in between).
-            _set(store, b["id"], status="in_flight", provider_batch_id=f"sync-{b['id']}", submitted_at=time.time(), run_id=store.run_id,
+            move(store, b["id"], Status.IN_FLIGHT, provider_batch_id=f"sync-{b['id']}", submitted_at=time.time(), run_id=store.run_id,
                  endpoint_host=client_host(make_client(route), route))
             gate.admit(b)
             result.created.append(b["id"])
@@ -195,19 +189,19 @@ def _upload_and_create(store: Store, config: Config, route: Route, b: dict[str, 
     file_id = b["provider_file_id"]
     # Planning recorded the host the config named then; the batch goes where this client sends.
     host = client_host(client, route)
-    if b["status"] in ("planned", "uploading") or not file_id:
+    if b["status"] in (Status.PLANNED, Status.UPLOADING) or not file_id:
         verify_request_file(b)
-        _set(store, b["id"], status="uploading", endpoint_host=host)
+        move(store, b["id"], Status.UPLOADING, endpoint_host=host)
         faults.point("submit.before_upload")
         try:
             file_id = adapter.upload(client, route, path)
         except Exception:
             # The upload failed (and was retried) in this process: nothing is half-done, the
             # batch is simply still to upload. Only a crash leaves 'uploading' behind.
-            _set(store, b["id"], status="planned")
+            move(store, b["id"], Status.PLANNED)
             raise
         faults.point("submit.after_upload")
-        _set(store, b["id"], status="uploaded", provider_file_id=file_id)
+        move(store, b["id"], Status.UPLOADED, provider_file_id=file_id)
         if file_id:
             result.bytes_uploaded += b["bytes"] or 0
             progress.counters["bytes_uploaded"] += b["bytes"] or 0
@@ -223,7 +217,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
         if route.provider == "anthropic":
             # Anthropic reads the requests inline: check the file once more right before sending.
             verify_request_file(b)
-        _set(store, b["id"], status="creating", creating_at=time.time())
+        move(store, b["id"], Status.CREATING, creating_at=time.time())
         faults.point("submit.before_create")
         try:
             status = adapter.create(client, route, file_id=file_id, path=path, tag=tag_for(store, b["id"]))
@@ -233,7 +227,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                 raise
             if c.failure == "uncertain" and not c.connected:
                 # Certain too: the connection itself failed (refused, DNS), nothing was sent.
-                _set(store, b["id"], status="uploaded")
+                move(store, b["id"], Status.UPLOADED)
                 if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
                     raise provider_error(c, what=f"Creating the batch {b['id']}", route=route)
                 continue
@@ -247,7 +241,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                 return False
             if c.failure in ("client", "auth", "not_found", "quota"):
                 # Certain: the provider refused, nothing was created.
-                _set(store, b["id"], status="uploaded", error=f"create refused: HTTP {c.status}: {c.message}")
+                move(store, b["id"], Status.UPLOADED, error=f"create refused: HTTP {c.status}: {c.message}")
                 if c.failure == "quota":
                     result.held.append((b["id"], f"provider quota: {c.message}"))
                     result.provider_errors += 1
@@ -270,8 +264,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                 raise provider_error(c, what=f"Creating the batch {b['id']} ({attempt + 1} attempt(s))", route=route)
             continue
         faults.point("submit.after_create")
-        _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
-                       endpoint_host=client_host(client, route))
+        _in_flight(store, b["id"], status, client, route)
         result.created.append(b["id"])
         progress.event(f"created {b['id']} as {status.provider_batch_id} ({b['n_requests']} requests, est. {fmt_money(b['est_cost'])})")
         return True
@@ -293,16 +286,10 @@ def _back_off(attempt: int, c: Classified) -> bool:
     return True
 
 
-# provider_state of a batch whose upload or create the provider refused for the key (401/403):
-# batchrun's own mark (no provider reports it as a batch state); collect records each of its
-# requests as an 'auth' result, which blocks the route with "check the key in VAR".
-KEY_REFUSED = "key_refused"
-
-
 def _refused_as_a_whole(store: Store, b: dict[str, Any], c: Classified, *, provider_state: str) -> None:
     """Record a batch the provider refused before creating it: ended, with no result file."""
     now = time.time()
-    _set(store, b["id"], status="downloaded", provider_state=provider_state, provider_status=f"HTTP {c.status}",
+    move(store, b["id"], Status.DOWNLOADED, provider_state=provider_state, provider_status=f"HTTP {c.status}",
          error=c.message, creating_at=b.get("creating_at") or now, ended_at=now, downloaded_at=now, result_files_json="[]",
          run_id=store.run_id)
 
@@ -314,8 +301,7 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
     if route.provider != "anthropic":
         for status in recent:
             if _matches_tag(store, b["id"], status):
-                _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
-                               endpoint_host=client_host(client, route))
+                _in_flight(store, b["id"], status, client, route)
                 progress.event(f"adopted {status.provider_batch_id} for {b['id']} (created before a crash or a dropped connection)")
                 return "adopted"
         return "absent"
@@ -349,8 +335,7 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
                 if custom_id is not None:
                     ids.add(custom_id)
         if ids and ids <= ours:
-            _record_status(store, b["id"], cand, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
-                           endpoint_host=client_host(client, route))
+            _in_flight(store, b["id"], cand, client, route)
             progress.event(f"adopted {cand.provider_batch_id} for {b['id']}: its results carry our custom_ids")
             return "adopted"
     return "hold" if waiting else "absent"
@@ -358,7 +343,7 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
 
 def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResult, progress: Progress) -> None:
     """Batches left in 'creating' by a crash or a dropped connection: adopt, hold, or release."""
-    for b in store.rows("SELECT * FROM batches WHERE status = 'creating' ORDER BY seq"):
+    for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.CREATING]):
         route = config.routes.get(b["route"])
         if route is None:
             continue
@@ -371,4 +356,4 @@ def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResu
             result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
         else:
             # Nothing at the provider is ours: it is safe to create it now.
-            _set(store, b["id"], status="uploaded")
+            move(store, b["id"], Status.UPLOADED)
