@@ -18,6 +18,7 @@ import json
 import math
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -26,31 +27,16 @@ from . import caps as capslib
 from .errors import ConfigError
 from .inputs import DuplicateKey, NotRegularFile, TooDeep, file_kind, parse_json, printable_line, read_regular, reject_duplicate_keys
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from .providers import PROVIDER_NAMES, Adapter, get_adapter, providers_where
 from .redaction import know_key_variables
 
-ProviderName = Literal["openai", "anthropic", "gemini", "openai-compatible"]
 Transport = Literal["batch", "sync"]
 Role = Literal["contestant", "judge"]
 ROLES: tuple[str, ...] = ("contestant", "judge")
-PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "gemini", "openai-compatible")
 
-DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
-
-# Provider limits per batch (requests, bytes of the request file). provider-apis.md §1/§5:
-# OpenAI 50,000 / 200 MB; Anthropic 100,000 / 256 MB (the create body, which is our file plus a
-# few bytes of framing, hence the margin); Gemini file input 2 GB; Zhipu and Kimi 100 MB.
-DEFAULT_LIMITS: dict[str, tuple[int, int]] = {
-    "openai": (50_000, 200_000_000),
-    "anthropic": (100_000, 255_000_000),
-    "gemini": (1_000_000, 2_000_000_000),
-    "openai-compatible": (50_000, 100_000_000),
-}
+# File limits of the sync transport (requests, bytes): it sends its lines online, one by one, so
+# only the local file is bounded. A batch route's limits are its provider's (Adapter.file_limits).
 SYNC_LIMITS = (10_000, 2_000_000_000)
-
-ANTHROPIC_DEFAULT_API_VERSION = "2023-06-01"
-# anthropic-version 2026-10-21 (the default of anthropic SDK 2.x) rejects temperature, top_p and
-# top_k on every model (provider-apis.md §3.6).
-ANTHROPIC_NO_SAMPLING_VERSIONS = frozenset({"2026-10-21"})
 
 # Every provider accepts temperatures in 0..2 (Anthropic 0..1); anything else is a typo that would
 # be sent to every request. Integers are bounded where they must survive JSON and SQLite.
@@ -125,7 +111,7 @@ class Price:
 @dataclass(frozen=True)
 class Route:
     name: str
-    provider: ProviderName
+    provider: str  # a name in providers.PROVIDER_NAMES
     model: str
     # As written in the config; None = inferred from judging.panel. Kept apart from the effective
     # role (Config.role_of) because only an explicit role may turn a former judge into a contestant.
@@ -139,7 +125,7 @@ class Route:
     endpoint_path: str = "/v1/chat/completions"
     base_url: str | None = None
     api_key_env: str = ""
-    api_version: str | None = None  # anthropic only
+    api_version: str | None = None  # only for providers with API versions (Adapter.default_api_version)
     completion_window: str = "24h"
     max_tokens: int | None = None  # completion budget override
     max_requests_per_file: int = 50_000
@@ -154,10 +140,7 @@ class Route:
     @property
     def endpoint_label(self) -> str:
         """The API endpoint the requests go to, for provenance."""
-        if self.transport == "sync":
-            return {"anthropic": "/v1/messages", "gemini": f"/models/{self.model}:generateContent"}.get(self.provider, self.endpoint_path)
-        return {"anthropic": "/v1/messages/batches", "gemini": f"/models/{self.model}:batchGenerateContent"}.get(
-            self.provider, f"/v1/batches {self.endpoint_path}")
+        return get_adapter(self.provider).endpoint_label(self)
 
     @property
     def endpoint_host(self) -> str:
@@ -165,11 +148,7 @@ class Route:
 
         if self.base_url:
             return urlparse(self.base_url).netloc or self.base_url
-        return {
-            "openai": "api.openai.com",
-            "anthropic": "api.anthropic.com",
-            "gemini": "generativelanguage.googleapis.com",
-        }.get(self.provider, "?")
+        return get_adapter(self.provider).default_host or "?"
 
 
 @dataclass(frozen=True)
@@ -258,7 +237,7 @@ class Config:
             "route": route.name,
             "provider": route.provider,
             "model": route.model,
-            "endpoint": route.endpoint if route.provider == "openai" else route.endpoint_path,
+            "endpoint": get_adapter(route.provider).policy_endpoint(route),
             "api_version": route.api_version,
             "caps": {"en": route.caps.en, "cjk": route.caps.cjk},
             "temperature": self.generation_temperature(route),
@@ -273,7 +252,7 @@ class Config:
             "route": route.name,
             "provider": route.provider,
             "model": route.model,
-            "endpoint": route.endpoint if route.provider == "openai" else route.endpoint_path,
+            "endpoint": get_adapter(route.provider).policy_endpoint(route),
             "api_version": route.api_version,
             "temperature": self.judge_temperature(route),
             "max_tokens": self.judging.max_tokens,
@@ -293,8 +272,7 @@ class Config:
         url = url.rstrip("/")
         routes = {}
         for name, r in self.routes.items():
-            base = url + "/v1" if r.provider in ("openai", "openai-compatible") else url
-            routes[name] = replace(r, base_url=base)
+            routes[name] = replace(r, base_url=url + get_adapter(r.provider).base_url_suffix)
         paths = self.paths
         if own_paths:
             paths = replace(paths, state=rehearsal_path(paths.state), jobs=rehearsal_path(paths.jobs),
@@ -488,8 +466,10 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     _check_roles(c, judging, routes)
     budget = c.number(raw, "budget", "", None, allow_none=True)
     config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
-    # Every key variable the config names is redacted from whatever batchrun stores or prints.
+    # Every key variable the config names is redacted from whatever batchrun stores or prints, and
+    # every variable a provider's SDK reads a key from besides (Adapter.alt_key_env).
     know_key_variables(r.api_key_env for r in routes.values())
+    know_key_variables(name for name in (get_adapter(p).alt_key_env for p in PROVIDER_NAMES) if name)
     return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
 
 
@@ -597,14 +577,20 @@ def _route_warning(config: Config, name: str) -> ConfigWarning | None:
     return ConfigWarning(config.path, name, route.model, tuple(fallbacks)) if fallbacks else None
 
 
+def _providers_text(capability: Callable[[Adapter], object]) -> str:
+    """'provider = "x"' (or several, joined by "or") for the providers with a capability."""
+    return " or ".join(f'provider = "{name}"' for name in providers_where(capability))
+
+
 def _parse_route(c: _Checker, name: str, r: Any) -> Route:
     where = f'routes."{name}"'
     if not isinstance(r, dict):
         raise c.fail(where, "must be a table", f'Write [routes."{name}"] with provider and model keys.')
     c.unknown(r, _ROUTE_KEYS, where)
     if "provider" not in r:
-        raise c.fail(f"{where}.provider", "is missing", f"Set provider to one of: {', '.join(PROVIDERS)}.")
-    provider = c.string(r, "provider", where, None, PROVIDERS)
+        raise c.fail(f"{where}.provider", "is missing", f"Set provider to one of: {', '.join(PROVIDER_NAMES)}.")
+    provider = c.string(r, "provider", where, None, PROVIDER_NAMES)
+    adapter = get_adapter(provider)
     if "model" not in r:
         raise c.fail(f"{where}.model", "is missing", 'Set model = "<the provider\'s model name>".')
     model = c.string(r, "model", where, None)
@@ -628,18 +614,19 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
 
     transport = c.string(r, "transport", where, "batch", ("batch", "sync"))
     endpoint = c.string(r, "endpoint", where, "chat", ("chat", "responses"))
-    if endpoint == "responses" and provider != "openai":
-        raise c.fail(f"{where}.endpoint", "can be \"responses\" only for provider = \"openai\"", 'Remove endpoint or set it to "chat".')
+    if endpoint not in adapter.endpoints:
+        raise c.fail(f"{where}.endpoint", f"can be \"{endpoint}\" only for {_providers_text(lambda a: endpoint in a.endpoints)}",
+                     'Remove endpoint or set it to "chat".')
     default_path = "/v1/responses" if endpoint == "responses" else "/v1/chat/completions"
     endpoint_path = c.string(r, "endpoint_path", where, default_path)
     if not endpoint_path.startswith("/"):
         raise c.fail(f"{where}.endpoint_path", "must start with /", 'For example endpoint_path = "/v4/chat/completions".')
 
     api_version = None
-    if provider == "anthropic":
-        api_version = c.string(r, "api_version", where, ANTHROPIC_DEFAULT_API_VERSION)
+    if adapter.default_api_version is not None:
+        api_version = c.string(r, "api_version", where, adapter.default_api_version)
     elif "api_version" in r:
-        raise c.fail(f"{where}.api_version", "applies only to provider = \"anthropic\"", "Remove it.")
+        raise c.fail(f"{where}.api_version", f"applies only to {_providers_text(lambda a: a.default_api_version is not None)}", "Remove it.")
 
     if "send_temperature" in r:
         send_temperature = c.boolean(r, "send_temperature", where, True)
@@ -647,11 +634,11 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
     else:
         send_temperature = not capslib.rejects_temperature(model)
         source = "built-in list" if not send_temperature else "default"
-    if api_version in ANTHROPIC_NO_SAMPLING_VERSIONS and send_temperature:
+    if api_version in adapter.no_sampling_api_versions and send_temperature:
         raise c.fail(
             where,
             f"uses api_version = \"{api_version}\", which rejects temperature on every model, while it sends temperature",
-            'The protocol sends temperature 0.1 to models that accept it, which needs api_version = "2023-06-01" '
+            f'The protocol sends temperature 0.1 to models that accept it, which needs api_version = "{adapter.default_api_version}" '
             '(the default); or set send_temperature = false if this model rejects temperature anyway.',
         )
 
@@ -659,18 +646,18 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
     allow_insecure_http = c.boolean(r, "allow_insecure_http", where, False)
     if base_url is not None and (problem := base_url_problem(base_url, allow_insecure=allow_insecure_http)):
         raise c.fail(f"{where}.base_url", *problem)
-    if provider == "openai-compatible" and "api_key_env" not in r:
+    if not adapter.default_key_env and "api_key_env" not in r:
         raise c.fail(
             f"{where}.api_key_env",
-            "is required for openai-compatible routes",
+            f"is required for {provider} routes",
             'Name the environment variable holding this provider\'s key, e.g. api_key_env = "DASHSCOPE_API_KEY" '
             "(batchrun never sends one provider's key to another).",
         )
-    if provider == "openai-compatible" and not base_url:
-        raise c.fail(f"{where}.base_url", "is required for openai-compatible routes", 'Set base_url = "https://.../v1" (the provider\'s OpenAI-compatible base URL).')
-    api_key_env = c.string(r, "api_key_env", where, DEFAULT_KEY_ENV.get(provider, ""))
+    if adapter.default_host is None and not base_url:
+        raise c.fail(f"{where}.base_url", f"is required for {provider} routes", 'Set base_url = "https://.../v1" (the provider\'s base URL).')
+    api_key_env = c.string(r, "api_key_env", where, adapter.default_key_env)
 
-    limit_n, limit_bytes = SYNC_LIMITS if transport == "sync" else DEFAULT_LIMITS[provider]
+    limit_n, limit_bytes = SYNC_LIMITS if transport == "sync" else adapter.file_limits
     max_n = c.number(r, "max_requests_per_file", where, limit_n, integer=True, minimum=1)
     max_bytes = c.number(r, "max_bytes_per_file", where, limit_bytes, integer=True, minimum=1024)
     if max_n > limit_n or max_bytes > limit_bytes:
