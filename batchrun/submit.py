@@ -5,16 +5,16 @@ committed to state.db before the provider call that depends on it, so a crash an
 state the next run can finish without paying twice:
 
 - killed while `uploading`: upload again (an orphan uploaded file costs nothing);
-- killed while `creating`: the provider may or may not have created the batch. OpenAI batches
-  carry our local id in `metadata` and Gemini batches in `displayName`: list the provider's
-  recent batches and adopt the tagged one, or create if there is none. Anthropic batches carry no
-  tag: candidates created in the window with our request count are held until they end, then the
-  one whose results carry our custom_ids is adopted; only when no candidate can be ours are the
-  requests sent again.
+- killed while `creating`: the provider may or may not have created the batch. Where batches
+  carry our tag (`Adapter.tags_batches`: OpenAI's `metadata`, Gemini's `displayName`), list the
+  provider's recent batches and adopt the tagged one, or create if there is none. Where they
+  carry none (Anthropic): candidates created in the window with our request count are held until
+  they end, then the one whose results carry our custom_ids is adopted; only when no candidate
+  can be ours are the requests sent again.
 
-SDK retries are off for creates (clients.py): the OpenAI SDK retries `POST /v1/batches` after a
-dropped connection without an idempotency key, which would create duplicates. We retry through
-the adoption path instead.
+SDK retries are off for creates (clients.py): an SDK that retries a dropped `POST` of a batch
+create without an idempotency key would create duplicates. We retry through the adoption path
+instead.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ from .errors import ProviderError, StateError
 from .lifecycle import KEY_REFUSED, NOT_CREATED, Status, move
 from .plan import PlanResult, plan
 from .progress import SILENT, Progress
-from .providers import BatchStatus, get_adapter
-from .providers.anthropic import total_requests
+from .providers import Adapter, BatchStatus, get_adapter
 from .redaction import redact_file
 from .quota import Gate, submission_order
 from .safepath import safe_component
@@ -209,13 +208,13 @@ def _upload_and_create(store: Store, config: Config, route: Route, b: dict[str, 
     return _create(store, route, adapter, client, b, file_id, result, progress)
 
 
-def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], file_id: str | None,
+def _create(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[str, Any], file_id: str | None,
             result: SubmitResult, progress: Progress) -> bool:
     """Create the provider batch, never twice: every uncertain failure goes through adoption."""
     path = Path(b["request_file"])
     for attempt in range(CREATE_ATTEMPTS):
-        if route.provider == "anthropic":
-            # Anthropic reads the requests inline: check the file once more right before sending.
+        if adapter.inline_requests:
+            # The requests are read from the file into the create body: check it once more first.
             verify_request_file(b)
         move(store, b["id"], Status.CREATING, creating_at=time.time())
         faults.point("submit.before_create")
@@ -231,11 +230,11 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                 if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
                     raise provider_error(c, what=f"Creating the batch {b['id']}", route=route)
                 continue
-            if route.provider == "anthropic" and c.failure == "client" and c.status in (400, 413, 422):
-                # Anthropic has no "failed" batch state: the requests travel in the create body,
-                # so a batch that fails validation is a 400 on create. Record it as a batch the
-                # provider failed as a whole; collect re-queues its requests once, then fails them
-                # with the provider's message (protocol: same as OpenAI/Gemini validation failures).
+            if c.failure == "client" and c.status in adapter.validation_failure_statuses:
+                # The provider validates the requests in the create call (it has no "failed" batch
+                # state): record a batch the provider failed as a whole; collect re-queues its
+                # requests once, then fails them with the provider's message (protocol: the same
+                # as a failed batch at the providers that have one).
                 _refused_as_a_whole(store, b, c, provider_state="failed")
                 progress.event(f"{b['id']} refused by the provider as a whole (HTTP {c.status}): {c.message}")
                 return False
@@ -294,20 +293,20 @@ def _refused_as_a_whole(store: Store, b: dict[str, Any], c: Classified, *, provi
          run_id=store.run_id)
 
 
-def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], progress: Progress) -> str:
+def _adopt(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[str, Any], progress: Progress) -> str:
     """Find the provider batch an uncertain create may have made. Returns adopted | hold | absent."""
     since = (b["creating_at"] or b["created_at"]) - ADOPTION_WINDOW_SECONDS
     recent = adapter.list_recent(client, route, since)
-    if route.provider != "anthropic":
+    if adapter.tags_batches:
         for status in recent:
             if _matches_tag(store, b["id"], status):
                 _in_flight(store, b["id"], status, client, route)
                 progress.event(f"adopted {status.provider_batch_id} for {b['id']} (created before a crash or a dropped connection)")
                 return "adopted"
         return "absent"
-    # Anthropic: no tag. Candidates: created in the window, same request count, not already ours.
+    # No tag. Candidates: created in the window, same request count, not already ours.
     known = {r[0] for r in store.db.execute("SELECT provider_batch_id FROM batches WHERE provider_batch_id IS NOT NULL").fetchall()}
-    candidates = [s for s in recent if s.provider_batch_id not in known and total_requests(s.counts) == b["n_requests"]]
+    candidates = [s for s in recent if s.provider_batch_id not in known and s.n_requests == b["n_requests"]]
     if not candidates:
         return "absent"
     ours = {r[0] for r in store.db.execute("SELECT custom_id FROM batch_requests WHERE batch_id = ?", [b["id"]]).fetchall()}
