@@ -119,15 +119,18 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
     with db.atomic():
         # First, before anything is written: a refusal rolls the transaction back untouched.
         check_role_changes(store, config)
-        db.execute("INSERT OR IGNORE INTO datasets VALUES (?, ?, ?, ?)", [ds.sha256, str(ds.path), len(ds.tasks), now])
+        db.execute("INSERT OR IGNORE INTO datasets (sha256, path, n_tasks, first_seen) VALUES (?, ?, ?, ?)",
+                   [ds.sha256, str(ds.path), len(ds.tasks), now])
         store.set_meta("dataset_sha256", ds.sha256)
         for cf, info in corpus.docs.items():
-            db.execute("INSERT OR IGNORE INTO documents VALUES (?, ?, ?, ?, ?)", [info.sha256, info.name, info.chars, info.nbytes, int(info.cjk)])
+            db.execute("INSERT OR IGNORE INTO documents (sha256, name, chars, bytes, cjk) VALUES (?, ?, ?, ?, ?)",
+                       [info.sha256, info.name, info.chars, info.nbytes, int(info.cjk)])
             db.execute("""INSERT OR IGNORE INTO document_readings (sha256, reading, chars, cjk, measured_at, newlines_translated)
                           VALUES (?, ?, ?, ?, ?, ?)""", [info.sha256, READING, info.chars, int(info.cjk), now, int(info.newlines_translated)])
             st = corpus.paths[cf].stat()
             if cacheable(st):  # see corpus._measured: a racy file is not cached
-                db.execute("INSERT OR REPLACE INTO document_files VALUES (?, ?, ?, ?)", [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])
+                db.execute("INSERT OR REPLACE INTO document_files (path, size, mtime_ns, sha256) VALUES (?, ?, ?, ?)",
+                           [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])
             else:
                 db.execute("DELETE FROM document_files WHERE path = ?", [str(corpus.paths[cf])])
         db.execute("DELETE FROM tasks")
@@ -153,7 +156,8 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
                 scope = "send" if info.chars <= cap else "out_of_context_scope"
                 custom_id = generation_custom_id(fp, t, info) if scope == "send" else None
                 db.execute(
-                    "INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    """INSERT OR REPLACE INTO cells (policy_fp, task_id, route, doc_sha256, doc_chars, cjk, cap, cap_source, scope,
+                       custom_id, task_sha256, planned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     [fp, t.task_id, route.name, info.sha256, info.chars, int(info.cjk), cap, route.caps.source, scope, custom_id, t.sha256, now],
                 )
                 if custom_id:
@@ -189,7 +193,7 @@ def _record_config_route(store: Store, route: Route, role: str, fp: str, panel_p
 
 
 def _record_policy(store: Store, fp: str, stage: str, route: Route, policy: dict[str, Any], now: float) -> None:
-    store.db.execute("INSERT OR IGNORE INTO policies VALUES (?, ?, ?, ?, ?, ?, ?)",
+    store.db.execute("INSERT OR IGNORE INTO policies (fingerprint, stage, route, provider, model, policy_json, first_seen) VALUES (?, ?, ?, ?, ?, ?, ?)",
                      [fp, stage, route.name, route.provider, route.model, json.dumps(policy, sort_keys=True), now])
 
 
