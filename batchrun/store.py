@@ -33,6 +33,12 @@ from .version import __version__
 migrations = Migrations("batchrun")
 
 
+def known_migrations() -> set[str]:
+    """The names of the migrations this version defines: all of them are pending on an empty
+    database (Migrations.pending is public and read-only; the list it reads is not public)."""
+    return {m.name for m in migrations.pending(Database(memory=True, execute_plugins=False))}
+
+
 def sql_list(values: tuple[str, ...]) -> str:
     """('a', 'b') as SQL text; repr() would write a one-element tuple as ('a',)."""
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
@@ -701,9 +707,8 @@ class Store:
     def _check_version(self) -> None:
         if "_sqlite_migrations" not in self.db.table_names():
             return
-        known = {m.name for m in migrations._migrations} if hasattr(migrations, "_migrations") else set()
         applied = {m.name for m in migrations.applied(self.db)}
-        unknown = sorted(applied - known) if known else []
+        unknown = sorted(applied - known_migrations())
         if unknown:
             raise StateError(
                 f"{self.path} was written by a newer batchrun (it has migrations this version {__version__} "
