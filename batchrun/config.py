@@ -424,12 +424,13 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
 
     graw = c.table(raw.get("generation"), "generation")
     c.unknown(graw, {"temperature", "max_tokens", "reasoning_max_tokens", "max_retries", "max_resubmits"}, "generation")
+    g = Generation()  # the defaults
     generation = Generation(
-        temperature=c.number(graw, "temperature", "generation", 0.1, maximum=MAX_TEMPERATURE),
-        max_tokens=c.number(graw, "max_tokens", "generation", 8192, integer=True, minimum=1),
-        reasoning_max_tokens=c.number(graw, "reasoning_max_tokens", "generation", 32768, integer=True, minimum=1),
-        max_retries=c.number(graw, "max_retries", "generation", 5, integer=True),
-        max_resubmits=c.number(graw, "max_resubmits", "generation", 3, integer=True),
+        temperature=c.number(graw, "temperature", "generation", g.temperature, maximum=MAX_TEMPERATURE),
+        max_tokens=c.number(graw, "max_tokens", "generation", g.max_tokens, integer=True, minimum=1),
+        reasoning_max_tokens=c.number(graw, "reasoning_max_tokens", "generation", g.reasoning_max_tokens, integer=True, minimum=1),
+        max_retries=c.number(graw, "max_retries", "generation", g.max_retries, integer=True),
+        max_resubmits=c.number(graw, "max_resubmits", "generation", g.max_resubmits, integer=True),
     )
 
     jraw = c.table(raw.get("judging"), "judging")
@@ -439,11 +440,12 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         raise c.fail("judging.panel", "must be a list of route names", 'Write panel = ["judge-a", "judge-b", "judge-c"].')
     if len(set(panel)) != len(panel):
         raise c.fail("judging.panel", "names a route twice", "List each judge route once.")
+    j = Judging()  # the defaults
     judging = Judging(
         panel=tuple(panel),
-        temperature=c.number(jraw, "temperature", "judging", 0.1, maximum=MAX_TEMPERATURE),
-        max_tokens=c.number(jraw, "max_tokens", "judging", 16384, integer=True, minimum=1),
-        max_retries_per_run=c.number(jraw, "max_retries_per_run", "judging", 3, integer=True),
+        temperature=c.number(jraw, "temperature", "judging", j.temperature, maximum=MAX_TEMPERATURE),
+        max_tokens=c.number(jraw, "max_tokens", "judging", j.max_tokens, integer=True, minimum=1),
+        max_retries_per_run=c.number(jraw, "max_retries_per_run", "judging", j.max_retries_per_run, integer=True),
     )
 
     rraw = c.table(raw.get("routes"), "routes")
@@ -612,12 +614,13 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
     else:
         route_caps = capslib.Caps(*capslib.DEFAULT_CAPS, "default (unlisted model)")
 
-    transport = c.string(r, "transport", where, "batch", ("batch", "sync"))
-    endpoint = c.string(r, "endpoint", where, "chat", ("chat", "responses"))
+    # A Route's field defaults are the config's defaults (Route.<field> is the default value).
+    transport = c.string(r, "transport", where, Route.transport, ("batch", "sync"))
+    endpoint = c.string(r, "endpoint", where, Route.endpoint, ("chat", "responses"))
     if endpoint not in adapter.endpoints:
         raise c.fail(f"{where}.endpoint", f"can be \"{endpoint}\" only for {_providers_text(lambda a: endpoint in a.endpoints)}",
                      'Remove endpoint or set it to "chat".')
-    default_path = "/v1/responses" if endpoint == "responses" else "/v1/chat/completions"
+    default_path = "/v1/responses" if endpoint == "responses" else Route.endpoint_path
     endpoint_path = c.string(r, "endpoint_path", where, default_path)
     if not endpoint_path.startswith("/"):
         raise c.fail(f"{where}.endpoint_path", "must start with /", 'For example endpoint_path = "/v4/chat/completions".')
@@ -681,18 +684,19 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
             output=c.number(praw, "output", f"{where}.price", None, allow_none=True),
             tiers=tuple(sorted(tiers, key=lambda t: t.above_input_tokens)),
         )
-    cpt = (3.3, 1.5)
+    cpt = Route.chars_per_token
     if "chars_per_token" in r:
         craw = c.table(r["chars_per_token"], f"{where}.chars_per_token")
         c.unknown(craw, {"en", "cjk"}, f"{where}.chars_per_token")
-        cpt = (c.number(craw, "en", f"{where}.chars_per_token", 3.3, minimum=0.1), c.number(craw, "cjk", f"{where}.chars_per_token", 1.5, minimum=0.1))
+        cpt = (c.number(craw, "en", f"{where}.chars_per_token", cpt[0], minimum=0.1),
+               c.number(craw, "cjk", f"{where}.chars_per_token", cpt[1], minimum=0.1))
 
     return Route(
         name=name,
         provider=provider,
         model=model,
         role=role,
-        reasoning=c.boolean(r, "reasoning", where, False),
+        reasoning=c.boolean(r, "reasoning", where, Route.reasoning),
         send_temperature=send_temperature,
         send_temperature_source=source,
         caps=route_caps,
@@ -702,13 +706,13 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
         base_url=base_url,
         api_key_env=api_key_env,
         api_version=api_version,
-        completion_window=c.string(r, "completion_window", where, "24h"),
+        completion_window=c.string(r, "completion_window", where, Route.completion_window),
         max_tokens=c.number(r, "max_tokens", where, None, integer=True, minimum=1, allow_none=True),
         max_requests_per_file=max_n,
         max_bytes_per_file=max_bytes,
-        sync_concurrency=c.number(r, "sync_concurrency", where, 4, integer=True, minimum=1),
+        sync_concurrency=c.number(r, "sync_concurrency", where, Route.sync_concurrency, integer=True, minimum=1),
         price=price,
-        batch_discount=c.number(r, "batch_discount", where, 0.5 if transport == "batch" else 1.0, maximum=1.0),
+        batch_discount=c.number(r, "batch_discount", where, Route.batch_discount if transport == "batch" else 1.0, maximum=1.0),
         chars_per_token=cpt,
         max_enqueued_tokens=c.number(r, "max_enqueued_tokens", where, None, integer=True, minimum=1, allow_none=True),
         max_batches_in_flight=c.number(r, "max_batches_in_flight", where, None, integer=True, minimum=1, allow_none=True),
