@@ -540,9 +540,5 @@ def demo(ctx: Context, directory: str) -> None:
     sys.exit(code)
 
 
-def main() -> None:  # pragma: no cover
-    cli()
-
-
 if __name__ == "__main__":  # pragma: no cover
     cli()

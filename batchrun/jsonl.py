@@ -74,14 +74,3 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
             body = raw.rstrip(b"\r\n") if complete else raw
             if body.strip():
                 yield number, body, complete
-
-
-def write_jsonl(path: Path, records: Any) -> int:
-    """Write records as JSONL; returns the number written."""
-    n = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for record in records:
-            f.write(dumps(record))
-            f.write("\n")
-            n += 1
-    return n
