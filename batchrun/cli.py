@@ -94,12 +94,9 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         # Likewise before recording a run in an existing state.db: a bad dataset, or a judge the
         # config would silently turn into a contestant, changes nothing (not even the runs table).
         # (Read-only: the document cache makes this a stat per unchanged document.)
-        ro = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True)
-        try:
+        with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True) as ro:
             check_role_changes(ro, config)
             scan_corpus(ro, config)
-        finally:
-            ro.close()
     lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
     store: Store | None = None
     try:
@@ -136,11 +133,8 @@ def _check_writable(config: Config) -> None:
 @contextmanager
 def reader(config: Config) -> Iterator[Store]:
     """state.db opened read-only (works on read-only media and while a writer runs), closed after."""
-    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
-    try:
+    with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True) as store:
         yield store
-    finally:
-        store.close()
 
 
 def _note_rehearsal(config: Config) -> None:

@@ -809,6 +809,12 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def schema_markdown() -> str:
     """docs/schema.md, generated from the migrations so it cannot drift."""

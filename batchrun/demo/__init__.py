@@ -41,9 +41,9 @@ def prepare(directory: Path) -> Path:
 def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
              interval: float = 0.2) -> int:
     from ..emulator import Emulator
+    from ..outputs import report_data
     from ..refresh import refresh
     from ..report import render
-    from ..outputs import report_data
 
     folder = Path(directory).resolve()
     config_path = prepare(folder)
