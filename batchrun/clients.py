@@ -141,7 +141,7 @@ def retry_base() -> float:
         return 1.0
 
 
-# Backoff between attempts of one request (spec §2: transient errors "retry up to 5x with
+# Backoff between attempts of one request (the protocol: transient errors "retry up to 5x with
 # backoff"). A batch retry goes out in a later round, never in the minute of the failure: batch
 # providers report transient failures in bulk (an overloaded region, a rate limit), and a retry
 # sent at once lands in the same trouble. Online (sync) requests back off from a second.

@@ -198,14 +198,14 @@ class Config:
 
     def role_of(self, name: str) -> Literal["contestant", "judge", "idle"]:
         """A route in the panel judges; a route declared a judge but out of the panel is idle
-        (nothing is sent for it); every other route is a contestant (spec §4)."""
+        (nothing is sent for it); every other route is a contestant (the protocol's panel is non-contestant)."""
         if name in self.judging.panel:
             return "judge"
         return "idle" if self.routes[name].role == "judge" else "contestant"
 
     @property
     def contestants(self) -> list[Route]:
-        """Routes on the leaderboard: neither in the panel nor declared judges (spec §4: non-contestant panel)."""
+        """Routes on the leaderboard: neither in the panel nor declared judges (the protocol's panel is non-contestant)."""
         return [r for name, r in self.routes.items() if self.role_of(name) == "contestant"]
 
     @property
@@ -526,7 +526,7 @@ def is_loopback(host: str) -> bool:
 
 
 def _check_roles(c: _Checker, judging: Judging, routes: dict[str, Route]) -> None:
-    """Spec §4: the panel is non-contestant. A judge is never a contestant, and no contestant is
+    """The WildTrace protocol's panel is non-contestant. A judge is never a contestant, and no contestant is
     graded by its own model, however the two routes spell it or whoever serves them."""
     for name in judging.panel:
         if routes[name].role == "contestant":

@@ -4,7 +4,7 @@ JSON-escaped once per plan.
 A document is its text as the reference harness (Python) reads it: `open(path,
 encoding="utf-8").read()`, that is strict UTF-8 with universal newlines (`\r\n` and a lone `\r`
 become `\n`) and a UTF-8 BOM kept as U+FEFF (the "utf-8" codec does not strip it). Its length
-(the spec counts characters, not bytes), its CJK head and the text sent in request lines are all
+(the protocol counts characters, not bytes), its CJK head and the text sent in request lines are all
 of that text. Its identity is the sha256 of its bytes, which goes into every custom_id built from
 it.
 """

@@ -1,6 +1,6 @@
 """Why a route cannot finish, and what to do about it.
 
-Only a real refusal or an empty answer is the model's failure (spec 001 §2, §5). Every other
+Only a real refusal or an empty answer is the model's failure (the WildTrace protocol). Every other
 failure leaves the cell open, in one of two states that this module explains:
 
 - **blocked**: the provider refused the request itself (a 400-class error), the key (401/403),

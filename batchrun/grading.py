@@ -93,7 +93,7 @@ def points_json(points: list[Any] | None) -> str | None:
 
 
 def score(total: float, rubric_total: float) -> float:
-    """clamp(total / sum of the rubric's points, 0, 1) — spec §4."""
+    """clamp(total / sum of the rubric's points, 0, 1), as the protocol scores a verdict."""
     if rubric_total <= 0:
         return 0.0
     return min(max(total / rubric_total, 0.0), 1.0)

@@ -46,10 +46,11 @@ def _h(*parts: str) -> str:
 
 
 def generation_custom_id(policy_fp: str, task: Task, doc: DocumentInfo) -> str:
-    """The generation request's id. Where reading the document translated newlines (spec 001 reads
-    with universal newlines; batchrun before 0.2 sent \r\n as it was), the reading is part of the
-    id: such a prompt differs from the one an older batchrun sent under the same id, so its answer
-    must not be reused. Every other document keeps its id, and its answers."""
+    """The generation request's id. Where reading the document translated newlines (the WildTrace
+    reference harness reads with universal newlines; batchrun before 0.2 sent \r\n as it was),
+    the reading is part of the id: such a prompt differs from the one an older batchrun sent under
+    the same id, so its answer must not be reused. Every other document keeps its id, and its
+    answers."""
     if doc.newlines_translated:
         return "g-" + _h("gen", policy_fp, task.task_id, doc.sha256, task.question, READING)[:40]
     return "g-" + _h("gen", policy_fp, task.task_id, doc.sha256, task.question)[:40]
@@ -184,7 +185,7 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
 
 def _record_config_route(store: Store, route: Route, role: str, fp: str, panel_position: int | None,
                          retry_budget: int, resubmit_budget: int) -> None:
-    # The retry budgets are per run (spec §2: "retry up to 5x"); the views read them from here.
+    # The retry budgets are per run (the protocol: "retry up to 5x"); the views read them from here.
     store.db.execute(
         """INSERT INTO config_routes (route, role, policy_fp, provider, model, transport, endpoint_host, panel_position,
            retry_budget, resubmit_budget) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",

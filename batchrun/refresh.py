@@ -5,7 +5,7 @@ in flight, nothing sendable and no retry due before the time limit — what is l
 routes (the config must change: each is named with its diagnosis), cells whose retry budget this
 run used up (the next run resumes them), or everything held by the budget or a quota (exit 2,
 said plainly); (c) the time limit is reached: in-flight batches are left for the next run (exit 2).
-While only retries are left that back off (spec §2), it sleeps until the first is due.
+While only retries are left that back off (the protocol retries with backoff), it sleeps until the first is due.
 """
 
 from __future__ import annotations

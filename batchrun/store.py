@@ -206,7 +206,7 @@ def m002_views(db: Database) -> None:
                THEN j.mean_score END AS score
         FROM gen g LEFT JOIN judged j ON j.route = g.route AND j.task_id = g.task_id"""
     )
-    # Per contestant route, the protocol's two views (spec §5). Headlines are null while anything
+    # Per contestant route, the protocol's two views (Scored and All-tasks). Headlines are null while anything
     # is pending: never publish a partial number as if it were final.
     db.execute(
         """CREATE VIEW leaderboard AS

@@ -288,7 +288,7 @@ def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
         content = "".join(as_text(p.get("text"), "a content part's `text`") or "" for p in content if isinstance(p, dict))
     content = as_text(content, "`message.content`")
     if finish == "content_filter":
-        # The provider's content filter withheld the answer: a refusal (spec §2), never retried.
+        # The provider's content filter withheld the answer: a refusal (the protocol counts it as one), never retried.
         return LineResult(custom_id, "refusal", text=content or "", finish_reason=finish, usage=usage)
     if not content or not content.strip():
         return LineResult(custom_id, "empty", text=content or "", finish_reason=finish, usage=usage)
