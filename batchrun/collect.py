@@ -35,7 +35,7 @@ from .grading import parse_verdict, points_json, score
 from .ledger import queue_judgments, sync_state
 from .lifecycle import KEY_REFUSED, Status, move
 from .progress import SILENT, Progress
-from .providers import RETRY_AFTER_KEY, LineResult, get_adapter, malformed
+from .providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
 from .redaction import known_keys, redact
 from .store import Store
 
@@ -132,7 +132,7 @@ def _kinds(store: Store, batch_id: str) -> dict[str, int]:
     return {r[0]: r[1] for r in store.db.execute("SELECT kind, count(*) FROM results WHERE batch_id = ? GROUP BY kind", [batch_id])}
 
 
-def _parse(adapter: Any, obj: Any) -> LineResult:
+def _parse(adapter: Adapter, obj: Any) -> LineResult:
     """The adapter's reading of one decoded line. parse_line is total (providers.parse_total);
     this guard is the last line of defence: whatever it raises makes the line malformed, so one
     line can never stop a batch (or every later collect)."""

@@ -212,8 +212,10 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
             if not os.access(path, os.R_OK):
                 raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
             key = (str(path), st.st_size, st.st_mtime_ns)
-            info = _measured.get(key)
-            if info is None or info.name != name:
+            measured = _measured.get(key)
+            if measured is not None and measured.name == name:
+                info = measured
+            else:
                 info = measure_file(name, path, where=where)
                 if cacheable(st):
                     _measured[key] = info

@@ -56,7 +56,8 @@ def fmt_money(value: float | None) -> str:
 def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
     """Per night and route: estimate vs actual, from the `cost` view."""
     # A batch the provider refused for a queue quota never ran (its requests went again in another batch).
-    where, params = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = ?)", [Status.REFUSED]
+    where = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = ?)"
+    params: list[Any] = [Status.REFUSED]
     if since:
         where, params = where + " AND night >= ?", [*params, since]
     rows = store.rows(

@@ -56,9 +56,9 @@ def _objects(text: str) -> list[dict[str, Any]]:
 
 
 def parse_verdict(text: str | None) -> Verdict:
-    stripped = text.strip() if text else ""
-    if not stripped:
+    if not text or not text.strip():
         return Verdict(None, error="empty reply")
+    stripped = text.strip()
     if stripped.startswith("{"):  # the common case: the reply is exactly the verdict object
         try:
             obj = jsonl.loads(stripped)

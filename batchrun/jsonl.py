@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from json.encoder import encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring, encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 

@@ -30,7 +30,7 @@ from .caps import CJK_WINDOW, is_cjk
 from .clients import round_backoff
 from .config import Config, ConfigWarning, Route, fingerprint
 from .corpus import READING, Corpus, DocumentInfo, cacheable, scan_corpus
-from .dataset import Task
+from .dataset import RubricItem, Task
 from .errors import ConfigError
 from .lifecycle import Status, move_all
 from .prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
@@ -220,7 +220,7 @@ def queue_judgments(store: Store, config: Config) -> int:
                                  AND jr.graded_sha256 = t.graded_sha256)""",
             [judge_name, jfp])
         for a in answers:
-            rubric = [_Item(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
+            rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
             cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["graded_sha256"])
             prompt_chars = len(judge_prompt(a["question"], rubric, a["text"]))
             cur = store.db.execute(
@@ -234,12 +234,6 @@ def queue_judgments(store: Store, config: Config) -> int:
             )
             new += cur.rowcount
     return new
-
-
-@dataclass(frozen=True)
-class _Item:
-    points: int | float
-    criterion: str
 
 
 def current_requests_sql() -> str:

@@ -30,7 +30,7 @@ from .errors import DataError
 from .ledger import Pending, pending_requests, sync_state
 from .lifecycle import Status, move, new_batch
 from .prompts import generation_prompt, judge_prompt
-from .providers import RequestSpec, get_adapter
+from .providers import Adapter, RequestSpec, get_adapter
 from .store import Store
 
 # Stands in for the document while a line is serialised; the escaped document replaces it.
@@ -191,6 +191,7 @@ class ShardWriter:
     def finish(self) -> None:
         if self.file is None:
             return
+        assert self.batch_id is not None  # set by _open with the file
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
@@ -223,7 +224,7 @@ def recover_interrupted_writes(store: Store, config: Config) -> None:
         move(store, row["id"], Status.ABANDONED, error="interrupted while writing")
 
 
-def _line_parts(adapter: Any, route: Route, spec: RequestSpec, document_escaped: EscapedDocument | None) -> list[bytes | EscapedDocument]:
+def _line_parts(adapter: Adapter, route: Route, spec: RequestSpec, document_escaped: EscapedDocument | None) -> list[bytes | EscapedDocument]:
     line = jsonl.dumps(adapter.build_line(route, spec))
     if document_escaped is None:
         return [line.encode(), b"\n"]

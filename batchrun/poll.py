@@ -28,7 +28,7 @@ from .errors import ProviderError
 from .lifecycle import TO_FOLLOW, Status, move, record
 from .progress import SILENT, Progress
 from .redaction import redact, redact_file
-from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, BatchStatus, get_adapter
+from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
 from .store import Store, sql_list
 from .submit import verify_request_file
 
@@ -125,7 +125,7 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
         progress.event(f"downloaded {b['id']}: {names}")
 
 
-def _download(store: Store, b: dict[str, Any], adapter: Any, client: Any, route: Route,
+def _download(store: Store, b: dict[str, Any], adapter: Adapter, client: Any, route: Route,
               status: BatchStatus) -> tuple[list[Path], int, bool]:
     """Fetch the result files (again while the last line is cut): (files, fetches so far in all, complete)."""
     attempts = b["download_attempts"] or 0

@@ -737,6 +737,7 @@ class Store:
                 "INSERT INTO runs (command, started_at, pid, batchrun_version) VALUES (?, ?, ?, ?)",
                 [command, time.time(), os.getpid(), __version__],
             )
+        assert cur.lastrowid is not None  # an INSERT into a rowid table
         self.run_id = cur.lastrowid
         return self.run_id
 

@@ -127,6 +127,7 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
     for bid in result_plan.batches:
         progress.counters["files_written"] += 1
         b = store.one("SELECT n_requests, bytes, route FROM batches WHERE id = ?", [bid])
+        assert b is not None  # plan just wrote it
         progress.event(f"wrote {bid}: {b['n_requests']} requests, {b['bytes']:,} bytes")
     if dry_run:
         return result
@@ -248,7 +249,9 @@ def _create(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[s
                     return False
                 raise provider_error(c, what="Creating the batch", route=route)
             progress.event(f"creating {b['id']} gave no clear answer ({c.message}); checking whether the provider created it")
-            outcome = _adopt(store, route, adapter, client, store.one("SELECT * FROM batches WHERE id = ?", [b["id"]]), progress)
+            current = store.one("SELECT * FROM batches WHERE id = ?", [b["id"]])
+            assert current is not None
+            outcome = _adopt(store, route, adapter, client, current, progress)
             if outcome == "adopted":
                 result.adopted.append(b["id"])
                 return True
