@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from batchrun.cli import cli
-from batchrun.store import schema_markdown
+from batchrun.schema import schema_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
