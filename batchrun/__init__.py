@@ -9,7 +9,8 @@ The library under the CLI, for scripts and notebooks::
 """
 
 from .collect import collect
-from .config import Config, Route, load_config
+from .config import Config, Route
+from .config_file import load_config
 from .errors import (
     BatchrunError,
     ConfigError,

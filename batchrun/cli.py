@@ -18,7 +18,8 @@ from typing import Any
 
 import click
 
-from .config import Config, load_config
+from .config import Config
+from .config_file import load_config
 from .errors import BatchrunError, environment_error, read_only
 from .progress import Progress
 from .redaction import redact

@@ -209,7 +209,8 @@ class Lines:
 def prepare(root: Path, total_lines: int, seed: int) -> dict[str, Any]:
     """Build state.db + jobs/ with `total_lines` downloaded result lines. Returns counts."""
     from batchrun import jsonl
-    from batchrun.config import fingerprint, load_config
+    from batchrun.config import fingerprint
+    from batchrun.config_file import load_config
     from batchrun.ledger import judge_custom_id, sync_state
     from batchrun.prompts import judge_prompt
     from batchrun.store import Store
@@ -326,7 +327,7 @@ def run_batchrun(config_path: Path, state: Path, profile: bool = False) -> tuple
     from dataclasses import replace
 
     from batchrun.collect import CollectResult, ingest
-    from batchrun.config import load_config
+    from batchrun.config_file import load_config
     from batchrun.store import Store
 
     config = load_config(config_path)
@@ -360,7 +361,7 @@ def run_full_collect(config_path: Path, state: Path) -> float:
     from dataclasses import replace
 
     from batchrun.collect import collect
-    from batchrun.config import load_config
+    from batchrun.config_file import load_config
     from batchrun.store import Store
 
     config = load_config(config_path)
