@@ -1,9 +1,11 @@
-"""Scores, results files and provenance, read from the views (never recomputed differently).
+"""What batchrun publishes: results/ files, the leaderboard and the report's data, with provenance.
 
-`leaderboard` and `cell_status` in state.db are the definition; this module only shapes them
-into results/<route>.responses.json, results/<route>.scores.json and the report's rows, adding
-per-judge details, the matched panel (a robustness view) and the provenance block that must
-accompany every published number.
+Nothing is scored here. Judge requests are queued by the ledger (ledger.queue_judgments),
+verdicts are parsed and normalised by grading.py at collect, and the views in state.db
+(`cell_status`, `leaderboard`) aggregate them: they are the definition. This module only shapes
+them into results/<route>.responses.json, results/<route>.scores.json and the report's rows,
+adding per-judge details, the matched panel (a robustness view) and the provenance block that
+must accompany every published number.
 """
 
 from __future__ import annotations
