@@ -8,11 +8,10 @@ The library under the CLI, for scripts and notebooks::
     outcome = refresh(store, config)
 """
 
-__version__ = "0.1.0"
-
-from .collect import collect  # noqa: E402
-from .config import Config, Route, load_config  # noqa: E402
-from .errors import (  # noqa: E402
+from .collect import collect
+from .config import Config, Route
+from .config_file import load_config
+from .errors import (
     BatchrunError,
     ConfigError,
     DataError,
@@ -20,12 +19,13 @@ from .errors import (  # noqa: E402
     ProviderError,
     StateError,
 )
-from .plan import plan  # noqa: E402
-from .poll import poll  # noqa: E402
-from .refresh import refresh  # noqa: E402
-from .scoring import leaderboard, report_data  # noqa: E402
-from .store import Store  # noqa: E402
-from .submit import submit  # noqa: E402
+from .plan import plan
+from .poll import poll
+from .refresh import refresh
+from .outputs import leaderboard, report_data
+from .store import Store
+from .submit import submit
+from .version import __version__
 
 __all__ = [
     "BatchrunError", "Config", "ConfigError", "DataError", "LockError", "ProviderError", "Route", "StateError",

@@ -1,7 +1,7 @@
 """The statistics of a publishable report, computed from state.db: intervals, paired comparisons,
 breakdowns, judge panel health and what changed since the last refresh.
 
-Everything is read once from `cells_now` (scoring.snapshot_cells) and the tables, then handed to
+Everything is read once from `cells_now` (outputs.snapshot_cells) and the tables, then handed to
 the pure functions of `stats`. Scores are fractions 0-1 in the data (JSON, CSV); human formats
 show 0-100.
 
@@ -24,7 +24,7 @@ from . import stats
 from .config import Config
 from .errors import ConfigError
 from .grading import score as normalised_score
-from .scoring import ZERO_FILLED, report_data, snapshot_cells
+from .outputs import ZERO_FILLED, report_data, snapshot_cells
 from .store import Store
 
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
@@ -101,7 +101,7 @@ class Cells:
 
 
 def read_cells(store: Store, board: list[dict[str, Any]]) -> Cells:
-    """Reads `cells_now` (fill it first with scoring.snapshot_cells)."""
+    """Reads `cells_now` (fill it first with outputs.snapshot_cells)."""
     per_task: dict[str, tuple[int | None, bool | None]] = {}
     status: dict[str, dict[str, str]] = defaultdict(dict)
     score: dict[str, dict[str, float | None]] = defaultdict(dict)
@@ -242,7 +242,7 @@ def pairwise(cells: Cells, boot: stats.DocumentBootstrap, settings: Settings) ->
 
 def compare(store: Store, config: Config, a: str, b: str, settings: Settings = Settings()) -> dict[str, Any]:
     """`batchrun compare A B`: the paired comparison of two contestant routes."""
-    from .scoring import leaderboard
+    from .outputs import leaderboard
 
     snapshot_cells(store)
     board = leaderboard(store)
@@ -356,7 +356,7 @@ def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, An
 
 def judge_scores(store: Store, *, with_text: bool = False) -> list[dict[str, Any]]:
     """Every current judgment of a current cell: route, task, judge, total, normalised score
-    (and the verdict text). Reads `cells_now` and `judged_now` (scoring.snapshot_cells)."""
+    (and the verdict text). Reads `cells_now` and `judged_now` (outputs.snapshot_cells)."""
     text = ", res.text AS verdict" if with_text else ""
     join = "JOIN results res ON res.id = s.ok_result_id" if with_text else ""
     rows = store.rows(

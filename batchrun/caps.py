@@ -1,8 +1,8 @@
-"""The protocol's per-model tables, built in (spec 001 §2-3).
+"""The WildTrace protocol's per-model tables, built in (its caps table and temperature list).
 
 Caps are in characters (Python `len` of the decoded text), keyed by model name and matched on
 `normalise_model` (however a provider or router spells the id). A route may override its caps in
-the config; an unlisted model gets the default row and a warning (once), because the spec says a
+the config; an unlisted model gets the default row and a warning (once), because the protocol says a
 new model's real window must be probed, never inherited from an older version.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: (en cap, cjk cap) per model, characters — spec 001 §3 table.
+#: (en cap, cjk cap) per model, characters — the protocol's caps table (the paper's).
 PAPER_CAPS: dict[str, tuple[int, int]] = {
     **{
         m: (2_850_000, 850_000)
@@ -31,7 +31,7 @@ PAPER_CAPS: dict[str, tuple[int, int]] = {
 
 DEFAULT_CAPS: tuple[int, int] = (2_850_000, 850_000)
 
-#: Models the spec (§2) says reject temperature: it is omitted for them, not sent as null.
+#: Models the protocol says reject temperature: it is omitted for them, not sent as null.
 REJECTS_TEMPERATURE: frozenset[str] = frozenset({"claude-opus-4.6", "claude-opus-4.8", "gpt-5.4"})
 
 CJK_WINDOW = 4000
@@ -49,7 +49,7 @@ class Caps:
 #
 # Every built-in rule (the caps table, the temperature list, "is this contestant the judge's
 # model") compares `normalise_model` forms, exactly: never a prefix or family match, because
-# mapping one model version onto another is the mistake spec §3 warns about (Qwen3.7 given
+# mapping one model version onto another is the mistake the protocol warns about (Qwen3.7 given
 # Qwen3-Max's cap). What is stripped is only what names *where* a model is served or *which
 # snapshot* of it: a spelling this does not recognise falls back to the default row with a
 # warning, which is safe; a wrong match would not be.
@@ -118,8 +118,8 @@ def rejects_temperature(model: str) -> bool:
 
 
 def known_model(model: str) -> bool:
-    """In the spec's tables, so its temperature behaviour is known (§2 names every model of the
-    §3 table that rejects it); an unknown model gets temperature sent, with a warning."""
+    """In the protocol's tables, so its temperature behaviour is known (the protocol names every
+    model of its caps table that rejects it); an unknown model gets temperature sent, with a warning."""
     m = normalise_model(model)
     return m in _CAPS or m in _REJECTS
 
@@ -133,7 +133,7 @@ _IDEOGRAPH = re.compile("[\u4e00-\u9fff]")
 
 
 def is_cjk(text: str) -> bool:
-    """The spec's CJK rule: more than 20 ideographs U+4E00-U+9FFF among the first 4,000 chars."""
+    """The protocol's CJK rule: more than 20 ideographs U+4E00-U+9FFF among the first 4,000 chars."""
     head = text[:CJK_WINDOW]
     if head.isascii():  # O(1) for str: English needs no scan (a Python loop here cost ~0.1 ms a call)
         return False

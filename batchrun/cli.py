@@ -19,12 +19,13 @@ from typing import Any
 
 import click
 
-from . import __version__
-from .config import Config, load_config
+from .config import Config
+from .config_file import load_config
 from .errors import BatchrunError, environment_error, read_only
 from .progress import Progress
 from .redaction import redact
 from .store import Store
+from .version import __version__
 
 EXIT_INCOMPLETE = 2
 
@@ -84,7 +85,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
     """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
     from .lock import WriterLock
-    from .plan import check_role_changes, scan_corpus
+    from .corpus import scan_corpus
+    from .ledger import check_role_changes
 
     _check_writable(config)
     if not config.paths.state.exists():
@@ -94,12 +96,9 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         # Likewise before recording a run in an existing state.db: a bad dataset, or a judge the
         # config would silently turn into a contestant, changes nothing (not even the runs table).
         # (Read-only: the document cache makes this a stat per unchanged document.)
-        ro = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True)
-        try:
+        with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True) as ro:
             check_role_changes(ro, config)
             scan_corpus(ro, config)
-        finally:
-            ro.close()
     lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
     store: Store | None = None
     try:
@@ -136,11 +135,8 @@ def _check_writable(config: Config) -> None:
 @contextmanager
 def reader(config: Config) -> Iterator[Store]:
     """state.db opened read-only (works on read-only media and while a writer runs), closed after."""
-    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
-    try:
+    with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True) as store:
         yield store
-    finally:
-        store.close()
 
 
 def _note_rehearsal(config: Config) -> None:
@@ -161,7 +157,7 @@ def announce_warnings(ctx: Context, store: Store, config: Config) -> None:
     Called after the command's work, so an error stays the first thing on stderr. With -q nothing
     is printed and nothing is remembered: the next run without -q says it.
     """
-    from .plan import record_warnings_shown, unshown_warnings
+    from .ledger import record_warnings_shown, unshown_warnings
 
     if ctx.quiet:
         return
@@ -410,7 +406,7 @@ def retry(ctx: Context, route: str, task: str | None, status_: str | None, reaso
     sends them. Refusals and empty answers are the model's answer and are never retried.
     """
     from .decisions import reopen
-    from .plan import sync_state
+    from .ledger import sync_state
 
     config = ctx.config()
     with writer(ctx, "retry", config, wait_lock=wait_lock) as store:
@@ -433,7 +429,7 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
     decision and its reason. Changing the route's config undoes it; `retry` reopens cells.
     """
     from .decisions import accept_failures as do_accept
-    from .plan import sync_state
+    from .ledger import sync_state
 
     config = ctx.config()
     with writer(ctx, "accept-failures", config, wait_lock=wait_lock) as store:
@@ -689,10 +685,6 @@ def demo(ctx: Context, directory: str) -> None:
 
     code = run_demo(directory, progress=ctx.progress(), echo=click.echo)
     sys.exit(code)
-
-
-def main() -> None:  # pragma: no cover
-    cli()
 
 
 if __name__ == "__main__":  # pragma: no cover

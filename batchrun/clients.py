@@ -1,12 +1,13 @@
 """The one place SDK clients are built, and the one place provider call failures are classified.
 
 `make_client(route)` reads the API key from the route's environment variable at call time (keys
-never reach state.db, jobs/, results/ or logs) and applies the route's base URL.
+never reach state.db, jobs/, results/ or logs) and has the route's adapter build its SDK client
+with the route's base URL.
 
-SDK retries are switched off (`max_retries=0`) and done here instead, uniformly across the three
-SDKs, because the OpenAI and Anthropic SDKs retry `POST` creates after a dropped connection without
-an idempotency key (provider-apis.md §2.1): a create must never be retried blindly, only through
-the adoption path in `submit`.
+SDK retries are switched off (`max_retries=0`) and done here instead, uniformly across the SDKs,
+because the Stainless-generated SDKs (OpenAI's, Anthropic's) retry a `POST` after a dropped
+connection without an idempotency key for batch creates: a create must never be retried blindly,
+only through the adoption path in `submit`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Literal, TypeVar
 
 from .config import Route
 from .errors import ConfigError, ProviderError
+from .providers import get_adapter, read_sdk_error
 from .redaction import know_key_variables, redact
 
 T = TypeVar("T")
@@ -38,10 +40,12 @@ REHEARSAL_KEY = "rehearsal-no-key"
 
 
 def _key_value(route: Route) -> str:
-    know_key_variables([route.api_key_env])  # whatever reads a key, its value is redacted everywhere
+    adapter = get_adapter(route.provider)
+    # Whatever reads a key, its value is redacted everywhere.
+    know_key_variables([route.api_key_env, adapter.alt_key_env or ""])
     value = os.environ.get(route.api_key_env, "")
-    if not value and route.provider == "gemini" and route.api_key_env == "GEMINI_API_KEY":
-        value = os.environ.get("GOOGLE_API_KEY", "")  # the SDK's own alternative variable
+    if not value and adapter.alt_key_env and route.api_key_env == adapter.default_key_env:
+        value = os.environ.get(adapter.alt_key_env, "")  # the SDK's own alternative variable
     return value or (REHEARSAL_KEY if route.key_optional else "")
 
 
@@ -67,44 +71,19 @@ def api_key(route: Route) -> str:
 
 
 def make_client(route: Route, *, timeout: float = 600.0) -> Any:
-    key = api_key(route)
-    if route.provider in ("openai", "openai-compatible"):
-        import openai
-
-        return openai.OpenAI(api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout)
-    if route.provider == "anthropic":
-        import anthropic
-
-        # The header is set explicitly whatever the SDK's major version: SDK 2.x defaults to
-        # 2026-10-21, which rejects temperature on every model (provider-apis.md §3.6).
-        return anthropic.Anthropic(
-            api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout,
-            default_headers={"anthropic-version": route.api_version or "2023-06-01"},
-        )
-    if route.provider == "gemini":
-        from google import genai
-        from google.genai import types
-
-        http_options: dict[str, Any] = {"timeout": int(timeout * 1000)}
-        if route.base_url:
-            http_options["base_url"] = route.base_url
-        return genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))
-    raise ConfigError(f"Unknown provider {route.provider!r} for route {route.name!r}.")
+    """The route's SDK client (built by its adapter), with the key read now and SDK retries off."""
+    return get_adapter(route.provider).make_client(route, api_key(route), timeout=timeout)
 
 
 def client_host(client: Any, route: Route) -> str:
     """The host `client` really sends to, for the batch records (and so for provenance).
 
     Not `route.endpoint_host`: without a base_url in the route the SDKs take one from their own
-    environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL), so the
-    config alone can name the wrong host."""
+    environment variables (each SDK's *_BASE_URL), so the config alone can name the wrong host."""
     from urllib.parse import urlparse
 
-    base = getattr(client, "base_url", None)  # openai, anthropic
-    if base is None:  # google-genai keeps it in its API client's HTTP options
-        options = getattr(getattr(client, "_api_client", None), "_http_options", None)
-        base = getattr(options, "base_url", None)
-    return (urlparse(str(base)).netloc if base else "") or route.endpoint_host
+    base = get_adapter(route.provider).client_base_url(client)
+    return (urlparse(base).netloc if base else "") or route.endpoint_host
 
 
 class MalformedResponse(Exception):
@@ -129,33 +108,20 @@ class Classified:
 
 def classify(exc: BaseException) -> Classified | None:
     """Map an SDK exception to what it means for us; None if it is not a provider call failure."""
-    status: int | None = None
-    message = str(exc)
-    retry_after = None
     name = type(exc).__name__
     module = type(exc).__module__
     if isinstance(exc, MalformedResponse):
-        return Classified("transient", exc.status, _short(message))
-    if module.startswith(("openai", "anthropic")):
-        if "Connection" in name or "Timeout" in name:
-            # The request may have reached the provider: a create may have happened -- unless
-            # the connection was never opened.
-            return Classified("uncertain", None, _short(message) or name, connected=not never_connected(exc))
-        status = getattr(exc, "status_code", None)
-        response = getattr(exc, "response", None)
-        if response is not None:
-            ra = response.headers.get("retry-after")
-            try:
-                retry_after = float(ra) if ra is not None else None
-            except ValueError:
-                retry_after = None
-    elif module.startswith("google.genai"):
-        status = getattr(exc, "code", None)
-        message = getattr(exc, "message", None) or message
-    elif isinstance(exc, (ConnectionError, TimeoutError, OSError)) or "httpx" in module or "httpcore" in module:
-        return Classified("uncertain", None, _short(message) or name, connected=not never_connected(exc))
-    else:
+        return Classified("transient", exc.status, _short(str(exc)))
+    read = read_sdk_error(exc)  # the adapter of the SDK that raised it reads it
+    if read is None:
+        if isinstance(exc, (ConnectionError, TimeoutError, OSError)) or "httpx" in module or "httpcore" in module:
+            return Classified("uncertain", None, _short(str(exc)) or name, connected=not never_connected(exc))
         return None
+    if read.no_response:
+        # The request may have reached the provider: a create may have happened -- unless the
+        # connection was never opened.
+        return Classified("uncertain", None, _short(read.message) or name, connected=not never_connected(exc))
+    status, message, retry_after = read.status, read.message, read.retry_after
     if status is None:
         return Classified("uncertain", None, _short(message))
     if status in (401, 403):
@@ -200,7 +166,7 @@ def retry_base() -> float:
         return 1.0
 
 
-# Backoff between attempts of one request (spec §2: transient errors "retry up to 5x with
+# Backoff between attempts of one request (the protocol: transient errors "retry up to 5x with
 # backoff"). A batch retry goes out in a later round, never in the minute of the failure: batch
 # providers report transient failures in bulk (an overloaded region, a rate limit), and a retry
 # sent at once lands in the same trouble. Online (sync) requests back off from a second.

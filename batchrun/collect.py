@@ -32,9 +32,10 @@ from . import faults, jsonl
 from .config import Config
 from .cost import billed_output, request_cost
 from .grading import parse_verdict, points_json, score
-from .plan import queue_judgments, sync_state
+from .ledger import queue_judgments, sync_state
+from .lifecycle import KEY_REFUSED, Status, move
 from .progress import SILENT, Progress
-from .providers import RETRY_AFTER_KEY, LineResult, get_adapter, malformed
+from .providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
 from .redaction import known_keys, redact
 from .store import Store
 
@@ -47,10 +48,10 @@ CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoin
 # stays in the batch's result file under jobs/. Judges see response[:5000], so they grade the same.
 MAX_STORED_CHARS = 1 << 20
 
-# What a request its batch never answered gets, by the batch's provider_state. "key_refused"
-# (submit.KEY_REFUSED): the provider refused the key on the upload or the create, so every
-# request is an 'auth' failure that blocks the route until the key is fixed.
-_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed", "key_refused": "auth"}
+# What a request its batch never answered gets, by the batch's provider_state. KEY_REFUSED: the
+# provider refused the key on the upload or the create, so every request is an 'auth' failure
+# that blocks the route until the key is fixed.
+_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed", KEY_REFUSED: "auth"}
 
 
 @dataclass
@@ -79,7 +80,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     result.new_judge_requests = (store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0) - judge_requests_before
     if result.new_judge_requests:
         progress.event(f"queued {result.new_judge_requests} judge request(s)")
-    from .scoring import leaderboard, write_results
+    from .outputs import leaderboard, write_results
 
     result.leaderboard = leaderboard(store)
     result.complete = bool(result.leaderboard) and all(r["complete"] for r in result.leaderboard)
@@ -98,7 +99,7 @@ def ingest(store: Store, config: Config, result: CollectResult, *, progress: Pro
     and its passes over the rows waiting to be inserted cost ~10% of the time.
     """
     with store.page_cache(kib=65536), store.background_checkpoints(), _gc_paused():
-        for b in store.rows("SELECT * FROM batches WHERE status = 'downloaded' ORDER BY seq"):
+        for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.DOWNLOADED]):
             skipped_before, truncated_before = result.skipped_lines, len(result.truncated)
             collect_batch(store, config, b, result)
             if not progress.quiet:
@@ -131,7 +132,7 @@ def _kinds(store: Store, batch_id: str) -> dict[str, int]:
     return {r[0]: r[1] for r in store.db.execute("SELECT kind, count(*) FROM results WHERE batch_id = ? GROUP BY kind", [batch_id])}
 
 
-def _parse(adapter: Any, obj: Any) -> LineResult:
+def _parse(adapter: Adapter, obj: Any) -> LineResult:
     """The adapter's reading of one decoded line. parse_line is total (providers.parse_total);
     this guard is the last line of defence: whatever it raises makes the line malformed, so one
     line can never stop a batch (or every later collect)."""
@@ -169,8 +170,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     }
     if b["quota"]:
         # "Not now": the provider's queue was full. No result rows: the requests are pending again.
-        with store.db.atomic():
-            store.db.execute("UPDATE batches SET status = 'refused', collected_at = ? WHERE id = ?", [time.time(), b["id"]])
+        move(store, b["id"], Status.REFUSED, collected_at=time.time())
         result.batches.append(b["id"])
         return
     seen: set[str] = {r[0] for r in store.db.execute("SELECT custom_id FROM results WHERE batch_id = ?", [b["id"]])}
@@ -208,7 +208,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                       points_json(v.points_awarded), v.error, b["id"], cid)
                      for cid, v, rt in verdicts])
             if final:
-                store.db.execute("UPDATE batches SET status = 'collected', collected_at = ? WHERE id = ?", [now, b["id"]])
+                move(store, b["id"], Status.COLLECTED, collected_at=now)
 
     keys = known_keys()
     for path in json.loads(b["result_files_json"] or "[]"):

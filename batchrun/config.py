@@ -1,8 +1,4 @@
-"""The config file: paths, protocol defaults, the judge panel and the routes.
-
-`batchrun.toml` (or JSON with the same structure). Every key is checked: an unknown or mistyped
-key is an error naming the file, the key and the fix, because a silently ignored setting in an
-overnight run is a night lost. Relative paths resolve against the config file's folder.
+"""The config: paths, protocol defaults, the judge panel and the routes (config_file.py reads it).
 
 A route's *policy* (everything that changes what is sent or how a result is judged) is hashed
 into a fingerprint; results are only ever aggregated under the fingerprint of the current config.
@@ -15,55 +11,18 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import math
-import os
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from . import caps as capslib
 from .errors import ConfigError
-from .inputs import DuplicateKey, NotRegularFile, TooDeep, file_kind, parse_json, printable_line, read_regular, reject_duplicate_keys
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
-from .redaction import know_key_variables
+from .providers import get_adapter
 
-ProviderName = Literal["openai", "anthropic", "gemini", "openai-compatible"]
 Transport = Literal["batch", "sync"]
 Role = Literal["contestant", "judge"]
 ROLES: tuple[str, ...] = ("contestant", "judge")
-PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "gemini", "openai-compatible")
-
-DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
-
-# Provider limits per batch (requests, bytes of the request file). provider-apis.md §1/§5:
-# OpenAI 50,000 / 200 MB; Anthropic 100,000 / 256 MB (the create body, which is our file plus a
-# few bytes of framing, hence the margin); Gemini file input 2 GB; Zhipu and Kimi 100 MB.
-DEFAULT_LIMITS: dict[str, tuple[int, int]] = {
-    "openai": (50_000, 200_000_000),
-    "anthropic": (100_000, 255_000_000),
-    "gemini": (1_000_000, 2_000_000_000),
-    "openai-compatible": (50_000, 100_000_000),
-}
-SYNC_LIMITS = (10_000, 2_000_000_000)
-
-ANTHROPIC_DEFAULT_API_VERSION = "2023-06-01"
-# anthropic-version 2026-10-21 (the default of anthropic SDK 2.x) rejects temperature, top_p and
-# top_k on every model (provider-apis.md §3.6).
-ANTHROPIC_NO_SAMPLING_VERSIONS = frozenset({"2026-10-21"})
-
-# Every provider accepts temperatures in 0..2 (Anthropic 0..1); anything else is a typo that would
-# be sent to every request. Integers are bounded where they must survive JSON and SQLite.
-MAX_TEMPERATURE = 2.0
-MAX_CONFIG_INT = 2**53
-
-DEFAULT_PATHS = {
-    "dataset": "data/wildtrace_strict481.with_answers.json",
-    "corpus": "corpus",
-    "state": "state.db",
-    "jobs": "jobs",
-    "results": "results",
-}
 
 # Rehearsals (--emulator) keep their state.db, jobs/ and results/ in a folder of this name beside
 # each configured path: <parent>/rehearsal/<name>. Emulator answers then cannot reach the real
@@ -125,7 +84,7 @@ class Price:
 @dataclass(frozen=True)
 class Route:
     name: str
-    provider: ProviderName
+    provider: str  # a name in providers.PROVIDER_NAMES
     model: str
     # As written in the config; None = inferred from judging.panel. Kept apart from the effective
     # role (Config.role_of) because only an explicit role may turn a former judge into a contestant.
@@ -139,7 +98,7 @@ class Route:
     endpoint_path: str = "/v1/chat/completions"
     base_url: str | None = None
     api_key_env: str = ""
-    api_version: str | None = None  # anthropic only
+    api_version: str | None = None  # only for providers with API versions (Adapter.default_api_version)
     completion_window: str = "24h"
     max_tokens: int | None = None  # completion budget override
     max_requests_per_file: int = 50_000
@@ -155,10 +114,7 @@ class Route:
     @property
     def endpoint_label(self) -> str:
         """The API endpoint the requests go to, for provenance."""
-        if self.transport == "sync":
-            return {"anthropic": "/v1/messages", "gemini": f"/models/{self.model}:generateContent"}.get(self.provider, self.endpoint_path)
-        return {"anthropic": "/v1/messages/batches", "gemini": f"/models/{self.model}:batchGenerateContent"}.get(
-            self.provider, f"/v1/batches {self.endpoint_path}")
+        return get_adapter(self.provider).endpoint_label(self)
 
     @property
     def endpoint_host(self) -> str:
@@ -166,11 +122,7 @@ class Route:
 
         if self.base_url:
             return urlparse(self.base_url).netloc or self.base_url
-        return {
-            "openai": "api.openai.com",
-            "anthropic": "api.anthropic.com",
-            "gemini": "generativelanguage.googleapis.com",
-        }.get(self.provider, "?")
+        return get_adapter(self.provider).default_host or "?"
 
 
 @dataclass(frozen=True)
@@ -185,7 +137,7 @@ class Fallback:
 @dataclass(frozen=True)
 class ConfigWarning:
     """What the config falls back on for one route: said once per route (state.db remembers which
-    fallbacks were shown, see plan.unshown_warnings), not on every command."""
+    fallbacks were shown, see ledger.unshown_warnings), not on every command."""
 
     path: Path
     route: str
@@ -220,14 +172,14 @@ class Config:
 
     def role_of(self, name: str) -> Literal["contestant", "judge", "idle"]:
         """A route in the panel judges; a route declared a judge but out of the panel is idle
-        (nothing is sent for it); every other route is a contestant (spec §4)."""
+        (nothing is sent for it); every other route is a contestant (the protocol's panel is non-contestant)."""
         if name in self.judging.panel:
             return "judge"
         return "idle" if self.routes[name].role == "judge" else "contestant"
 
     @property
     def contestants(self) -> list[Route]:
-        """Routes on the leaderboard: neither in the panel nor declared judges (spec §4: non-contestant panel)."""
+        """Routes on the leaderboard: neither in the panel nor declared judges (the protocol's panel is non-contestant)."""
         return [r for name, r in self.routes.items() if self.role_of(name) == "contestant"]
 
     @property
@@ -259,7 +211,7 @@ class Config:
             "route": route.name,
             "provider": route.provider,
             "model": route.model,
-            "endpoint": route.endpoint if route.provider == "openai" else route.endpoint_path,
+            "endpoint": get_adapter(route.provider).policy_endpoint(route),
             "api_version": route.api_version,
             "caps": {"en": route.caps.en, "cjk": route.caps.cjk},
             "temperature": self.generation_temperature(route),
@@ -274,7 +226,7 @@ class Config:
             "route": route.name,
             "provider": route.provider,
             "model": route.model,
-            "endpoint": route.endpoint if route.provider == "openai" else route.endpoint_path,
+            "endpoint": get_adapter(route.provider).policy_endpoint(route),
             "api_version": route.api_version,
             "temperature": self.judge_temperature(route),
             "max_tokens": self.judging.max_tokens,
@@ -294,9 +246,8 @@ class Config:
         url = url.rstrip("/")
         routes = {}
         for name, r in self.routes.items():
-            base = url + "/v1" if r.provider in ("openai", "openai-compatible") else url
             # The emulator takes any key: a rehearsal needs none set (a real one set is used).
-            routes[name] = replace(r, base_url=base, key_optional=True)
+            routes[name] = replace(r, base_url=url + get_adapter(r.provider).base_url_suffix, key_optional=True)
         paths = self.paths
         if own_paths:
             paths = replace(paths, state=rehearsal_path(paths.state), jobs=rehearsal_path(paths.jobs),
@@ -307,209 +258,6 @@ class Config:
 def fingerprint(policy: dict[str, Any]) -> str:
     blob = json.dumps(policy, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-# --- loading ----------------------------------------------------------------------------------
-
-_TOP_KEYS = {"paths", "generation", "judging", "routes", "budget"}
-_ROUTE_KEYS = {
-    "provider", "model", "role", "reasoning", "send_temperature", "caps", "transport", "endpoint",
-    "endpoint_path", "base_url", "api_key_env", "api_version", "completion_window", "max_tokens",
-    "max_requests_per_file", "max_bytes_per_file", "sync_concurrency", "price", "batch_discount",
-    "chars_per_token", "max_enqueued_tokens", "max_batches_in_flight", "allow_insecure_http",
-}
-
-
-def find_config_path(explicit: str | os.PathLike[str] | None) -> Path:
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get("BATCHRUN_CONFIG")
-    if env:
-        return Path(env)
-    return Path("batchrun.toml")
-
-
-def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Read and validate a config file (TOML, or JSON by extension or content)."""
-    path = find_config_path(path)
-    if not path.exists():
-        raise ConfigError(
-            f"Config file {path} not found.",
-            "Run batchrun from the folder holding batchrun.toml, pass --config PATH, or set BATCHRUN_CONFIG.",
-        )
-    try:
-        text = read_regular(path).decode("utf-8")
-    except NotRegularFile as e:
-        raise ConfigError(f"Config file {e}.", "Pass --config the path of the batchrun.toml file itself.")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"Cannot read config file {path}: {e}", "Check the file's permissions and that it is UTF-8.")
-    try:
-        if path.suffix.lower() == ".json":
-            # json keeps the last of two equal keys without a word: two [routes."x"] tables or two
-            # temperatures would silently lose one (TOML refuses duplicates itself).
-            raw = parse_json(text, object_pairs_hook=reject_duplicate_keys)
-        else:
-            raw = tomllib.loads(text)
-    except DuplicateKey as e:
-        raise ConfigError(f"{path}: the key {e.key!r} appears twice in the same object; JSON would keep only the last one.",
-                          "Remove one of the two (or merge them), so the config says one thing.")
-    except (TooDeep, RecursionError):  # tomllib recurses too
-        raise ConfigError(f"{path}: nested thousands of levels deep; this is not a batchrun config.", "See the config reference in README.md.")
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}.", "Fix the JSON syntax at that position.")
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML: {e}.", "Fix the TOML syntax at that position.")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the top level must be a table/object.", "See the config reference in README.md.")
-    return parse_config(raw, path)
-
-
-class _Checker:
-    """Small helpers that turn type mistakes into errors naming file and key."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def fail(self, key: str, problem: str, fix: str) -> ConfigError:
-        return ConfigError(f"{self.path}: `{key.removeprefix('.')}` {problem}.", fix)  # ".budget": a top-level key
-
-    def table(self, raw: Any, key: str) -> dict[str, Any]:
-        if raw is None:
-            return {}
-        if not isinstance(raw, dict):
-            raise self.fail(key, "must be a table", f"Write it as [{key}] with keys below it.")
-        return raw
-
-    def unknown(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
-        for k in raw:
-            if k not in allowed:
-                near = ", ".join(sorted(allowed))
-                raise self.fail(f"{where}.{k}" if where else k, "is not a known key", f"Remove it or correct the spelling; known keys here: {near}.")
-
-    def number(self, raw: dict[str, Any], key: str, where: str, default: Any, *, integer: bool = False, minimum: float | None = 0,
-               maximum: float | None = None, allow_none: bool = False) -> Any:
-        if key not in raw:
-            return default
-        v = raw[key]
-        if v is None and allow_none:
-            return None
-        ok = isinstance(v, int) if integer else isinstance(v, (int, float))
-        if isinstance(v, bool) or not ok:
-            kind = "an integer" if integer else "a number"
-            raise self.fail(f"{where}.{key}", f"must be {kind} (got {v!r})", f"Set {key} = <{kind}>.")
-        # JSON's NaN/Infinity and TOML's nan/inf compare false with every bound, so they would
-        # pass the checks below and poison every estimate and score computed from them.
-        if isinstance(v, float) and not math.isfinite(v):
-            raise self.fail(f"{where}.{key}", f"must be a finite number (got {v!r})", f"Set {key} to a finite number.")
-        if minimum is not None and v < minimum:
-            raise self.fail(f"{where}.{key}", f"must be at least {minimum} (got {v!r})", f"Use a value >= {minimum}.")
-        # Past 2**53 an integer no longer survives a round trip through JSON or a float, and past
-        # 2**63 SQLite cannot store it: no count or size in a config comes near either.
-        limit = maximum if maximum is not None else (MAX_CONFIG_INT if integer else None)
-        if limit is not None and v > limit:
-            raise self.fail(f"{where}.{key}", f"must be at most {limit:,} (got {v!r})", f"Use a value <= {limit:,}.")
-        return v
-
-    def string(self, raw: dict[str, Any], key: str, where: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
-        if key not in raw:
-            return default
-        v = raw[key]
-        if not isinstance(v, str) or not v:
-            raise self.fail(f"{where}.{key}", f"must be a non-empty string (got {v!r})", f'Set {key} = "...".')
-        if not printable_line(v):
-            # A NUL breaks every path and SQL call it reaches; a line break forges log and table lines.
-            raise self.fail(f"{where}.{key}", f"contains a control character or line break ({v!r})", f"Write {key} on one line, without control characters.")
-        if choices and v not in choices:
-            raise self.fail(f"{where}.{key}", f"must be one of {', '.join(choices)} (got {v!r})", f"Use one of: {', '.join(choices)}.")
-        return v
-
-    def boolean(self, raw: dict[str, Any], key: str, where: str, default: Any) -> Any:
-        if key not in raw:
-            return default
-        v = raw[key]
-        if not isinstance(v, bool):
-            raise self.fail(f"{where}.{key}", f"must be true or false (got {v!r})", f"Set {key} = true or {key} = false.")
-        return v
-
-
-def parse_config(raw: dict[str, Any], path: Path) -> Config:
-    c = _Checker(path)
-    c.unknown(raw, _TOP_KEYS, "")
-    root = path.resolve().parent
-
-    praw = c.table(raw.get("paths"), "paths")
-    c.unknown(praw, set(DEFAULT_PATHS), "paths")
-    resolved = {}
-    for key, default in DEFAULT_PATHS.items():
-        value = c.string(praw, key, "paths", default)
-        resolved[key] = (root / value) if not Path(value).is_absolute() else Path(value)
-    paths = Paths(**resolved)
-    _check_paths(c, paths)
-
-    graw = c.table(raw.get("generation"), "generation")
-    c.unknown(graw, {"temperature", "max_tokens", "reasoning_max_tokens", "max_retries", "max_resubmits"}, "generation")
-    generation = Generation(
-        temperature=c.number(graw, "temperature", "generation", 0.1, maximum=MAX_TEMPERATURE),
-        max_tokens=c.number(graw, "max_tokens", "generation", 8192, integer=True, minimum=1),
-        reasoning_max_tokens=c.number(graw, "reasoning_max_tokens", "generation", 32768, integer=True, minimum=1),
-        max_retries=c.number(graw, "max_retries", "generation", 5, integer=True),
-        max_resubmits=c.number(graw, "max_resubmits", "generation", 3, integer=True),
-    )
-
-    jraw = c.table(raw.get("judging"), "judging")
-    c.unknown(jraw, {"panel", "temperature", "max_tokens", "max_retries_per_run"}, "judging")
-    panel = jraw.get("panel", [])
-    if not isinstance(panel, list) or not all(isinstance(p, str) for p in panel):
-        raise c.fail("judging.panel", "must be a list of route names", 'Write panel = ["judge-a", "judge-b", "judge-c"].')
-    if len(set(panel)) != len(panel):
-        raise c.fail("judging.panel", "names a route twice", "List each judge route once.")
-    judging = Judging(
-        panel=tuple(panel),
-        temperature=c.number(jraw, "temperature", "judging", 0.1, maximum=MAX_TEMPERATURE),
-        max_tokens=c.number(jraw, "max_tokens", "judging", 16384, integer=True, minimum=1),
-        max_retries_per_run=c.number(jraw, "max_retries_per_run", "judging", 3, integer=True),
-    )
-
-    rraw = c.table(raw.get("routes"), "routes")
-    routes: dict[str, Route] = {}
-    for name, r in rraw.items():
-        if not name or not printable_line(name):
-            # Route names become folder names, SQL values, log lines and Markdown table cells.
-            raise c.fail(f"routes.{name!r}", "is not a usable route name: it must be non-empty, printable and on one line",
-                         'Rename the route, e.g. [routes."gpt-5.5"].')
-        routes[name] = _parse_route(c, name, r)
-    if not routes:
-        raise c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.')
-    for judge in panel:
-        if judge not in routes:
-            raise c.fail(
-                "judging.panel",
-                f"names route {judge!r}, which is not defined",
-                f'Add a [routes."{judge}"] table or remove it from the panel (defined routes: {", ".join(routes)}).',
-            )
-    _check_roles(c, judging, routes)
-    budget = c.number(raw, "budget", "", None, allow_none=True)
-    config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
-    # Every key variable the config names is redacted from whatever batchrun stores or prints.
-    know_key_variables(r.api_key_env for r in routes.values())
-    return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
-
-
-def _check_paths(c: _Checker, paths: Paths) -> None:
-    """What already exists at a configured path must be of the right kind: otherwise the first
-    write fails mid-command (a folder where state.db should be, a file where jobs/ should be)."""
-    state = paths.state
-    if state.exists() and not state.is_file():
-        kind = file_kind(state.stat().st_mode)
-        raise c.fail("paths.state", f"is {state}, which is {kind}; it must be the SQLite database file",
-                     f'Set state to a file name, e.g. state = "{(state / "state.db") if state.is_dir() else "state.db"}".')
-    if state.parent.exists() and not state.parent.is_dir():
-        raise c.fail("paths.state", f"is {state}, inside {state.parent}, which is not a folder", "Point state at a file in a folder.")
-    for key in ("jobs", "results", "corpus"):
-        folder = getattr(paths, key)
-        if folder.exists() and not folder.is_dir():
-            raise c.fail(f"paths.{key}", f"is {folder}, which is {'a file' if folder.is_file() else file_kind(folder.stat().st_mode)}; it must be a folder",
-                         f"Move that file away, or set {key} to a folder path.")
 
 
 def base_url_problem(url: str, *, allow_insecure: bool) -> tuple[str, str] | None:
@@ -543,188 +291,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # any other name: DNS decides where it goes, so it is not trusted to be local
-
-
-def _check_roles(c: _Checker, judging: Judging, routes: dict[str, Route]) -> None:
-    """Spec §4: the panel is non-contestant. A judge is never a contestant, and no contestant is
-    graded by its own model, however the two routes spell it or whoever serves them."""
-    for name in judging.panel:
-        if routes[name].role == "contestant":
-            raise c.fail(
-                f'routes."{name}".role',
-                'is "contestant", but the route is in judging.panel (a judge is never a contestant, spec §4)',
-                f'Set role = "judge" to keep it judging, or remove "{name}" from judging.panel to put it on the leaderboard.',
-            )
-    for name, route in routes.items():
-        if name in judging.panel or route.role == "judge":
-            continue
-        for judge in judging.panel:
-            if capslib.same_model(route.model, routes[judge].model):
-                raise c.fail(
-                    f'routes."{name}".model',
-                    f"is {route.model!r}, the same model as judge route {judge!r} ({routes[judge].model!r}) of judging.panel; "
-                    "the panel must not grade its own model (spec §4: non-contestant panel)",
-                    f'Remove route "{name}" (or set role = "judge" on it to keep it idle), or replace "{judge}" in '
-                    "judging.panel with a judge of another model.",
-                )
-
-
-def _route_warning(config: Config, name: str) -> ConfigWarning | None:
-    """The built-in rules that fell back for this route, by what the route is used for: a judge
-    never gets a document (no caps), an idle route is sent nothing (only the notice that it is idle)."""
-    route = config.routes[name]
-    role = config.role_of(name)
-    where = f'[routes."{name}"]'
-    fallbacks: list[Fallback] = []
-    if role == "idle":
-        fallbacks.append(Fallback(
-            "idle",
-            'idle: role = "judge" but not in judging.panel, so nothing is sent for it and it is not on the '
-            f"leaderboard. Add it to judging.panel to judge with it, or remove {where}.",
-        ))
-    if role == "contestant" and route.caps.source.startswith("default"):
-        fallbacks.append(Fallback(
-            "caps",
-            f"caps: default row {route.caps.en:,} / {route.caps.cjk:,} characters (not in the built-in caps table). "
-            f"Probe its real context window and set caps = {{ en = ..., cjk = ... }} under {where} "
-            "(spec §3: never inherit an older version's cap).",
-        ))
-    if role != "idle" and route.send_temperature_source == "default" and not capslib.known_model(route.model):
-        fallbacks.append(Fallback(
-            "temperature",
-            "temperature: sent (not in the built-in list of models that reject it). If this model rejects "
-            f"temperature, set send_temperature = false under {where}; if it accepts it, send_temperature = true "
-            "says so (spec §2).",
-        ))
-    return ConfigWarning(config.path, name, route.model, tuple(fallbacks)) if fallbacks else None
-
-
-def _parse_route(c: _Checker, name: str, r: Any) -> Route:
-    where = f'routes."{name}"'
-    if not isinstance(r, dict):
-        raise c.fail(where, "must be a table", f'Write [routes."{name}"] with provider and model keys.')
-    c.unknown(r, _ROUTE_KEYS, where)
-    if "provider" not in r:
-        raise c.fail(f"{where}.provider", "is missing", f"Set provider to one of: {', '.join(PROVIDERS)}.")
-    provider = c.string(r, "provider", where, None, PROVIDERS)
-    if "model" not in r:
-        raise c.fail(f"{where}.model", "is missing", 'Set model = "<the provider\'s model name>".')
-    model = c.string(r, "model", where, None)
-
-    role = c.string(r, "role", where, None, ROLES)
-
-    # Caps: config override, else the paper's table, else the default row (warned about once,
-    # for contestants: see _route_warning).
-    builtin = capslib.builtin_caps(model)
-    if "caps" in r:
-        craw = c.table(r["caps"], f"{where}.caps")
-        c.unknown(craw, {"en", "cjk"}, f"{where}.caps")
-        base = builtin or capslib.Caps(*capslib.DEFAULT_CAPS, "default")
-        en = c.number(craw, "en", f"{where}.caps", base.en, integer=True, minimum=1)
-        cjk = c.number(craw, "cjk", f"{where}.caps", base.cjk, integer=True, minimum=1)
-        route_caps = capslib.Caps(en, cjk, "config")
-    elif builtin:
-        route_caps = builtin
-    else:
-        route_caps = capslib.Caps(*capslib.DEFAULT_CAPS, "default (unlisted model)")
-
-    transport = c.string(r, "transport", where, "batch", ("batch", "sync"))
-    endpoint = c.string(r, "endpoint", where, "chat", ("chat", "responses"))
-    if endpoint == "responses" and provider != "openai":
-        raise c.fail(f"{where}.endpoint", "can be \"responses\" only for provider = \"openai\"", 'Remove endpoint or set it to "chat".')
-    default_path = "/v1/responses" if endpoint == "responses" else "/v1/chat/completions"
-    endpoint_path = c.string(r, "endpoint_path", where, default_path)
-    if not endpoint_path.startswith("/"):
-        raise c.fail(f"{where}.endpoint_path", "must start with /", 'For example endpoint_path = "/v4/chat/completions".')
-
-    api_version = None
-    if provider == "anthropic":
-        api_version = c.string(r, "api_version", where, ANTHROPIC_DEFAULT_API_VERSION)
-    elif "api_version" in r:
-        raise c.fail(f"{where}.api_version", "applies only to provider = \"anthropic\"", "Remove it.")
-
-    if "send_temperature" in r:
-        send_temperature = c.boolean(r, "send_temperature", where, True)
-        source = "config"
-    else:
-        send_temperature = not capslib.rejects_temperature(model)
-        source = "built-in list" if not send_temperature else "default"
-    if api_version in ANTHROPIC_NO_SAMPLING_VERSIONS and send_temperature:
-        raise c.fail(
-            where,
-            f"uses api_version = \"{api_version}\", which rejects temperature on every model, while it sends temperature",
-            'The protocol sends temperature 0.1 to models that accept it, which needs api_version = "2023-06-01" '
-            '(the default); or set send_temperature = false if this model rejects temperature anyway.',
-        )
-
-    base_url = c.string(r, "base_url", where, None)
-    allow_insecure_http = c.boolean(r, "allow_insecure_http", where, False)
-    if base_url is not None and (problem := base_url_problem(base_url, allow_insecure=allow_insecure_http)):
-        raise c.fail(f"{where}.base_url", *problem)
-    if provider == "openai-compatible" and "api_key_env" not in r:
-        raise c.fail(
-            f"{where}.api_key_env",
-            "is required for openai-compatible routes",
-            'Name the environment variable holding this provider\'s key, e.g. api_key_env = "DASHSCOPE_API_KEY" '
-            "(batchrun never sends one provider's key to another).",
-        )
-    if provider == "openai-compatible" and not base_url:
-        raise c.fail(f"{where}.base_url", "is required for openai-compatible routes", 'Set base_url = "https://.../v1" (the provider\'s OpenAI-compatible base URL).')
-    api_key_env = c.string(r, "api_key_env", where, DEFAULT_KEY_ENV.get(provider, ""))
-
-    limit_n, limit_bytes = SYNC_LIMITS if transport == "sync" else DEFAULT_LIMITS[provider]
-    max_n = c.number(r, "max_requests_per_file", where, limit_n, integer=True, minimum=1)
-    max_bytes = c.number(r, "max_bytes_per_file", where, limit_bytes, integer=True, minimum=1024)
-    if max_n > limit_n or max_bytes > limit_bytes:
-        raise c.fail(where, f"sets file limits above the provider's ({limit_n:,} requests / {limit_bytes:,} bytes)", "Limits can only be lowered per route.")
-
-    price = Price()
-    if "price" in r:
-        praw = c.table(r["price"], f"{where}.price")
-        c.unknown(praw, {"input", "output", "tiers"}, f"{where}.price")
-        tiers = []
-        for i, t in enumerate(praw.get("tiers", []) or []):
-            tw = f"{where}.price.tiers[{i}]"
-            t = c.table(t, tw)
-            c.unknown(t, {"above_input_tokens", "input", "output"}, tw)
-            for k in ("above_input_tokens", "input", "output"):
-                if k not in t:
-                    raise c.fail(f"{tw}.{k}", "is missing", "Each tier needs above_input_tokens, input and output.")
-            tiers.append(PriceTier(c.number(t, "above_input_tokens", tw, 0, integer=True), c.number(t, "input", tw, 0.0), c.number(t, "output", tw, 0.0)))
-        price = Price(
-            input=c.number(praw, "input", f"{where}.price", None, allow_none=True),
-            output=c.number(praw, "output", f"{where}.price", None, allow_none=True),
-            tiers=tuple(sorted(tiers, key=lambda t: t.above_input_tokens)),
-        )
-    cpt = (3.3, 1.5)
-    if "chars_per_token" in r:
-        craw = c.table(r["chars_per_token"], f"{where}.chars_per_token")
-        c.unknown(craw, {"en", "cjk"}, f"{where}.chars_per_token")
-        cpt = (c.number(craw, "en", f"{where}.chars_per_token", 3.3, minimum=0.1), c.number(craw, "cjk", f"{where}.chars_per_token", 1.5, minimum=0.1))
-
-    return Route(
-        name=name,
-        provider=provider,
-        model=model,
-        role=role,
-        reasoning=c.boolean(r, "reasoning", where, False),
-        send_temperature=send_temperature,
-        send_temperature_source=source,
-        caps=route_caps,
-        transport=transport,
-        endpoint=endpoint,
-        endpoint_path=endpoint_path,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        api_version=api_version,
-        completion_window=c.string(r, "completion_window", where, "24h"),
-        max_tokens=c.number(r, "max_tokens", where, None, integer=True, minimum=1, allow_none=True),
-        max_requests_per_file=max_n,
-        max_bytes_per_file=max_bytes,
-        sync_concurrency=c.number(r, "sync_concurrency", where, 4, integer=True, minimum=1),
-        price=price,
-        batch_discount=c.number(r, "batch_discount", where, 0.5 if transport == "batch" else 1.0, maximum=1.0),
-        chars_per_token=cpt,
-        max_enqueued_tokens=c.number(r, "max_enqueued_tokens", where, None, integer=True, minimum=1, allow_none=True),
-        max_batches_in_flight=c.number(r, "max_batches_in_flight", where, None, integer=True, minimum=1, allow_none=True),
-    )

@@ -4,7 +4,7 @@ JSON-escaped once per plan.
 A document is its text as the reference harness (Python) reads it: `open(path,
 encoding="utf-8").read()`, that is strict UTF-8 with universal newlines (`\r\n` and a lone `\r`
 become `\n`) and a UTF-8 BOM kept as U+FEFF (the "utf-8" codec does not strip it). Its length
-(the spec counts characters, not bytes), its CJK head and the text sent in request lines are all
+(the protocol counts characters, not bytes), its CJK head and the text sent in request lines are all
 of that text. Its identity is the sha256 of its bytes, which goes into every custom_id built from
 it.
 """
@@ -16,14 +16,18 @@ import hashlib
 import io
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .caps import CJK_WINDOW, is_cjk
+from .config import Config
+from .dataset import Dataset, load_dataset
 from .errors import DataError
 from .inputs import NotRegularFile, open_regular
 from .jsonl import escape_str
+from .store import Store
 
 # Documents are read, decoded and escaped in pieces of 32 KiB, so memory does not grow with the
 # document. The pieces and their decoded and escaped copies stay below glibc's 128 KiB mmap
@@ -48,7 +52,7 @@ class DocumentInfo:
     nbytes: int
     cjk: bool
     # The reading changed the text (a \r or \r\n became \n): the prompt differs from one built
-    # from the raw bytes, and generation ids say so (plan.generation_custom_id).
+    # from the raw bytes, and generation ids say so (ledger.generation_custom_id).
     newlines_translated: bool = False
 
 
@@ -148,3 +152,73 @@ class EscapedDocument:
 
     def close(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+# --- scanning the corpus a dataset names ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Corpus:
+    dataset: Dataset
+    docs: dict[str, DocumentInfo]  # by corpus_file as written in the dataset
+    paths: dict[str, Path]  # by corpus_file
+
+
+# Documents measured by this process, by (path, size, mtime_ns): a command validates the corpus
+# before it opens state.db and then syncs it, and a first run has no state.db cache yet; without
+# this it would read and hash every document twice.
+_measured: dict[tuple[str, int, int], DocumentInfo] = {}
+# Neither this nor state.db's document_files cache keeps a file modified in the last 2 s: file
+# systems stamp mtimes with a coarse clock (a few ms on ext4), so a same-size edit in the same
+# tick would keep the key and serve the old checksum ("racily clean", as git calls it).
+_RACY_NS = 2_000_000_000
+
+
+def cacheable(st: os.stat_result) -> bool:
+    return st.st_mtime_ns < time.time_ns() - _RACY_NS
+
+
+def scan_corpus(store: Store | None, config: Config) -> Corpus:
+    """Load the dataset and measure every document it names (validating all, writing nothing).
+
+    `store` supplies the document cache; None (no state.db yet) measures every document."""
+    dataset = load_dataset(config.paths.dataset)
+    corpus_dir = config.paths.corpus
+    if not corpus_dir.is_dir():
+        raise DataError(f"Corpus folder {corpus_dir} does not exist.", "Set [paths] corpus in the config, or put the documents in corpus/.")
+    tables = store.db.table_names() if store is not None else []
+    cache = {r["path"]: r for r in store.rows("SELECT * FROM document_files")} if store is not None and "document_files" in tables else {}
+    # Only measurements made under the current reading rule count (m009_document_readings).
+    known = {r["sha256"]: r for r in store.rows(
+        """SELECT d.sha256, d.bytes, r.chars, r.cjk, r.newlines_translated FROM document_readings r JOIN documents d ON d.sha256 = r.sha256
+           WHERE r.reading = ?""", [READING])} if store is not None and "document_readings" in tables else {}
+    docs: dict[str, DocumentInfo] = {}
+    paths: dict[str, Path] = {}
+    for task in dataset.tasks:
+        if task.corpus_file in docs:
+            continue
+        where = f"{dataset.path} (task {task.task_id}, field corpus_file)"
+        name, path = resolve(corpus_dir, task.corpus_file, where=where)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
+        hit = cache.get(str(path))
+        if hit and hit["size"] == st.st_size and hit["mtime_ns"] == st.st_mtime_ns and hit["sha256"] in known:
+            row = known[hit["sha256"]]
+            info = DocumentInfo(name=name, sha256=row["sha256"], chars=row["chars"], nbytes=row["bytes"], cjk=bool(row["cjk"]),
+                                newlines_translated=bool(row["newlines_translated"]))
+        else:
+            if not os.access(path, os.R_OK):
+                raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
+            key = (str(path), st.st_size, st.st_mtime_ns)
+            measured = _measured.get(key)
+            if measured is not None and measured.name == name:
+                info = measured
+            else:
+                info = measure_file(name, path, where=where)
+                if cacheable(st):
+                    _measured[key] = info
+        docs[task.corpus_file] = info
+        paths[task.corpus_file] = path
+    return Corpus(dataset=dataset, docs=docs, paths=paths)

@@ -4,9 +4,9 @@ Prices are per route, in dollars per million tokens at the online rate, times `b
 (0.5 for the batch transport, 1.0 for sync by default). A route without a price has an *unknown*
 cost: None all the way to the report, never $0.
 
-Billed output tokens: OpenAI's completion/output tokens already include reasoning tokens;
-Gemini reports thinking separately (`thoughtsTokenCount`) and bills it as output, so it is added
-for Gemini routes.
+Billed output tokens: most providers' output token counts already include reasoning tokens; a
+provider that reports reasoning apart and bills it as output (`Adapter.reasoning_billed_apart`)
+has it added.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any
 
 from .config import Route
 from .errors import BatchrunError
+from .lifecycle import Status
+from .providers import get_adapter
 from .store import Store
 
 
@@ -39,7 +41,7 @@ def online_cost(route: Route, input_tokens: int, output_tokens: int) -> float | 
 def billed_output(route: Route, output_tokens: int | None, reasoning_tokens: int | None) -> int | None:
     if output_tokens is None:
         return None
-    if route.provider == "gemini" and reasoning_tokens:
+    if reasoning_tokens and get_adapter(route.provider).reasoning_billed_apart:
         return output_tokens + reasoning_tokens
     return output_tokens
 
@@ -70,9 +72,10 @@ def _bad_date(text: str) -> str:
 def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
     """Per night and route: estimate vs actual, from the `cost` view."""
     # A batch the provider refused for a queue quota never ran (its requests went again in another batch).
-    where, params = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = 'refused')", []
+    where = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = ?)"
+    params: list[Any] = [Status.REFUSED]
     if since:
-        where, params = where + " AND night >= ?", [parse_night(since)]
+        where, params = where + " AND night >= ?", [*params, parse_night(since)]
     rows = store.rows(
         f"""SELECT night, route, stage, count(*) AS batches, coalesce(sum(input_tokens), 0) AS input_tokens,
                coalesce(sum(output_tokens), 0) AS output_tokens,

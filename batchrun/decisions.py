@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .config import Config
 from .errors import BatchrunError
-from .plan import current_requests_sql
+from .ledger import current_requests_sql
 from .store import Store
 
 REOPENABLE = ("blocked", "waiting", "accepted")

@@ -1,6 +1,6 @@
 """Why a route cannot finish, and what to do about it.
 
-Only a real refusal or an empty answer is the model's failure (spec 001 §2, §5). Every other
+Only a real refusal or an empty answer is the model's failure (the WildTrace protocol). Every other
 failure leaves the cell open, in one of two states that this module explains:
 
 - **blocked**: the provider refused the request itself (a 400-class error), the key (401/403),
@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass
 
 from .config import Config
+from .ledger import current_requests_sql  # the one definition of "wanted by the current config"
 from .store import Store
 
 
@@ -110,7 +111,6 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
 
 def open_problems(store: Store, config: Config | None = None) -> list[Problem]:
     """Blocked and waiting requests the current config still wants, grouped by route."""
-    from .plan import current_requests_sql  # the one definition of "wanted by the current config"
 
     rows = store.rows(
         f"""SELECT s.route, s.stage, s.state, count(*) AS n, max(s.last_result_id) AS last_id,

@@ -56,9 +56,9 @@ def _objects(text: str) -> list[dict[str, Any]]:
 
 
 def parse_verdict(text: str | None) -> Verdict:
-    stripped = text.strip() if text else ""
-    if not stripped:
+    if not text or not text.strip():
         return Verdict(None, error="empty reply")
+    stripped = text.strip()
     if stripped.startswith("{"):  # the common case: the reply is exactly the verdict object
         try:
             obj = jsonl.loads(stripped)
@@ -93,7 +93,7 @@ def points_json(points: list[Any] | None) -> str | None:
 
 
 def score(total: float, rubric_total: float) -> float:
-    """clamp(total / sum of the rubric's points, 0, 1) — spec §4."""
+    """clamp(total / sum of the rubric's points, 0, 1), as the protocol scores a verdict."""
     if rubric_total <= 0:
         return 0.0
     return min(max(total / rubric_total, 0.0), 1.0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from json.encoder import encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring, encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +74,3 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
             body = raw.rstrip(b"\r\n") if complete else raw
             if body.strip():
                 yield number, body, complete
-
-
-def write_jsonl(path: Path, records: Any) -> int:
-    """Write records as JSONL; returns the number written."""
-    n = 0
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for record in records:
-            f.write(dumps(record))
-            f.write("\n")
-            n += 1
-    return n

@@ -79,7 +79,7 @@ def _git_commit() -> str | None:
 
 
 def build(store: Store, config: Config, results_files: list[Path]) -> dict[str, Any]:
-    from . import __version__
+    from .version import __version__
 
     root = config.path.resolve().parent
     ds_path = config.paths.dataset

@@ -25,10 +25,11 @@ from . import faults, jsonl
 from .clients import classify, client_host, is_transient, make_client
 from .config import Config, Route
 from .errors import ProviderError
+from .lifecycle import TO_FOLLOW, Status, move, record
 from .progress import SILENT, Progress
 from .redaction import redact, redact_file
-from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, BatchStatus, get_adapter
-from .store import Store
+from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
+from .store import Store, sql_list
 from .submit import verify_request_file
 
 DOWNLOAD_ATTEMPTS = 3  # fetches of a truncated result file per poll
@@ -54,17 +55,9 @@ class PollResult:
         self.requests_in_flight += b["n_requests"] or 0
 
 
-def _set(store: Store, batch_id: str, **fields: Any) -> None:
-    # Statuses and errors are the provider's words, which may quote the key back.
-    values = [redact(v) if isinstance(v, str) else v for v in fields.values()]
-    cols = ", ".join(f"{k} = ?" for k in fields)
-    with store.db.atomic():
-        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*values, batch_id])
-
-
 def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> PollResult:
     result = PollResult()
-    for b in store.rows("SELECT * FROM batches WHERE status IN ('in_flight', 'ended') ORDER BY seq"):
+    for b in store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq"):
         route = config.routes.get(b["route"])
         if route is None:
             progress.event(f"skipping {b['id']}: route {b['route']!r} is no longer in the config")
@@ -93,14 +86,16 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
     # An 'ended' batch whose download did not finish is simply retrieved again (idempotent).
     status = adapter.retrieve(client, route, b["provider_batch_id"])
     faults.point("poll.after_retrieve")
-    if b["status"] == "in_flight":
+    if b["status"] == Status.IN_FLIGHT:
         fields: dict[str, Any] = dict(provider_status=status.raw_status, counts_json=json.dumps(status.counts),
                                       last_seen_json=json.dumps(status.raw, default=str))
         if status.state in TERMINAL_STATES:
-            fields.update(status="ended", ended_at=time.time(), error=status.error, provider_state=status.state, quota=int(status.quota))
+            move(store, b["id"], Status.ENDED, **fields, ended_at=time.time(), error=status.error, provider_state=status.state,
+                 quota=int(status.quota))
             result.ended.append(b["id"])
             progress.event(f"{b['id']} ended: {status.raw_status}" + (f" ({status.error})" if status.error else ""))
-        _set(store, b["id"], **fields)
+        else:
+            record(store, b["id"], **fields)
     if status.state not in TERMINAL_STATES:
         result.waiting(b)
         return
@@ -110,27 +105,27 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
         if attempts < MAX_DOWNLOAD_ATTEMPTS:
             # The provider still holds the results: never resubmit (and pay for) what it returned.
             # Keep the batch 'ended' and fetch again on the next poll.
-            _set(store, b["id"], error=f"result download truncated ({names}); fetched {attempts} of at most "
+            record(store, b["id"], error=f"result download truncated ({names}); fetched {attempts} of at most "
                                        f"{MAX_DOWNLOAD_ATTEMPTS} time(s), will fetch it again")
             progress.event(f"{b['id']}: result download truncated ({names}), attempt {attempts} of {MAX_DOWNLOAD_ATTEMPTS}; "
                            "will fetch it again")
             result.waiting(b)
             return
-        _set(store, b["id"], download_truncated=1,
+        record(store, b["id"], download_truncated=1,
              error=f"result download still truncated after {attempts} attempt(s) ({names}); accepted as it is: "
                    "requests without a readable result line are resubmitted")
         progress.event(f"{b['id']}: result download still truncated after {attempts} attempt(s) ({names}); accepting it as it is, "
                        "requests without a readable line will be resubmitted")
     elif (b["error"] or "").startswith("result download truncated"):
-        _set(store, b["id"], error=None)  # fetched whole this time: the earlier notice no longer holds
+        record(store, b["id"], error=None)  # fetched whole this time: the earlier notice no longer holds
     faults.point("poll.after_download")
-    _set(store, b["id"], status="downloaded", downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]))
+    move(store, b["id"], Status.DOWNLOADED, downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]))
     result.downloaded.append(b["id"])
     if files:
         progress.event(f"downloaded {b['id']}: {names}")
 
 
-def _download(store: Store, b: dict[str, Any], adapter: Any, client: Any, route: Route,
+def _download(store: Store, b: dict[str, Any], adapter: Adapter, client: Any, route: Route,
               status: BatchStatus) -> tuple[list[Path], int, bool]:
     """Fetch the result files (again while the last line is cut): (files, fetches so far in all, complete)."""
     attempts = b["download_attempts"] or 0
@@ -140,7 +135,7 @@ def _download(store: Store, b: dict[str, Any], adapter: Any, client: Any, route:
     for _ in range(max(1, min(DOWNLOAD_ATTEMPTS, MAX_DOWNLOAD_ATTEMPTS - attempts))):
         files = adapter.download(client, route, status, Path(b["dir"]))
         attempts += 1
-        _set(store, b["id"], download_attempts=attempts)  # counted across runs
+        record(store, b["id"], download_attempts=attempts)  # counted across runs
         for f in files:
             redact_file(f)  # the provider's answers may quote the key back: never kept on disk
         if all(_complete(f) for f in files):
@@ -218,7 +213,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
     # route keeps both hosts: its earlier answers came from the first.
     host = client_host(client, route)
     hosts = set(filter(None, (b["endpoint_host"] or "").split(", "))) if done else set()
-    _set(store, b["id"], endpoint_host=", ".join(sorted(hosts | {host})))
+    record(store, b["id"], endpoint_host=", ".join(sorted(hosts | {host})))
     lock = threading.Lock()
     progress.event(f"{b['id']}: sending {len(todo)} request(s) online ({len(done)} already answered)")
 
@@ -247,7 +242,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             fut.result()
     if not out_path.exists():
         out_path.touch()
-    _set(store, b["id"], status="downloaded", provider_status="completed", provider_state="done", ended_at=time.time(), downloaded_at=time.time(),
+    move(store, b["id"], Status.DOWNLOADED, provider_status="completed", provider_state="done", ended_at=time.time(), downloaded_at=time.time(),
          result_files_json=json.dumps([str(out_path)]))
 
 

@@ -1,4 +1,4 @@
-"""The protocol's two prompts, byte for byte (spec 001 §1 and §4).
+"""The WildTrace protocol's two prompts, byte for byte (generation and judging).
 
 The generation builder takes only the question text and the document: the gold answer, clues and
 rubric cannot reach a model under test because nothing here can see them.
@@ -44,8 +44,13 @@ def generation_prompt_overhead(question: str) -> int:
 
 
 class _RubricItem(Protocol):
-    points: int | float
-    criterion: str
+    """A rubric item as the prompt reads it (dataset.RubricItem; read-only)."""
+
+    @property
+    def points(self) -> int | float: ...
+
+    @property
+    def criterion(self) -> str: ...
 
 
 def format_points(points: int | float) -> str:
@@ -71,6 +76,6 @@ def judge_prompt(question: str, rubric: Sequence[_RubricItem], response: str) ->
 def judge_graded_sha256(question: str, rubric: Sequence[_RubricItem]) -> str:
     """sha256 of everything a judge grades except the answer: the judge prompt with an empty
     response (question[:600], each criterion[:260] with its points). A change to any of it must
-    re-judge (spec §5: never mix), and a change to nothing in it (a gold answer, a clue, the
-    question beyond 600 characters) must not."""
+    re-judge (the protocol never mixes settings), and a change to nothing in it (a gold answer, a
+    clue, the question beyond 600 characters) must not."""
     return hashlib.sha256(judge_prompt(question, rubric, "").encode()).hexdigest()

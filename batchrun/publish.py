@@ -14,7 +14,7 @@ from typing import Any
 from . import snapshots
 from .analysis import Settings, full_report, judge_scores
 from .config import Config
-from .scoring import snapshot_cells
+from .outputs import snapshot_cells
 from .store import Store
 
 

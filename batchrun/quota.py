@@ -21,7 +21,8 @@ from typing import Any
 
 from .config import Config
 from .cost import fmt_money
-from .store import Store
+from .lifecycle import QUEUED, SPENDING, STARTED, Status
+from .store import Store, sql_list
 
 
 def night_start(now: float | None = None) -> float:
@@ -33,16 +34,16 @@ def night_start(now: float | None = None) -> float:
 def committed_spend(store: Store) -> float:
     since = night_start()
     in_flight = store.scalar(
-        "SELECT coalesce(sum(est_cost), 0) FROM batches WHERE status IN ('creating', 'in_flight', 'ended', 'downloaded') AND coalesce(submitted_at, creating_at) >= ?",
+        f"SELECT coalesce(sum(est_cost), 0) FROM batches WHERE status IN {sql_list(SPENDING)} AND coalesce(submitted_at, creating_at) >= ?",
         [since]) or 0.0
     actual = store.scalar(
-        "SELECT coalesce(sum(r.cost), 0) FROM results r JOIN batches b ON b.id = r.batch_id WHERE b.status = 'collected' AND b.submitted_at >= ?",
-        [since]) or 0.0
+        "SELECT coalesce(sum(r.cost), 0) FROM results r JOIN batches b ON b.id = r.batch_id WHERE b.status = ? AND b.submitted_at >= ?",
+        [Status.COLLECTED, since]) or 0.0
     return float(in_flight) + float(actual)
 
 
 def submission_order(batches: list[dict[str, Any]], store: Store) -> list[dict[str, Any]]:
-    started = {r[0] for r in store.db.execute("SELECT DISTINCT b.route FROM batches b WHERE b.status IN ('in_flight', 'ended', 'downloaded', 'collected') AND b.stage = 'gen'")}
+    started = {r[0] for r in store.db.execute(f"SELECT DISTINCT b.route FROM batches b WHERE b.status IN {sql_list(STARTED)} AND b.stage = 'gen'")}
 
     def key(b: dict[str, Any]) -> tuple[int, int]:
         if b["stage"] == "judge":
@@ -59,7 +60,7 @@ class Gate:
         self.queued: dict[str, tuple[int, int]] = {}
         for row in store.rows(
             "SELECT route, count(*) AS n, coalesce(sum(est_input_tokens), 0) AS tokens FROM batches "
-            "WHERE status IN ('creating', 'in_flight') AND transport = 'batch' GROUP BY route"
+            f"WHERE status IN {sql_list(QUEUED)} AND transport = 'batch' GROUP BY route"
         ):
             self.queued[row["route"]] = (row["n"], row["tokens"])
 

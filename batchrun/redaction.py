@@ -8,8 +8,9 @@ through `redact` before it reaches state.db, jobs/, results/ or stderr: classifi
 (clients.classify), the sync transport's lines (poll), downloaded result files (poll, submit's
 adoption), result rows at collect, batch error and status columns, progress and error output.
 
-Redacted: the value of every key variable batchrun knows (each route's `api_key_env`, and
-GOOGLE_API_KEY, which google-genai reads as the Gemini key), as written and as JSON-escaped, and
+Redacted: the value of every key variable batchrun knows (each route's `api_key_env`, and each
+provider SDK's alternative key variable, `Adapter.alt_key_env`, registered when a config is
+loaded), as written and as JSON-escaped, and
 anything shaped like a bearer token (`Bearer ` and a long token with a digit in it), whoever's it
 is. A "key" shorter than MIN_KEY_CHARS is not redacted: no provider issues one that short, and
 replacing a few common characters everywhere would corrupt answers.
@@ -26,9 +27,8 @@ from pathlib import Path
 REDACTED = "[REDACTED]"
 MIN_KEY_CHARS = 8
 
-# Key variables seen in a config or read by clients.api_key; GOOGLE_API_KEY is google-genai's
-# own alternative to GEMINI_API_KEY.
-_key_variables: set[str] = {"GOOGLE_API_KEY"}
+# Key variables seen in a config or read by clients.api_key.
+_key_variables: set[str] = set()
 
 # "Bearer" and a token of 16+ URL-safe characters with at least one digit: the shape of every
 # provider key and OAuth token, and not of prose ("Bearer authentication", "bearer bonds").

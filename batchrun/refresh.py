@@ -5,7 +5,7 @@ in flight, nothing sendable and no retry due before the time limit — what is l
 routes (the config must change: each is named with its diagnosis), cells whose retry budget this
 run used up (the next run resumes them), or everything held by the budget or a quota (exit 2,
 said plainly); (c) the time limit is reached: in-flight batches are left for the next run (exit 2).
-While only retries are left that back off (spec §2), it sleeps until the first is due.
+While only retries are left that back off (the protocol retries with backoff), it sleeps until the first is due.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from .clients import is_transient
 from .collect import collect
 from .config import Config
 from .errors import ProviderError
-from .plan import scan_pending
+from .ledger import scan_pending
+from .outputs import write_results
 from .poll import poll_once
 from .progress import SILENT, Progress
-from .scoring import write_results
-from .store import LIVE_BATCH_STATUSES, Store, sql_list
+from .lifecycle import LIVE
+from .store import Store, sql_list
 from .submit import submit
 
 # Rounds in a row with nothing but provider errors before refresh says the failure is persistent.
@@ -93,7 +94,7 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
         if c.complete:
             reason = "every route is complete" if created else "nothing to do: every route is already complete"
             return RefreshOutcome(True, reason, created, c.leaderboard)
-        live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE_BATCH_STATUSES)}") or 0
+        live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE)}") or 0
         scan = scan_pending(store, config)
         if live == 0 or (s.held and not p.in_flight and not s.provider_errors and not progressed):
             if s.held:

@@ -13,6 +13,8 @@ import io
 import json
 from typing import Any
 
+from .providers import get_adapter
+
 
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}"
@@ -207,7 +209,7 @@ def render(data: dict[str, Any], fmt: str) -> str:
             host = p["endpoint_host"]
         lines.append(
             f"- {r['route']}: {p['provider']} {p['model']} at {host} {p['endpoint']}"
-            + (f" (anthropic-version {p['api_version']})" if p.get("api_version") else "")
+            + (f" ({get_adapter(p['provider']).api_version_header} {p['api_version']})" if p.get("api_version") else "")
             + f"; batches {p['endpoint_dates']['first_submitted'] or '—'} … {p['endpoint_dates']['last_ended'] or '—'}"
             + f"; caps {p['context_policy']['en_cap']:,}/{p['context_policy']['cjk_cap']:,} ({p['context_policy']['source']})"
             + f"; temperature {d['temperature']}, max_tokens {d['max_tokens']}"

@@ -2,7 +2,7 @@
 
 import sys
 
-from .store import schema_markdown
+from .schema import schema_markdown
 
 if __name__ == "__main__":
     sys.stdout.write(schema_markdown())

@@ -70,12 +70,12 @@ class State:
 
 
 def _headline(r: dict[str, Any]) -> dict[str, Any]:
-    """The HEADLINE keys of a leaderboard row, the view's or scoring.leaderboard's (counts 0 not null)."""
+    """The HEADLINE keys of a leaderboard row, the view's or outputs.leaderboard's (counts 0 not null)."""
     return {k: bool(r[k]) if k == "complete" else (r[k] or 0) if k.endswith("_n") else r[k] for k in HEADLINE}
 
 
 def current_state(store: Store, board: list[dict[str, Any]] | None = None) -> State:
-    """The state now; reads the `cells_now` table (scoring.snapshot_cells must have filled it).
+    """The state now; reads the `cells_now` table (outputs.snapshot_cells must have filled it).
     `board`: the leaderboard rows if already read (the view costs a second at full scale)."""
     cells = {
         (r[0], r[1]): Cell(r[2], r[3], r[4], r[5], r[6])

@@ -10,7 +10,8 @@ from .config import Config
 from .diagnosis import open_problems
 from .errors import BatchrunError
 from .providers import get_adapter
-from .store import LIVE_BATCH_STATUSES, Store, sql_list
+from .lifecycle import LIVE, NOT_CREATED, Status, move
+from .store import Store, sql_list
 
 
 def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
         routes.setdefault(r["route"], {})[r["status"]] = r["n"]
     batches = store.rows("SELECT route, stage, status, count(*) AS n, coalesce(sum(n_requests), 0) AS requests FROM batches GROUP BY route, stage, status ORDER BY route, stage, status")
     live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_batch_id, n_requests, error FROM batches "
-                      f"WHERE status IN {sql_list(LIVE_BATCH_STATUSES)} ORDER BY seq")
+                      f"WHERE status IN {sql_list(LIVE)} ORDER BY seq")
     problems = [{**p.as_json(), "text": p.describe()} for p in open_problems(store, config)]
     # Batches whose result file was accepted truncated (poll.MAX_DOWNLOAD_ATTEMPTS), named for
     # as long as a request of its unreadable tail is still open.
@@ -46,7 +47,7 @@ def cancel(store: Store, config: Config, *, batch: str | None = None, route: str
     if route and route not in known_routes:
         raise BatchrunError(f"--route {route!r} is not a route of {config.path} and has no batches.",
                             f"Known routes: {', '.join(sorted(known_routes))}.")
-    where, params = [f"status IN {sql_list(LIVE_BATCH_STATUSES)}"], []
+    where, params = [f"status IN {sql_list(LIVE)}"], []
     if batch:
         where.append("id = ?")
         params.append(batch)
@@ -58,10 +59,9 @@ def cancel(store: Store, config: Config, *, batch: str | None = None, route: str
         raise BatchrunError(f"No live batch {batch!r}.", "See `batchrun status` for the batches in flight.")
     done = []
     for b in rows:
-        if b["status"] in ("planned", "uploading", "uploaded") or b["transport"] == "sync":
-            with store.db.atomic():
-                store.db.execute("UPDATE batches SET status = 'withdrawn', error = 'cancelled by the user before creation', collected_at = ? WHERE id = ?", [time.time(), b["id"]])
-        elif b["status"] == "in_flight":
+        if b["status"] in NOT_CREATED or b["transport"] == "sync":
+            move(store, b["id"], Status.WITHDRAWN, error="cancelled by the user before creation", collected_at=time.time())
+        elif b["status"] == Status.IN_FLIGHT:
             r = config.routes[b["route"]]
             get_adapter(r.provider).cancel(make_client(r), r, b["provider_batch_id"])
         else:

@@ -5,16 +5,16 @@ committed to state.db before the provider call that depends on it, so a crash an
 state the next run can finish without paying twice:
 
 - killed while `uploading`: upload again (an orphan uploaded file costs nothing);
-- killed while `creating`: the provider may or may not have created the batch. OpenAI batches
-  carry our local id in `metadata` and Gemini batches in `displayName`: list the provider's
-  recent batches and adopt the tagged one, or create if there is none. Anthropic batches carry no
-  tag: candidates created in the window with our request count are held until they end, then the
-  one whose results carry our custom_ids is adopted; only when no candidate can be ours are the
-  requests sent again.
+- killed while `creating`: the provider may or may not have created the batch. Where batches
+  carry our tag (`Adapter.tags_batches`: OpenAI's `metadata`, Gemini's `displayName`), list the
+  provider's recent batches and adopt the tagged one, or create if there is none. Where they
+  carry none (Anthropic): candidates created in the window with our request count are held until
+  they end, then the one whose results carry our custom_ids is adopted; only when no candidate
+  can be ours are the requests sent again.
 
-SDK retries are off for creates (clients.py): the OpenAI SDK retries `POST /v1/batches` after a
-dropped connection without an idempotency key, which would create duplicates. We retry through
-the adoption path instead.
+SDK retries are off for creates (clients.py): an SDK that retries a dropped `POST` of a batch
+create without an idempotency key would create duplicates. We retry through the adoption path
+instead.
 """
 
 from __future__ import annotations
@@ -43,19 +43,18 @@ from .clients import (
 from .config import Config, Route
 from .cost import fmt_money
 from .errors import ProviderError, StateError
+from .lifecycle import KEY_REFUSED, NOT_CREATED, Status, move
 from .plan import PlanResult, plan
 from .progress import SILENT, Progress
-from .providers import BatchStatus, get_adapter
-from .providers.anthropic import total_requests
-from .redaction import redact, redact_file
+from .providers import Adapter, BatchStatus, get_adapter
+from .redaction import redact_file
 from .quota import Gate, submission_order
 from .safepath import safe_component
-from .store import Store
+from .store import Store, sql_list
 
 # How far before our recorded create intent a provider's clock may place the batch.
 ADOPTION_WINDOW_SECONDS = 600
 CREATE_ATTEMPTS = 4
-IN_FLIGHT = ("uploading", "uploaded", "creating", "in_flight", "ended", "downloaded")
 
 
 @dataclass
@@ -113,17 +112,11 @@ def verify_request_file(batch: dict[str, Any]) -> None:
         )
 
 
-def _set(store: Store, batch_id: str, **fields: Any) -> None:
-    # Errors and the last status seen are the provider's words, which may quote the key back.
-    values = [redact(v) if isinstance(v, str) else v for v in fields.values()]
-    cols = ", ".join(f"{k} = ?" for k in fields)
-    with store.db.atomic():
-        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*values, batch_id])
-
-
-def _record_status(store: Store, batch_id: str, seen: BatchStatus, **extra: Any) -> None:
-    _set(store, batch_id, provider_batch_id=seen.provider_batch_id, provider_status=seen.raw_status,
-         counts_json=json.dumps(seen.counts), last_seen_json=json.dumps(seen.raw, default=str), **extra)
+def _in_flight(store: Store, batch_id: str, seen: BatchStatus, client: Any, route: Route) -> None:
+    """Record the provider batch that a create made (or adoption found): the batch is in flight."""
+    move(store, batch_id, Status.IN_FLIGHT, provider_batch_id=seen.provider_batch_id, provider_status=seen.raw_status,
+         counts_json=json.dumps(seen.counts), last_seen_json=json.dumps(seen.raw, default=str), submitted_at=time.time(),
+         run_id=store.run_id, error=None, endpoint_host=client_host(client, route))
 
 
 def submit(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
@@ -134,12 +127,13 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
     for bid in result_plan.batches:
         progress.counters["files_written"] += 1
         b = store.one("SELECT n_requests, bytes, route FROM batches WHERE id = ?", [bid])
+        assert b is not None  # plan just wrote it
         progress.event(f"wrote {bid}: {b['n_requests']} requests, {b['bytes']:,} bytes")
     if dry_run:
         return result
 
     resolve_uncertain_creations(store, config, result, progress)
-    batches = store.rows("SELECT * FROM batches WHERE status IN ('planned', 'uploading', 'uploaded') ORDER BY seq")
+    batches = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(NOT_CREATED)} ORDER BY seq")
     batches = [b for b in batches if b["route"] in config.routes and (not routes or b["route"] in routes or b["stage"] == "judge")
                and (not stages or b["stage"] in stages)]
     # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
@@ -158,7 +152,7 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
             verify_request_file(b)
             # The sync transport has no provider batch: poll sends its lines online (and records
             # the host again if the config changed in between).
-            _set(store, b["id"], status="in_flight", provider_batch_id=f"sync-{b['id']}", submitted_at=time.time(), run_id=store.run_id,
+            move(store, b["id"], Status.IN_FLIGHT, provider_batch_id=f"sync-{b['id']}", submitted_at=time.time(), run_id=store.run_id,
                  endpoint_host=client_host(make_client(route), route))
             gate.admit(b)
             result.created.append(b["id"])
@@ -194,19 +188,19 @@ def _upload_and_create(store: Store, config: Config, route: Route, b: dict[str, 
     file_id = b["provider_file_id"]
     # Planning recorded the host the config named then; the batch goes where this client sends.
     host = client_host(client, route)
-    if b["status"] in ("planned", "uploading") or not file_id:
+    if b["status"] in (Status.PLANNED, Status.UPLOADING) or not file_id:
         verify_request_file(b)
-        _set(store, b["id"], status="uploading", endpoint_host=host)
+        move(store, b["id"], Status.UPLOADING, endpoint_host=host)
         faults.point("submit.before_upload")
         try:
             file_id = adapter.upload(client, route, path)
         except Exception:
             # The upload failed (and was retried) in this process: nothing is half-done, the
             # batch is simply still to upload. Only a crash leaves 'uploading' behind.
-            _set(store, b["id"], status="planned")
+            move(store, b["id"], Status.PLANNED)
             raise
         faults.point("submit.after_upload")
-        _set(store, b["id"], status="uploaded", provider_file_id=file_id)
+        move(store, b["id"], Status.UPLOADED, provider_file_id=file_id)
         if file_id:
             result.bytes_uploaded += b["bytes"] or 0
             progress.counters["bytes_uploaded"] += b["bytes"] or 0
@@ -214,15 +208,15 @@ def _upload_and_create(store: Store, config: Config, route: Route, b: dict[str, 
     return _create(store, route, adapter, client, b, file_id, result, progress)
 
 
-def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], file_id: str | None,
+def _create(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[str, Any], file_id: str | None,
             result: SubmitResult, progress: Progress) -> bool:
     """Create the provider batch, never twice: every uncertain failure goes through adoption."""
     path = Path(b["request_file"])
     for attempt in range(CREATE_ATTEMPTS):
-        if route.provider == "anthropic":
-            # Anthropic reads the requests inline: check the file once more right before sending.
+        if adapter.inline_requests:
+            # The requests are read from the file into the create body: check it once more first.
             verify_request_file(b)
-        _set(store, b["id"], status="creating", creating_at=time.time())
+        move(store, b["id"], Status.CREATING, creating_at=time.time())
         faults.point("submit.before_create")
         try:
             status = adapter.create(client, route, file_id=file_id, path=path, tag=tag_for(store, b["id"]))
@@ -232,21 +226,21 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                 raise
             if c.failure == "uncertain" and not c.connected:
                 # Certain too: the connection itself failed (refused, DNS), nothing was sent.
-                _set(store, b["id"], status="uploaded")
+                move(store, b["id"], Status.UPLOADED)
                 if attempt == CREATE_ATTEMPTS - 1 or not _back_off(attempt, c):
                     raise provider_error(c, what=f"Creating the batch {b['id']}", route=route)
                 continue
-            if route.provider == "anthropic" and c.failure == "client" and c.status in (400, 413, 422):
-                # Anthropic has no "failed" batch state: the requests travel in the create body,
-                # so a batch that fails validation is a 400 on create. Record it as a batch the
-                # provider failed as a whole; collect re-queues its requests once, then fails them
-                # with the provider's message (protocol: same as OpenAI/Gemini validation failures).
+            if c.failure == "client" and c.status in adapter.validation_failure_statuses:
+                # The provider validates the requests in the create call (it has no "failed" batch
+                # state): record a batch the provider failed as a whole; collect re-queues its
+                # requests once, then fails them with the provider's message (protocol: the same
+                # as a failed batch at the providers that have one).
                 _refused_as_a_whole(store, b, c, provider_state="failed")
                 progress.event(f"{b['id']} refused by the provider as a whole (HTTP {c.status}): {c.message}")
                 return False
             if c.failure in ("client", "auth", "not_found", "quota"):
                 # Certain: the provider refused, nothing was created.
-                _set(store, b["id"], status="uploaded", error=f"create refused: HTTP {c.status}: {c.message}")
+                move(store, b["id"], Status.UPLOADED, error=f"create refused: HTTP {c.status}: {c.message}")
                 if c.failure == "quota":
                     result.held.append((b["id"], f"provider quota: {c.message}"))
                     result.provider_errors += 1
@@ -254,7 +248,9 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                     return False
                 raise provider_error(c, what="Creating the batch", route=route)
             progress.event(f"creating {b['id']} gave no clear answer ({c.message}); checking whether the provider created it")
-            outcome = _adopt(store, route, adapter, client, store.one("SELECT * FROM batches WHERE id = ?", [b["id"]]), progress)
+            current = store.one("SELECT * FROM batches WHERE id = ?", [b["id"]])
+            assert current is not None
+            outcome = _adopt(store, route, adapter, client, current, progress)
             if outcome == "adopted":
                 result.adopted.append(b["id"])
                 return True
@@ -269,8 +265,7 @@ def _create(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, 
                 raise provider_error(c, what=f"Creating the batch {b['id']} ({attempt + 1} attempt(s))", route=route)
             continue
         faults.point("submit.after_create")
-        _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
-                       endpoint_host=client_host(client, route))
+        _in_flight(store, b["id"], status, client, route)
         result.created.append(b["id"])
         progress.event(f"created {b['id']} as {status.provider_batch_id} ({b['n_requests']} requests, est. {fmt_money(b['est_cost'])})")
         return True
@@ -292,35 +287,28 @@ def _back_off(attempt: int, c: Classified) -> bool:
     return True
 
 
-# provider_state of a batch whose upload or create the provider refused for the key (401/403):
-# batchrun's own mark (no provider reports it as a batch state); collect records each of its
-# requests as an 'auth' result, which blocks the route with "check the key in VAR".
-KEY_REFUSED = "key_refused"
-
-
 def _refused_as_a_whole(store: Store, b: dict[str, Any], c: Classified, *, provider_state: str) -> None:
     """Record a batch the provider refused before creating it: ended, with no result file."""
     now = time.time()
-    _set(store, b["id"], status="downloaded", provider_state=provider_state, provider_status=f"HTTP {c.status}",
+    move(store, b["id"], Status.DOWNLOADED, provider_state=provider_state, provider_status=f"HTTP {c.status}",
          error=c.message, creating_at=b.get("creating_at") or now, ended_at=now, downloaded_at=now, result_files_json="[]",
          run_id=store.run_id)
 
 
-def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, Any], progress: Progress) -> str:
+def _adopt(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[str, Any], progress: Progress) -> str:
     """Find the provider batch an uncertain create may have made. Returns adopted | hold | absent."""
     since = (b["creating_at"] or b["created_at"]) - ADOPTION_WINDOW_SECONDS
     recent = adapter.list_recent(client, route, since)
-    if route.provider != "anthropic":
+    if adapter.tags_batches:
         for status in recent:
             if _matches_tag(store, b["id"], status):
-                _record_status(store, b["id"], status, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
-                               endpoint_host=client_host(client, route))
+                _in_flight(store, b["id"], status, client, route)
                 progress.event(f"adopted {status.provider_batch_id} for {b['id']} (created before a crash or a dropped connection)")
                 return "adopted"
         return "absent"
-    # Anthropic: no tag. Candidates: created in the window, same request count, not already ours.
+    # No tag. Candidates: created in the window, same request count, not already ours.
     known = {r[0] for r in store.db.execute("SELECT provider_batch_id FROM batches WHERE provider_batch_id IS NOT NULL").fetchall()}
-    candidates = [s for s in recent if s.provider_batch_id not in known and total_requests(s.counts) == b["n_requests"]]
+    candidates = [s for s in recent if s.provider_batch_id not in known and s.n_requests == b["n_requests"]]
     if not candidates:
         return "absent"
     ours = {r[0] for r in store.db.execute("SELECT custom_id FROM batch_requests WHERE batch_id = ?", [b["id"]]).fetchall()}
@@ -348,8 +336,7 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
                 if custom_id is not None:
                     ids.add(custom_id)
         if ids and ids <= ours:
-            _record_status(store, b["id"], cand, status="in_flight", submitted_at=time.time(), run_id=store.run_id, error=None,
-                           endpoint_host=client_host(client, route))
+            _in_flight(store, b["id"], cand, client, route)
             progress.event(f"adopted {cand.provider_batch_id} for {b['id']}: its results carry our custom_ids")
             return "adopted"
     return "hold" if waiting else "absent"
@@ -357,7 +344,7 @@ def _adopt(store: Store, route: Route, adapter: Any, client: Any, b: dict[str, A
 
 def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResult, progress: Progress) -> None:
     """Batches left in 'creating' by a crash or a dropped connection: adopt, hold, or release."""
-    for b in store.rows("SELECT * FROM batches WHERE status = 'creating' ORDER BY seq"):
+    for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.CREATING]):
         route = config.routes.get(b["route"])
         if route is None:
             continue
@@ -370,4 +357,4 @@ def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResu
             result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
         else:
             # Nothing at the provider is ours: it is safe to create it now.
-            _set(store, b["id"], status="uploaded")
+            move(store, b["id"], Status.UPLOADED)

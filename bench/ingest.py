@@ -54,8 +54,9 @@ from _common import machine_line, median, note, print_table, refuse_inside_repo,
 N_TASKS = 481
 N_DOCS = 24
 N_GEN_ROUTES = 32
-# Judges are never contestants' models (spec §4: non-contestant panel; config refuses it).
-JUDGES = [("judge-openai-a", "openai", "gpt-5.1"), ("judge-anthropic-a", "anthropic", "claude-sonnet-4-6"),
+# Judges of other models than the contestants (GEN_MODELS): the config refuses a panel that would
+# grade its own model.
+JUDGES = [("judge-openai-a", "openai", "gpt-5.4"), ("judge-anthropic-a", "anthropic", "claude-sonnet-4.6"),
           ("judge-gemini-a", "gemini", "gemini-2.5-flash"), ("judge-openai-b", "openai", "gpt-4.1"),
           ("judge-anthropic-b", "anthropic", "claude-opus-4.6"), ("judge-gemini-b", "gemini", "gemini-3.1")]
 GEN_MODELS = {"openai": "gpt-5.5", "anthropic": "claude-opus-4.8", "gemini": "gemini-2.5-pro"}
@@ -208,8 +209,9 @@ class Lines:
 def prepare(root: Path, total_lines: int, seed: int) -> dict[str, Any]:
     """Build state.db + jobs/ with `total_lines` downloaded result lines. Returns counts."""
     from batchrun import jsonl
-    from batchrun.config import fingerprint, load_config
-    from batchrun.plan import judge_custom_id, sync_state
+    from batchrun.config import fingerprint
+    from batchrun.config_file import load_config
+    from batchrun.ledger import judge_custom_id, sync_state
     from batchrun.prompts import judge_prompt
     from batchrun.store import Store
 
@@ -219,7 +221,7 @@ def prepare(root: Path, total_lines: int, seed: int) -> dict[str, Any]:
     store.start_run("bench-setup")
     sync_state(store, config)
     db = store.db
-    tasks = {r["task_id"]: r for r in store.rows("SELECT task_id, question, rubric_json, task_sha256, graded_sha256 FROM tasks")}
+    tasks = {r["task_id"]: r for r in store.rows("SELECT task_id, question, rubric_json, graded_sha256 FROM tasks")}
     gen = store.rows("SELECT custom_id, route, task_id, prompt_chars FROM requests WHERE stage = 'gen' ORDER BY route, task_id")
     gen_share = len(gen) / total_lines
     if gen_share > 0.5:
@@ -325,7 +327,7 @@ def run_batchrun(config_path: Path, state: Path, profile: bool = False) -> tuple
     from dataclasses import replace
 
     from batchrun.collect import CollectResult, ingest
-    from batchrun.config import load_config
+    from batchrun.config_file import load_config
     from batchrun.store import Store
 
     config = load_config(config_path)
@@ -359,7 +361,7 @@ def run_full_collect(config_path: Path, state: Path) -> float:
     from dataclasses import replace
 
     from batchrun.collect import collect
-    from batchrun.config import load_config
+    from batchrun.config_file import load_config
     from batchrun.store import Store
 
     config = load_config(config_path)

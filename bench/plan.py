@@ -173,7 +173,7 @@ def run_raw(work: Path, sizes: list[int], m: Measure) -> None:
 
 
 def run_naive(work: Path, config_path: Path, lines: list[tuple[str, str]], m: Measure) -> None:
-    from batchrun.config import load_config
+    from batchrun.config_file import load_config
     from batchrun.dataset import load_dataset
     from batchrun.prompts import generation_prompt
     from batchrun.providers import RequestSpec, get_adapter
@@ -219,7 +219,7 @@ def run_naive(work: Path, config_path: Path, lines: list[tuple[str, str]], m: Me
 
 
 def profile_plan(work: Path, config_path: Path, top: int = 15) -> None:
-    from batchrun.config import load_config
+    from batchrun.config_file import load_config
     from batchrun.plan import plan
     from batchrun.store import Store
 

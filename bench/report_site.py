@@ -107,7 +107,7 @@ def write_inputs(root: Path, n_routes: int, rng: random.Random) -> Path:
 
 def prepare(root: Path, n_routes: int, seed: int) -> dict[str, Any]:
     from batchrun.config import load_config
-    from batchrun.plan import queue_judgments, sync_state
+    from batchrun.ledger import queue_judgments, sync_state
     from batchrun.store import Store
 
     rng = random.Random(seed)
@@ -225,7 +225,7 @@ BEFORE = """
 import sys
 from batchrun.config import load_config
 from batchrun.report import render
-from batchrun.scoring import report_data
+from batchrun.outputs import report_data
 from batchrun.store import Store
 config = load_config(sys.argv[1])
 store = Store.open(config.paths.state, rehearsal=None, readonly=True)

@@ -56,7 +56,7 @@ def _question(i: int) -> str:
 def build_project(root: Path, provider: str, n_requests: int, fraction: float = 1.0) -> Path:
     """A one-document project whose single request file lands just under the provider's limit."""
     from batchrun import jsonl
-    from batchrun.config import parse_config
+    from batchrun.config_file import parse_config
     from batchrun.prompts import generation_prompt
     from batchrun.providers import RequestSpec, get_adapter
 
@@ -157,7 +157,7 @@ class EmulatorProcess:
 def child(config_path: Path, url: str, idle: bool, profile: bool) -> int:
     """Runs in its own process: submit the planned batch (or, idle, only load what submit loads)."""
     from batchrun.clients import make_client
-    from batchrun.config import load_config
+    from batchrun.config_file import load_config
     from batchrun.store import Store
     from batchrun.submit import submit
 

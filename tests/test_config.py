@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from batchrun import caps as capslib
 from batchrun.cli import cli
-from batchrun.config import load_config
+from batchrun.config_file import load_config
 
 from conftest import KEY_ENV, Project, route, small_project, task
 

@@ -117,7 +117,7 @@ def test_measurements_made_under_the_old_reading_are_not_reused(project: Project
     project.tasks([task("t1", "When did the crane fail?", "crlf.txt")])
     # A cap between the two counts: the scope decision depends on which one is used.
     project.config(routes={"gpt": route("openai", "gpt-5.5", caps={"en": new_len, "cjk": new_len})}, panel=[])
-    plan_module = sys.modules["batchrun.plan"]
+    plan_module = sys.modules["batchrun.corpus"]
     monkeypatch.setattr(plan_module, "_measured", {})
     ok(project.run("plan"))
 
@@ -160,7 +160,7 @@ def test_generation_ids_change_only_for_documents_whose_reading_translated_newli
     clean-room run sends now; every other document keeps its id and so its answers."""
     from batchrun.corpus import measure_file
     from batchrun.dataset import RubricItem, Task
-    from batchrun.plan import _h, generation_custom_id
+    from batchrun.ledger import _h, generation_custom_id
 
     (tmp_path / "lf.txt").write_bytes(b"one\ntwo\n")
     (tmp_path / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")

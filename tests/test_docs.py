@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from batchrun.cli import cli
-from batchrun.store import schema_markdown
+from batchrun.schema import schema_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 
 def test_shipped_paper_config_is_valid() -> None:
-    from batchrun.config import load_config
+    from batchrun.config_file import load_config
 
     config = load_config(ROOT / "batchrun.toml")
     assert list(config.judging.panel) == ["judge-sonnet", "judge-qwen", "judge-flash"]

@@ -18,7 +18,7 @@ import pytest
 
 from batchrun.clients import round_backoff
 from batchrun.emulator import Emulator, builtin_responder
-from batchrun.plan import scan_pending
+from batchrun.ledger import scan_pending
 from conftest import KEY_ENV, Project, route, task
 
 DOC = ("The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist. "
@@ -318,7 +318,7 @@ def test_rubric_edit_rejudges_exactly_the_affected_cells_and_rescores_by_the_cur
 
 def test_judge_custom_id_carries_what_the_judge_grades() -> None:
     from batchrun.dataset import RubricItem
-    from batchrun.plan import judge_custom_id
+    from batchrun.ledger import judge_custom_id
     from batchrun.prompts import judge_graded_sha256
 
     rubric = (RubricItem(60, "a"), RubricItem(40, "b"))

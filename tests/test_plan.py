@@ -537,7 +537,7 @@ def test_plan_library_call_reports_the_same_as_the_cli(project: Project) -> None
 def _plan_module() -> Any:
     import sys
 
-    return sys.modules["batchrun.plan"]  # `batchrun.plan` the attribute is the plan() function
+    return sys.modules["batchrun.corpus"]
 
 
 def _age(path: Path, seconds: float) -> None:

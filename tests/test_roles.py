@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from batchrun.config import load_config
+from batchrun.config_file import load_config
 from batchrun.emulator import Emulator
 from batchrun.errors import ConfigError
-from batchrun.plan import sync_state
+from batchrun.ledger import sync_state
 
 from conftest import DEFAULT_ROUTES, Project, route, small_project
 from test_cli_errors import assert_clean_error, edit_config, set_route, snapshot

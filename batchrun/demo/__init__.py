@@ -14,7 +14,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from ..config import load_config
+from ..config_file import load_config
 from ..lock import WriterLock
 from ..progress import Progress
 from ..store import Store

@@ -1,13 +1,13 @@
-"""One small provider interface: pure halves (build a line, parse a line) apart from I/O halves.
+"""The provider interface: one adapter per provider, typed (`Adapter`), with declared capabilities.
 
-An adapter is a class with:
-
-- pure: `build_line(route, req) -> dict` (the provider-native request-file line) and
-  `parse_line(obj) -> LineResult` (one result line, success or failure, never raising on any
-  JSON value: see `parse_total`); `custom_id_of(obj)` (the request a line answers, or None);
-  `online_body(line) -> (custom_id, body)` (what the sync transport sends for a request line).
-- I/O, given an SDK client from `clients.make_client(route)`: `upload`, `create`, `retrieve`,
-  `list_recent`, `cancel`, `download`, `send_online`.
+An adapter has pure halves (build a request line, parse a result line) apart from I/O halves
+(upload, create, retrieve, list, cancel, download, send online), given an SDK client it builds
+itself (`make_client`, called by `clients.make_client`). What differs between providers and the
+pipeline must act on is declared on the adapter, in the manner of llm's `can_stream` /
+`supports_schema`: whether batches carry our tag, whether requests travel inline, the default
+key variable, the file limits, the endpoint, how reasoning tokens are billed... No module outside
+this package tests a provider's name: adding a provider is one adapter file plus its line in
+`_ADAPTERS`.
 
 Per-request failures are values (`LineResult.kind`), not exceptions: one bad line never stops a
 collect. Whole-call failures (the provider refused, the network is down) are `ProviderError`s
@@ -17,11 +17,16 @@ have acted anyway ("uncertain": a dropped connection on a create).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+
+if TYPE_CHECKING:
+    from ..config import Route
 
 # Sent with every online (sync-transport) request: providers ignore unknown headers, and it lets
 # a provider's logs (or the emulator's request log) tie an online call to its custom_id.
@@ -89,9 +94,10 @@ class BatchStatus:
     result_refs: tuple[str, ...] = ()  # file ids / names to download once terminal
     error: str | None = None  # whole-batch error (validation failure)
     quota: bool = False  # the provider refused for a queue/quota limit: "not now", not a failure
-    tag: str | None = None  # our local batch id, where the provider keeps one (OpenAI metadata, Gemini displayName)
+    tag: str | None = None  # our local batch id, where the provider keeps one (Adapter.tags_batches)
     created_at: float | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    n_requests: int | None = None  # requests in the batch, where the provider says (adoption without a tag compares it)
 
 
 # -- reading result lines that may not have the documented shape ------------------------------
@@ -236,15 +242,176 @@ def error_kind_for_status(status: int | None) -> ResultKind:
     return "transient"
 
 
+@dataclass(frozen=True)
+class SdkError:
+    """What an exception raised by a provider's SDK says, read by that provider's adapter
+    (`Adapter.read_error`); `clients.classify` decides what it means for us."""
+
+    status: int | None  # the HTTP status of the provider's answer; None: no answer was read
+    message: str
+    retry_after: float | None = None  # the provider's Retry-After, in seconds
+    no_response: bool = False  # a connection error or timeout: the request may or may not have arrived
+
+
+class Adapter(Protocol):
+    """Everything the pipeline asks of a provider.
+
+    Capabilities are declared facts about the provider, read by the pipeline instead of testing
+    the provider's name."""
+
+    name: str
+    # -- keys, hosts and limits ------------------------------------------------------------------
+    #: The environment variable holding the key when a route names none; "" = the route must name it.
+    default_key_env: str
+    #: A second variable the provider's SDK reads the same key from, tried when the default is unset
+    #: (and always redacted).
+    alt_key_env: str | None
+    #: The API host when a route sets no base_url; None = the route must set base_url.
+    default_host: str | None
+    #: What the SDK's base URL carries after the origin (the emulator serves every provider at one
+    #: origin: `--emulator URL` becomes URL + this).
+    base_url_suffix: str
+    #: The provider's limits for one batch: (requests, bytes of the request file).
+    file_limits: tuple[int, int]
+    #: The `endpoint` values a route may choose (chat, responses...).
+    endpoints: tuple[str, ...]
+    #: The API version header sent when a route sets no api_version; None = no versions (a route's
+    #: api_version is refused).
+    default_api_version: str | None
+    #: The header that carries the API version, as provenance names it.
+    api_version_header: str | None
+    #: API versions that reject temperature on every model.
+    no_sampling_api_versions: frozenset[str]
+    # -- how batches behave ----------------------------------------------------------------------
+    #: Batches carry our tag (`BatchStatus.tag`), so an uncertain create is resolved by finding the
+    #: tagged batch; without, by request count and then by the custom_ids in the results.
+    tags_batches: bool
+    #: Requests travel in the create call's body, read from the request file then (nothing is
+    #: uploaded before): the file is checked again right before each create.
+    inline_requests: bool
+    #: HTTP statuses of a create that mean "the provider failed this batch at validation" (a
+    #: provider without a failed batch state validates inline requests in the create call); the
+    #: batch is recorded as failed as a whole, like a failed batch elsewhere.
+    validation_failure_statuses: frozenset[int]
+    #: Reasoning tokens are reported apart from output tokens and billed as output.
+    reasoning_billed_apart: bool
+
+    # -- pure halves -----------------------------------------------------------------------------
+    def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
+        """The provider-native request-file line for one request."""
+        ...
+
+    def online_body(self, line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(custom_id, body) the sync transport sends online for a request line."""
+        ...
+
+    def custom_id_of(self, obj: Any) -> str | None:
+        """The request a decoded result line answers, or None if it names none."""
+        ...
+
+    def parse_line(self, obj: Any) -> LineResult:
+        """One decoded result line, success or failure; never raises, whatever JSON value it is."""
+        ...
+
+    def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
+        """An online failure written as a batch result line, so collect has one path."""
+        ...
+
+    def policy_endpoint(self, route: Route) -> str:
+        """What the route's policy fingerprint records as its endpoint."""
+        ...
+
+    def endpoint_label(self, route: Route) -> str:
+        """The API endpoint the route's requests go to, for provenance."""
+        ...
+
+    # -- I/O halves ------------------------------------------------------------------------------
+    def make_client(self, route: Route, key: str, *, timeout: float) -> Any:
+        """The SDK client for a route: its key, its base URL, SDK retries off (see clients.py)."""
+        ...
+
+    def client_base_url(self, client: Any) -> str | None:
+        """The base URL a client really sends to (the SDKs also read their own variables)."""
+        ...
+
+    def read_error(self, exc: BaseException) -> SdkError | None:
+        """What an exception raised by this provider's SDK says; None if its SDK did not raise it."""
+        ...
+
+    def upload(self, client: Any, route: Route, path: Path) -> str | None:
+        """Upload a request file; its file id (None: nothing to upload, see inline_requests)."""
+        ...
+
+    def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
+        """Create the batch. Never retried blindly: submit's adoption path handles failures."""
+        ...
+
+    def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
+        ...
+
+    def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
+        """Batches created at or after `since` (epoch seconds), for adoption."""
+        ...
+
+    def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
+        ...
+
+    def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+        """Fetch a terminal batch's result files into `dest`."""
+        ...
+
+    def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
+        """Send one request line online; return a result line in the batch output shape."""
+        ...
+
+
+# The registry: provider name -> "module:class", imported lazily (a provider's SDK is imported
+# only when it is used).
 _ADAPTERS = {
     "openai": "batchrun.providers.openai:OpenAIAdapter",
-    "openai-compatible": "batchrun.providers.openai:OpenAIAdapter",
     "anthropic": "batchrun.providers.anthropic:AnthropicAdapter",
     "gemini": "batchrun.providers.gemini:GeminiAdapter",
+    "openai-compatible": "batchrun.providers.openai:OpenAICompatibleAdapter",
 }
+PROVIDER_NAMES: tuple[str, ...] = tuple(_ADAPTERS)
 
 
-def get_adapter(provider: str) -> Any:
-    """The adapter for a provider name, imported lazily (a plain registry)."""
+@functools.cache
+def get_adapter(provider: str) -> Adapter:
+    """The adapter for a provider name (one instance per process; adapters hold no state)."""
     module, _, cls = _ADAPTERS[provider].partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    return cast(Adapter, getattr(importlib.import_module(module), cls)())
+
+
+def providers_where(capability: Callable[[Adapter], object]) -> tuple[str, ...]:
+    """The names of the providers whose adapter has a capability, e.g. for a config message."""
+    return tuple(name for name in PROVIDER_NAMES if capability(get_adapter(name)))
+
+
+def read_sdk_error(exc: BaseException) -> SdkError | None:
+    """What a provider SDK's exception says, read by the adapter of the SDK that raised it."""
+    for name in PROVIDER_NAMES:
+        found = get_adapter(name).read_error(exc)
+        if found is not None:
+            return found
+    return None
+
+
+def stainless_error(exc: BaseException, package: str) -> SdkError | None:
+    """Read an exception of openai-python or anthropic-sdk-python (both generated by Stainless,
+    with the same exception tree): `APIConnectionError`/`APITimeoutError` mean no answer was read;
+    `APIStatusError` carries `status_code` and the `response` with its headers."""
+    if not type(exc).__module__.startswith(package):
+        return None
+    name = type(exc).__name__
+    if "Connection" in name or "Timeout" in name:
+        return SdkError(None, str(exc), no_response=True)
+    retry_after = None
+    response = getattr(exc, "response", None)
+    if response is not None:
+        value = response.headers.get("retry-after")
+        try:
+            retry_after = float(value) if value is not None else None
+        except ValueError:
+            retry_after = None
+    return SdkError(getattr(exc, "status_code", None), str(exc), retry_after)

@@ -13,15 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clients import call
 from ..config import Route
 from . import (
     TRACE_HEADER,
+    Adapter,
+    BatchState,
     BatchStatus,
     LineResult,
     RequestSpec,
+    ResultKind,
+    SdkError,
     Usage,
     as_array,
     as_count,
@@ -32,6 +36,7 @@ from . import (
     custom_id_field,
     malformed,
     parse_total,
+    stainless_error,
 )
 
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks
@@ -42,7 +47,28 @@ _AUTH_ERRORS = {"authentication_error", "permission_error"}
 
 
 class AnthropicAdapter:
-    name = "anthropic"
+    name: str = "anthropic"
+    default_key_env: str = "ANTHROPIC_API_KEY"
+    alt_key_env: str | None = None
+    default_host: str | None = "api.anthropic.com"
+    base_url_suffix: str = ""  # the SDK adds /v1 to each path itself
+    # 100,000 requests or 256 MB per batch (Message Batches API, "Batch limitations"): the limit is
+    # on the create body, which is our file plus a few bytes of framing, hence the margin.
+    file_limits: tuple[int, int] = (100_000, 255_000_000)
+    endpoints: tuple[str, ...] = ("chat",)
+    # Sent explicitly whatever the SDK's major version: SDK 2.x defaults to 2026-10-21, which
+    # rejects temperature, top_p and top_k on every model.
+    default_api_version: str | None = "2023-06-01"
+    api_version_header: str | None = "anthropic-version"
+    no_sampling_api_versions: frozenset[str] = frozenset({"2026-10-21"})
+    # Message batches carry no metadata of ours: adoption matches candidates by request count,
+    # then by the custom_ids in their results (submit._adopt).
+    tags_batches: bool = False
+    inline_requests: bool = True
+    # There is no "failed" batch state: the requests travel in the create body, so a batch that
+    # fails validation is a 400 (413 too large, 422) on create.
+    validation_failure_statuses: frozenset[int] = frozenset({400, 413, 422})
+    reasoning_billed_apart: bool = False
 
     # -- pure halves ---------------------------------------------------------------------------
 
@@ -64,6 +90,14 @@ class AnthropicAdapter:
 
     def parse_line(self, obj: Any) -> LineResult:
         return parse_total(self.custom_id_of, self._parse, obj)
+
+    def policy_endpoint(self, route: Route) -> str:
+        # endpoint_path is not used for Anthropic; it stays in the policy (as the config's default)
+        # so that fingerprints, and the cells planned under them, do not change.
+        return route.endpoint_path
+
+    def endpoint_label(self, route: Route) -> str:
+        return "/v1/messages" if route.transport == "sync" else "/v1/messages/batches"
 
     def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
         result = as_object(obj.get("result"), "`result`")
@@ -91,8 +125,8 @@ class AnthropicAdapter:
         if kind == "errored":
             err = as_object(as_object(result.get("error"), "`result.error`").get("error"), "`result.error.error`")
             etype = as_label(err.get("type")) or "error"
-            kind = "invalid" if etype in _INVALID_ERRORS else "auth" if etype in _AUTH_ERRORS else "transient"
-            return LineResult(custom_id, kind, error_type=etype, error_message=as_message(err.get("message")))
+            failure: ResultKind = "invalid" if etype in _INVALID_ERRORS else "auth" if etype in _AUTH_ERRORS else "transient"
+            return LineResult(custom_id, failure, error_type=etype, error_message=as_message(err.get("message")))
         if kind == "canceled":
             return LineResult(custom_id, "cancelled", error_type="canceled")
         if kind == "expired":
@@ -100,6 +134,21 @@ class AnthropicAdapter:
         return malformed(custom_id, f"unknown result type {as_label(kind)!r}")
 
     # -- I/O halves ----------------------------------------------------------------------------
+
+    def make_client(self, route: Route, key: str, *, timeout: float) -> Any:
+        import anthropic
+
+        return anthropic.Anthropic(
+            api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout,
+            default_headers={"anthropic-version": route.api_version or self.default_api_version or ""},
+        )
+
+    def client_base_url(self, client: Any) -> str | None:
+        base = getattr(client, "base_url", None)  # without base_url in the route: ANTHROPIC_BASE_URL, else the default
+        return str(base) if base else None
+
+    def read_error(self, exc: BaseException) -> SdkError | None:
+        return stainless_error(exc, "anthropic")
 
     def upload(self, client: Any, route: Route, path: Path) -> str | None:
         return None  # inline requests: nothing to upload
@@ -161,6 +210,7 @@ class AnthropicAdapter:
         raw = batch.model_dump(mode="json") if hasattr(batch, "model_dump") else dict(batch)
         processing = raw.get("processing_status") or "unknown"
         counts = raw.get("request_counts") or {}
+        state: BatchState
         if processing == "ended":
             # Per-line kinds (succeeded / errored / canceled / expired) carry the detail.
             state = "cancelled" if raw.get("cancel_initiated_at") else "done"
@@ -171,7 +221,7 @@ class AnthropicAdapter:
         refs = (raw.get("results_url") or "",) if processing == "ended" else ()
         return BatchStatus(
             provider_batch_id=raw["id"], state=state, raw_status=processing, counts=dict(counts),
-            result_refs=refs, created_at=created_ts, raw=raw,
+            result_refs=refs, created_at=created_ts, raw=raw, n_requests=total_requests(counts),
         )
 
 
@@ -221,3 +271,7 @@ class InlineBody:
 
 def total_requests(counts: dict[str, Any]) -> int:
     return sum(int(counts.get(k) or 0) for k in ("processing", "succeeded", "errored", "canceled", "expired"))
+
+
+if TYPE_CHECKING:
+    _anthropic: Adapter = AnthropicAdapter()

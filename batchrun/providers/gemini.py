@@ -1,6 +1,6 @@
 """Gemini Developer API Batch Mode adapter (file input through the resumable upload).
 
-Request line: `{"key", "request": GenerateContentRequest}` (provider-apis.md §4.5); the budget is
+Request line: `{"key", "request": GenerateContentRequest}` (Gemini API, Batch Mode: "input file"); the budget is
 `generationConfig.maxOutputTokens`. The local batch id travels in `displayName`, which the SDK
 returns on get/list, so an orphan batch can be found after a crash. The SDK maps the wire's
 `BATCH_STATE_*` to `JOB_STATE_*`; both spellings are understood here. google-genai 3.x talks to
@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clients import MalformedResponse, call
 from ..config import Route
 from . import (
     TRACE_HEADER,
+    Adapter,
+    BatchState,
     BatchStatus,
     LineResult,
     Malformed,
     RequestSpec,
+    ResultKind,
+    SdkError,
     Usage,
     as_array,
     as_count,
@@ -32,7 +36,7 @@ from . import (
     parse_total,
 )
 
-_STATES = {
+_STATES: dict[str, BatchState] = {
     "PENDING": "pending", "QUEUED": "pending", "UNSPECIFIED": "pending",
     "RUNNING": "running", "CANCELLING": "running", "UPDATING": "running", "PAUSED": "running",
     "SUCCEEDED": "done", "PARTIALLY_SUCCEEDED": "done",
@@ -46,7 +50,7 @@ _INVALID_CODES = {400, 404, 413, 3, 5}
 _AUTH_CODES = {401, 403, 16, 7}
 
 
-def state_of(raw_state: str) -> str:
+def state_of(raw_state: str) -> BatchState:
     suffix = raw_state.rsplit(".", 1)[-1]
     for prefix in ("BATCH_STATE_", "JOB_STATE_"):
         if suffix.startswith(prefix):
@@ -60,7 +64,23 @@ def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
 
 
 class GeminiAdapter:
-    name = "gemini"
+    name: str = "gemini"
+    default_key_env: str = "GEMINI_API_KEY"
+    alt_key_env: str | None = "GOOGLE_API_KEY"  # google-genai's own alternative to GEMINI_API_KEY
+    default_host: str | None = "generativelanguage.googleapis.com"
+    base_url_suffix: str = ""  # the SDK adds the API version (/v1beta, /v1) to each path itself
+    # File input up to 2 GB (Gemini API, Batch Mode).
+    file_limits: tuple[int, int] = (1_000_000, 2_000_000_000)
+    endpoints: tuple[str, ...] = ("chat",)
+    default_api_version: str | None = None
+    api_version_header: str | None = None
+    no_sampling_api_versions: frozenset[str] = frozenset()
+    # Batches carry our tag in `displayName`, returned on get and list.
+    tags_batches: bool = True
+    inline_requests: bool = False
+    validation_failure_statuses: frozenset[int] = frozenset()  # a failed batch is JOB_STATE_FAILED
+    # candidatesTokenCount excludes thinking, reported as thoughtsTokenCount and billed as output.
+    reasoning_billed_apart: bool = True
 
     # -- pure halves ---------------------------------------------------------------------------
 
@@ -86,6 +106,14 @@ class GeminiAdapter:
     def parse_line(self, obj: Any) -> LineResult:
         return parse_total(self.custom_id_of, self._parse, obj)
 
+    def policy_endpoint(self, route: Route) -> str:
+        # endpoint_path is not used for Gemini; it stays in the policy (as the config's default)
+        # so that fingerprints, and the cells planned under them, do not change.
+        return route.endpoint_path
+
+    def endpoint_label(self, route: Route) -> str:
+        return f"/models/{route.model}:" + ("generateContent" if route.transport == "sync" else "batchGenerateContent")
+
     def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
         err = obj.get("error")
         if err:
@@ -93,7 +121,7 @@ class GeminiAdapter:
                 return LineResult(custom_id, "transient", error_type="error", error_message=as_message(err))
             code = err.get("code")
             number = code if isinstance(code, int) and not isinstance(code, bool) else None
-            kind = "invalid" if number in _INVALID_CODES else "auth" if number in _AUTH_CODES else "transient"
+            kind: ResultKind = "invalid" if number in _INVALID_CODES else "auth" if number in _AUTH_CODES else "transient"
             return LineResult(custom_id, kind, error_type=as_label(err.get("status") or code), error_message=as_message(err.get("message")))
         if obj.get("response") is None:
             # Neither an answer nor an error: not a result the model gave (never an "empty").
@@ -130,10 +158,32 @@ class GeminiAdapter:
 
     # -- I/O halves ----------------------------------------------------------------------------
 
+    def make_client(self, route: Route, key: str, *, timeout: float) -> Any:
+        from google import genai
+        from google.genai import types
+
+        http_options: dict[str, Any] = {"timeout": int(timeout * 1000)}
+        if route.base_url:
+            http_options["base_url"] = route.base_url
+        return genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))
+
+    def client_base_url(self, client: Any) -> str | None:
+        # google-genai keeps it in its API client's HTTP options (GOOGLE_GEMINI_BASE_URL included).
+        options = getattr(getattr(client, "_api_client", None), "_http_options", None)
+        base = getattr(options, "base_url", None)
+        return str(base) if base else None
+
+    def read_error(self, exc: BaseException) -> SdkError | None:
+        # google.genai.errors.APIError carries the HTTP status as `code`; a connection error is
+        # httpx's own, not wrapped (clients.classify reads those).
+        if not type(exc).__module__.startswith("google.genai"):
+            return None
+        return SdkError(getattr(exc, "code", None), getattr(exc, "message", None) or str(exc))
+
     def upload(self, client: Any, route: Route, path: Path) -> str:
         def do() -> str:
             try:
-                # Python's mimetypes does not know .jsonl: pass the MIME type explicitly (§4.6).
+                # Python's mimetypes does not know .jsonl: pass the MIME type explicitly.
                 file = client.files.upload(file=str(path), config={"mime_type": "application/jsonl", "display_name": path.parent.name})
             except KeyError as e:
                 # google-genai reads the resumable session's URL as headers["x-goog-upload-url"]
@@ -176,7 +226,11 @@ class GeminiAdapter:
             if not ref:
                 continue
             target = dest / "results.jsonl"
-            data = call(lambda ref=ref: client.files.download(file=ref), what=f"Downloading result file {ref}", route=route)
+
+            def do(ref: str = ref) -> Any:
+                return client.files.download(file=ref)  # bytes
+
+            data = call(do, what=f"Downloading result file {ref}", route=route)
             target.write_bytes(data)
             paths.append(target)
         return paths
@@ -208,7 +262,7 @@ class GeminiAdapter:
         error = getattr(job, "error", None)
         message = None
         if state == "failed":
-            # The SDK drops the operation's error on the Developer API (provider-apis.md §4.4).
+            # google-genai does not expose the batch operation's error on the Developer API.
             message = getattr(error, "message", None) or f"Gemini reported {raw_state} (no error detail exposed by the SDK)"
         raw = job.model_dump(mode="json", exclude_none=True) if hasattr(job, "model_dump") else {}
         return BatchStatus(
@@ -217,3 +271,7 @@ class GeminiAdapter:
             error=message, tag=getattr(job, "display_name", None),
             created_at=created.timestamp() if isinstance(created, datetime) else None, raw=raw,
         )
+
+
+if TYPE_CHECKING:
+    _gemini: Adapter = GeminiAdapter()

@@ -1,24 +1,28 @@
 """OpenAI Batch API adapter; also OpenAI-compatible batch providers (DashScope, Zhipu, Kimi).
 
 Request line: `{"custom_id", "method": "POST", "url", "body"}` where `body` is exactly the online
-endpoint's body and `url` equals the batch's `endpoint` (provider-apis.md §2.3). Budgets:
-chat `max_completion_tokens` (OpenAI; `max_tokens` is rejected by reasoning models, §2.7),
-responses `max_output_tokens`, OpenAI-compatible chat `max_tokens` (what those servers read).
+endpoint's body and `url` equals the batch's `endpoint` (OpenAI Batch API reference, "The request
+input object"). Budgets: chat `max_completion_tokens` (OpenAI; reasoning models reject
+`max_tokens`), responses `max_output_tokens`, OpenAI-compatible chat `max_tokens` (what those
+servers read).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clients import call
 from ..config import Route
 from . import (
     TRACE_HEADER,
+    Adapter,
+    BatchState,
     BatchStatus,
     LineResult,
-    RequestSpec,
     Malformed,
+    RequestSpec,
+    SdkError,
     Usage,
     as_array,
     as_count,
@@ -30,9 +34,10 @@ from . import (
     error_kind_for_status,
     json_type,
     parse_total,
+    stainless_error,
 )
 
-_STATES = {
+_STATES: dict[str, BatchState] = {
     "validating": "pending",
     "in_progress": "running",
     "finalizing": "running",
@@ -45,19 +50,38 @@ _STATES = {
 
 
 class OpenAIAdapter:
-    name = "openai"
+    name: str = "openai"
+    default_key_env: str = "OPENAI_API_KEY"
+    alt_key_env: str | None = None
+    default_host: str | None = "api.openai.com"
+    # The SDK's base URL includes the API version path: https://api.openai.com/v1.
+    base_url_suffix: str = "/v1"
+    # 50,000 requests and 200 MB per batch input file (OpenAI Batch API guide, "Rate limits").
+    file_limits: tuple[int, int] = (50_000, 200_000_000)
+    endpoints: tuple[str, ...] = ("chat", "responses")
+    default_api_version: str | None = None
+    api_version_header: str | None = None
+    no_sampling_api_versions: frozenset[str] = frozenset()
+    # Batches carry our tag in `metadata`, returned on retrieve and list.
+    tags_batches: bool = True
+    inline_requests: bool = False
+    # A batch that fails validation is a `failed` batch with `errors`, not a failed create.
+    validation_failure_statuses: frozenset[int] = frozenset()
+    # completion_tokens / output_tokens already include the reasoning tokens.
+    reasoning_billed_apart: bool = False
+    # The completion budget of a chat request: reasoning models reject `max_tokens`.
+    chat_budget_key = "max_completion_tokens"
 
     # -- pure halves ---------------------------------------------------------------------------
 
     def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
         body: dict[str, Any] = {"model": req.model}
-        if route.provider == "openai" and route.endpoint == "responses":
+        if route.endpoint == "responses":
             body["input"] = req.prompt
             body["max_output_tokens"] = req.max_tokens
         else:
             body["messages"] = [{"role": "user", "content": req.prompt}]
-            budget_key = "max_completion_tokens" if route.provider == "openai" else "max_tokens"
-            body[budget_key] = req.max_tokens
+            body[self.chat_budget_key] = req.max_tokens
         if req.temperature is not None:
             body["temperature"] = req.temperature
         return {"custom_id": req.custom_id, "method": "POST", "url": route.endpoint_path, "body": body}
@@ -70,6 +94,12 @@ class OpenAIAdapter:
 
     def parse_line(self, obj: Any) -> LineResult:
         return parse_total(self.custom_id_of, self._parse, obj)
+
+    def policy_endpoint(self, route: Route) -> str:
+        return route.endpoint  # chat | responses: the path follows from it
+
+    def endpoint_label(self, route: Route) -> str:
+        return route.endpoint_path if route.transport == "sync" else f"/v1/batches {route.endpoint_path}"
 
     def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
         error = obj.get("error")
@@ -105,6 +135,18 @@ class OpenAIAdapter:
         return _parse_chat_body(custom_id, body)
 
     # -- I/O halves ----------------------------------------------------------------------------
+
+    def make_client(self, route: Route, key: str, *, timeout: float) -> Any:
+        import openai
+
+        return openai.OpenAI(api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout)
+
+    def client_base_url(self, client: Any) -> str | None:
+        base = getattr(client, "base_url", None)  # without base_url in the route: OPENAI_BASE_URL, else the default
+        return str(base) if base else None
+
+    def read_error(self, exc: BaseException) -> SdkError | None:
+        return stainless_error(exc, "openai")
 
     def upload(self, client: Any, route: Route, path: Path) -> str:
         def do() -> str:
@@ -191,11 +233,33 @@ class OpenAIAdapter:
             # expiry, the batch_expired lines); either may be null.
             refs = (raw.get("output_file_id") or "", raw.get("error_file_id") or "")
         metadata = raw.get("metadata") or {}
+        total = counts.get("total")
         return BatchStatus(
             provider_batch_id=raw["id"], state=state, raw_status=status, counts=dict(counts),
             result_refs=refs, error=message, quota=quota, tag=metadata.get("batchrun_batch"),
-            created_at=raw.get("created_at"), raw=raw,
+            created_at=raw.get("created_at"), raw=raw, n_requests=total if isinstance(total, int) else None,
         )
+
+
+class OpenAICompatibleAdapter(OpenAIAdapter):
+    """An OpenAI-compatible batch API (DashScope/Qwen, Zhipu/GLM, Kimi...): the OpenAI SDK pointed
+    at the provider's base URL, with the provider's own key variable."""
+
+    name: str = "openai-compatible"
+    default_key_env: str = ""  # never another provider's key: the route names its variable
+    default_host: str | None = None  # the route names its base_url
+    # Zhipu and Kimi accept input files of up to 100 MB.
+    file_limits: tuple[int, int] = (50_000, 100_000_000)
+    endpoints: tuple[str, ...] = ("chat",)
+    chat_budget_key = "max_tokens"  # what those servers read
+
+    def policy_endpoint(self, route: Route) -> str:
+        return route.endpoint_path  # the path differs between providers (/v1/..., /v4/...)
+
+
+if TYPE_CHECKING:
+    _openai: Adapter = OpenAIAdapter()
+    _compatible: Adapter = OpenAICompatibleAdapter()
 
 
 def _usage_chat(u: Any) -> Usage:
@@ -224,7 +288,7 @@ def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
         content = "".join(as_text(p.get("text"), "a content part's `text`") or "" for p in content if isinstance(p, dict))
     content = as_text(content, "`message.content`")
     if finish == "content_filter":
-        # The provider's content filter withheld the answer: a refusal (spec §2), never retried.
+        # The provider's content filter withheld the answer: a refusal (the protocol counts it as one), never retried.
         return LineResult(custom_id, "refusal", text=content or "", finish_reason=finish, usage=usage)
     if not content or not content.strip():
         return LineResult(custom_id, "empty", text=content or "", finish_reason=finish, usage=usage)

@@ -1,9 +1,11 @@
-"""Scores, results files and provenance, read from the views (never recomputed differently).
+"""What batchrun publishes: results/ files, the leaderboard and the report's data, with provenance.
 
-`leaderboard` and `cell_status` in state.db are the definition; this module only shapes them
-into results/<route>.responses.json, results/<route>.scores.json and the report's rows, adding
-per-judge details, the matched panel (a robustness view) and the provenance block that must
-accompany every published number.
+Nothing is scored here. Judge requests are queued by the ledger (ledger.queue_judgments),
+verdicts are parsed and normalised by grading.py at collect, and the views in state.db
+(`cell_status`, `leaderboard`) aggregate them: they are the definition. This module only shapes
+them into results/<route>.responses.json, results/<route>.scores.json and the report's rows,
+adding per-judge details, the matched panel (a robustness view) and the provenance block that
+must accompany every published number.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .config import Config
 from .grading import score as normalised_score
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store
+from .version import __version__
 
 RESPONSE_STATUS = {"judging": "ok"}
 # Cell statuses that count 0 in All-tasks: the model's own failures, out of context, and
