@@ -339,14 +339,14 @@ def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, An
         pair[:, 1::2] = np.where(member[:, None], scored_m, np.nan)
         blocks.append(pair)
     ivs = boot.intervals(np.hstack(blocks)) if blocks and routes else []
-    out = [{"dimension": key, "title": title, "rule": rule, "values": []} for key, title, rule, _ in dims]
-    k = 0
+    out: list[dict[str, Any]] = [{"dimension": key, "title": title, "rule": rule, "values": []} for key, title, rule, _ in dims]
+    slot = 0
     for d, value, idx in plan:
         entry: dict[str, Any] = {"value": value, "n_tasks": len(idx), "n_documents": len({cells.tasks[i].doc for i in idx}),
                                  "routes": {}}
         for r in routes:
-            entry["routes"][r] = {"all_tasks": ivs[k].as_json(), "scored": ivs[k + 1].as_json()}
-            k += 2
+            entry["routes"][r] = {"all_tasks": ivs[slot].as_json(), "scored": ivs[slot + 1].as_json()}
+            slot += 2
         out[d]["values"].append(entry)
     return [d for d in out if d["values"]]
 

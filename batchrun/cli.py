@@ -362,10 +362,10 @@ def _log_to_stderr(quiet: bool) -> None:
     """batchrun's log (retries and their waits) as progress lines on stderr; -q silences it."""
     import logging
 
-    class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
         """Writes to sys.stderr as it is when a record is emitted (a test runner may swap it)."""
 
-        @property  # type: ignore[override]
+        @property  # type: ignore[override,unused-ignore]
         def stream(self) -> Any:
             return sys.stderr
 
@@ -571,7 +571,7 @@ def report(ctx: Context, fmt: str, out: str | None, resamples: int, seed: int) -
         if fmt == "html":
             from .site import write_site
 
-            index = write_site(store, config, data, Path(out))
+            index = write_site(store, config, data, Path(str(out)))
             click.echo(f"wrote {index}", err=True)
             return
     text = render(data, fmt)

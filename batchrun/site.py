@@ -228,7 +228,9 @@ def _pairwise(st: dict[str, Any]) -> str:
     alpha = pw["groups"]["alpha"]
     values, tips, marks = [], [], []
     for r in ranked:
-        vrow, trow, mrow = [], [], []
+        vrow: list[float | None] = []
+        trow: list[str] = []
+        mrow: list[str] = []
         for c in ranked:
             if r == c:
                 vrow.append(None)

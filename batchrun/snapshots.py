@@ -131,7 +131,7 @@ def load(store: Store, snapshot_id: int) -> State:
     for r in store.rows("SELECT * FROM snapshot_routes WHERE snapshot_id = ?", [snapshot_id]):
         routes[r["route"]] = {"model": r["model"], "policy_fp": r["policy_fp"], **_headline(r)}
     panel = tuple(tuple(p) for p in json.loads(store.scalar("SELECT panel_json FROM snapshots WHERE id = ?", [snapshot_id])))
-    return State(cells, routes, panel)  # type: ignore[arg-type]
+    return State(cells, routes, panel)
 
 
 def _iso(ts: float | None) -> str | None:
@@ -165,10 +165,11 @@ def diff(before: State, after: State) -> dict[str, Any]:
     panel_changed = before.panel != after.panel
     tasks_before = {t for _, t in before.cells}
     tasks_after = {t for _, t in after.cells}
-    cells = []
+    cells: list[dict[str, Any]] = []
     for key in sorted(set(before.cells) | set(after.cells)):
         route, task = key
         b, a = before.cells.get(key), after.cells.get(key)
+        reason: str | None
         if b is None:
             reason = "new route" if route not in before.routes else "new task" if task not in tasks_before else "changed policy"
         elif a is None:
@@ -182,24 +183,24 @@ def diff(before: State, after: State) -> dict[str, Any]:
                       "after": None if a is None else {"status": a.status, "score": a.score}})
     routes = []
     for route in list(after.routes) + [r for r in before.routes if r not in after.routes]:
-        b, a = before.routes.get(route), after.routes.get(route)
+        rb, ra = before.routes.get(route), after.routes.get(route)
         reasons: dict[str, int] = {}
         for c in cells:
             if c["route"] == route:
                 reasons[c["reason"]] = reasons.get(c["reason"], 0) + 1
 
-        def delta(k: str) -> float | None:
-            if a is None or b is None or a[k] is None or b[k] is None:
+        def delta(k: str, ra: dict[str, Any] | None = ra, rb: dict[str, Any] | None = rb) -> float | None:
+            if ra is None or rb is None or ra[k] is None or rb[k] is None:
                 return None
-            return round(a[k] - b[k], 6)
+            return round(ra[k] - rb[k], 6)
 
         routes.append({
-            "route": route, "status": "new" if b is None else "removed" if a is None else "kept",
-            "before": None if b is None else {k: b[k] for k in HEADLINE},
-            "after": None if a is None else {k: a[k] for k in HEADLINE},
+            "route": route, "status": "new" if rb is None else "removed" if ra is None else "kept",
+            "before": None if rb is None else {k: rb[k] for k in HEADLINE},
+            "after": None if ra is None else {k: ra[k] for k in HEADLINE},
             "delta_all_tasks": delta("all_tasks_overall"), "delta_scored": delta("scored_overall"),
             "cells_changed": sum(reasons.values()), "reasons": reasons,
-            "policy_changed": a is not None and b is not None and a["policy_fp"] != b["policy_fp"],
+            "policy_changed": ra is not None and rb is not None and ra["policy_fp"] != rb["policy_fp"],
         })
     totals: dict[str, int] = {}
     for c in cells:

@@ -361,11 +361,11 @@ class DocumentBootstrap:
             low[k], high[k] = np.percentile(col, [tail, 100 - tail])
             se[k] = col.std(ddof=1) if col.size > 1 else 0.0
         out = []
-        for k in range(values.shape[1]):
-            if n[k] == 0 or np.isnan(low[k]):
-                out.append(Interval(None, None, None, None, int(n[k])))
+        for j in range(values.shape[1]):
+            if n[j] == 0 or np.isnan(low[j]):
+                out.append(Interval(None, None, None, None, int(n[j])))
             else:
-                out.append(Interval(float(estimate[k]), float(low[k]), float(high[k]), float(se[k]), int(n[k])))
+                out.append(Interval(float(estimate[j]), float(low[j]), float(high[j]), float(se[j]), int(n[j])))
         return out
 
     def interval(self, values: Sequence[float | None], *, confidence: float = CONFIDENCE) -> Interval:

@@ -8,7 +8,7 @@ Every text that comes from data is escaped here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 
 # Okabe-Ito colours (distinguishable with colour-vision deficiencies) for categories.
@@ -124,7 +124,7 @@ CHAR_W = 6.3  # average width of an 11px sans-serif character, for laying out la
 
 
 def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[float | None]], *,
-            tooltips: Sequence[Sequence[str]] | None = None, colour=score_colour, cell_w: int = 52, cell_h: int = 26,
+            tooltips: Sequence[Sequence[str]] | None = None, colour: Callable[[float | None], str] = score_colour, cell_w: int = 52, cell_h: int = 26,
             label: str = "", marks: Sequence[Sequence[str]] | None = None, row_notes: Sequence[str] | None = None,
             max_label: int = 32) -> str:
     """A grid of values with row and (slanted) column labels; each cell shows its value and a
