@@ -234,7 +234,8 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
         _print_plan(config, result, as_json)
 
 
-def _print_plan(config: Config, result: Any, as_json: bool) -> None:
+def _print_plan(config: Config, result: Any, as_json: bool, *,
+                unsent: list[dict[str, Any]] | None = None) -> None:
     from .cost import fmt_money
 
     rows = [vars(r).copy() for r in result.routes]
@@ -252,7 +253,15 @@ def _print_plan(config: Config, result: Any, as_json: bool) -> None:
     total = None if any(c is None for c in known) else sum(known)
     click.echo(f"total estimated: {fmt_money(total)} at the batch rate"
                + ("" if total is not None else " (some routes have no price: set price to know)"))
-    if not result.batches and not any(d["to_send"] for d in rows):
+    if unsent:
+        # Planned earlier (by `plan`, or a submit that held them): the next submit sends these.
+        costs = [b["est_cost"] for b in unsent]
+        total_unsent = None if any(c is None for c in costs) else sum(costs)
+        click.echo(f"{len(unsent)} batch(es) planned and not sent yet, {sum(b['n_requests'] or 0 for b in unsent)} request(s), "
+                   f"est. {fmt_money(total_unsent)}: the next submit will send them")
+        for b in unsent:
+            click.echo(f"  {b['id']}  {b['route']} {b['stage']}  {b['status']}  {b['n_requests']} request(s)  est. {fmt_money(b['est_cost'])}")
+    if not result.batches and not any(d["to_send"] for d in rows) and not unsent:
         click.echo("Nothing new to write.", err=True)
 
 
@@ -273,7 +282,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
                            budget=budget, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         if dry_run:
-            _print_plan(config, result.plan, False)
+            _print_plan(config, result.plan, False, unsent=result.unsent)
             return
         click.echo(f"created {len(result.created)} batch(es), adopted {len(result.adopted)}, held {len(result.held)}")
         for bid, why in result.held:

@@ -137,3 +137,22 @@ def test_usage_error_exit_code_in_a_real_process() -> None:
     env = {**os.environ, KEY_ENV: "x"}
     p = subprocess.run([sys.executable, "-m", "batchrun", "--no-such-flag"], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 1 and "No such option" in p.stderr
+
+
+def test_a_dry_run_after_plan_lists_the_planned_batches_it_would_send(project: Project, emulator: Emulator) -> None:
+    """`plan` then `submit --dry-run` used to say "Nothing new to write" though the next submit uploads."""
+    small_project(project)
+    assert project.run("plan", emulator=emulator).exit_code == 0
+    planned = project.sql("SELECT id, n_requests FROM batches WHERE status = 'planned'")
+    assert planned
+    r = project.run("submit", "--dry-run", emulator=emulator)
+    assert r.exit_code == 0, r.output
+    assert f"{len(planned)} batch(es) planned and not sent yet" in r.output and "the next submit will send them" in r.output
+    for b in planned:
+        assert b["id"] in r.output
+    assert f"{sum(b['n_requests'] for b in planned)} request(s)" in r.output
+    assert "Nothing new to write" not in r.output
+    assert emulator.calls == []
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    r = project.run("submit", "--dry-run", emulator=emulator)
+    assert "planned and not sent yet" not in r.output and "Nothing new to write" in r.output
