@@ -520,15 +520,25 @@ def status(ctx: Context, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     for route, counts in data["cells"].items():
-        click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        words = sorted(counts.items())
+        split = data["pending"].get(route)
+        if split:
+            # "pending" says nothing about whether it was sent: say which.
+            words = [w for w in words if w[0] != "pending"]
+            words += [(k, v) for k, v in (("pending (unsent)", split["unsent"]), ("in flight", split["in_flight"])) if v]
+        click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in words))
     for p in data["problems"]:
         click.echo(f"{p['state']}: {p['text']}")
     for t in data["truncated"]:
         click.echo(f"truncated: {t['text']}")
     click.echo(f"{len(data['in_flight'])} batch(es) live")
     for b in data["in_flight"]:
-        click.echo(f"  {b['id']}: {b['status']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)"
+        click.echo(f"  {b['id']}: {b['state']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)"
                    + (f": {b['error']}" if b["error"] else ""))
+    if data["planned"]:
+        click.echo(f"{len(data['planned'])} batch(es) planned (not sent): the next submit sends them")
+        for b in data["planned"]:
+            click.echo(f"  {b['id']}: {b['state']} ({b['n_requests']} requests)" + (f": {b['error']}" if b["error"] else ""))
 
 
 @cli.command()

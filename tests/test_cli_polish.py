@@ -156,3 +156,25 @@ def test_a_dry_run_after_plan_lists_the_planned_batches_it_would_send(project: P
     assert project.run("submit", emulator=emulator).exit_code == 0
     r = project.run("submit", "--dry-run", emulator=emulator)
     assert "planned and not sent yet" not in r.output and "Nothing new to write" in r.output
+
+
+def test_status_words_say_planned_unsent_in_flight_and_cancelling(project: Project) -> None:
+    """Planned batches are not "live"; a pending cell says whether it was sent; a cancel shows at once."""
+    small_project(project)
+    emu = Emulator(port=0, latency=30.0).start()
+    try:
+        assert project.run("plan", emulator=emu).exit_code == 0
+        n_planned = len(project.sql("SELECT id FROM batches WHERE status = 'planned'"))
+        r = project.run("status", emulator=emu)
+        assert r.exit_code == 0, r.output
+        assert "0 batch(es) live" in r.output and f"{n_planned} batch(es) planned (not sent)" in r.output
+        assert "pending (unsent)" in r.output and "in flight" not in r.output and "pending 4" not in r.output
+        assert project.run("submit", emulator=emu).exit_code == 0
+        r = project.run("status", emulator=emu)
+        assert f"{n_planned} batch(es) live" in r.output and "planned (not sent)" not in r.output
+        assert "in flight 4" in r.output and "pending (unsent)" not in r.output
+        assert project.run("cancel", "--all", emulator=emu).exit_code == 0
+        r = project.run("status", emulator=emu)
+        assert r.output.count("cancelling (requested)") == n_planned, r.output
+    finally:
+        emu.stop()
