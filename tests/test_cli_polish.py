@@ -178,3 +178,26 @@ def test_status_words_say_planned_unsent_in_flight_and_cancelling(project: Proje
         assert r.output.count("cancelling (requested)") == n_planned, r.output
     finally:
         emu.stop()
+
+
+def test_event_lines_show_batchruns_state_word_not_the_providers_raw_one(project: Project, emulator: Emulator) -> None:
+    small_project(project)  # an OpenAI, an Anthropic and a Gemini route
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    r = project.run("poll", "--wait", "--interval", "0.05", "--timeout", "60", emulator=emulator)
+    assert r.exit_code == 0, r.output
+    ended = [line for line in r.output.splitlines() if " ended: " in line]
+    assert len(ended) == 3, r.output
+    assert all(line.split(" ended: ")[1].startswith("done") for line in ended), ended
+    assert "JOB_STATE_" not in r.output and "ended: ended" not in r.output and "ended: completed" not in r.output
+
+
+def test_state_words_keep_the_providers_word_where_it_says_more() -> None:
+    from batchrun.poll import state_words
+    from batchrun.providers import BatchStatus
+
+    def words(state: str, raw: str) -> str:
+        return state_words(BatchStatus(provider_batch_id="b", state=state, raw_status=raw))
+
+    assert words("done", "JOB_STATE_SUCCEEDED") == "done"
+    assert words("done", "ended") == "done" and words("cancelled", "canceled") == "cancelled"
+    assert words("failed", "JOB_STATE_PARTIALLY_SUCCEEDED") == "failed (provider: JOB_STATE_PARTIALLY_SUCCEEDED)"
