@@ -203,7 +203,7 @@ class BatchrunGroup(click.Group):
 @click.version_option(__version__, prog_name="batchrun")
 @click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default ./batchrun.toml; env BATCHRUN_CONFIG).")
 @click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Rehearse: send every route to a local emulator at URL, keeping state.db, jobs/ and results/ under rehearsal/ (env BATCHRUN_EMULATOR).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or notices on stderr.")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet: bool) -> None:
     """batchrun: run WildTrace leaderboard evaluations through the providers' batch APIs.
@@ -231,10 +231,10 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
     with writer(ctx, "plan", config, wait_lock=wait_lock) as store:
         result = do_plan(store, config, routes=set(routes) or None, stages=set(stages) or None)
         announce_warnings(ctx, store, config)
-        _print_plan(config, result, as_json)
+        _print_plan(config, result, as_json, quiet=ctx.quiet)
 
 
-def _print_plan(config: Config, result: Any, as_json: bool, *,
+def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = False,
                 unsent: list[dict[str, Any]] | None = None) -> None:
     from .cost import fmt_money
 
@@ -261,7 +261,7 @@ def _print_plan(config: Config, result: Any, as_json: bool, *,
                    f"est. {fmt_money(total_unsent)}: the next submit will send them")
         for b in unsent:
             click.echo(f"  {b['id']}  {b['route']} {b['stage']}  {b['status']}  {b['n_requests']} request(s)  est. {fmt_money(b['est_cost'])}")
-    if not result.batches and not any(d["to_send"] for d in rows) and not unsent:
+    if not result.batches and not any(d["to_send"] for d in rows) and not unsent and not quiet:
         click.echo("Nothing new to write.", err=True)
 
 
@@ -282,7 +282,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
                            budget=budget, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         if dry_run:
-            _print_plan(config, result.plan, False, unsent=result.unsent)
+            _print_plan(config, result.plan, False, quiet=ctx.quiet, unsent=result.unsent)
             return
         click.echo(f"created {len(result.created)} batch(es), adopted {len(result.adopted)}, held {len(result.held)}")
         for bid, why in result.held:

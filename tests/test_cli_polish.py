@@ -201,3 +201,12 @@ def test_state_words_keep_the_providers_word_where_it_says_more() -> None:
     assert words("done", "JOB_STATE_SUCCEEDED") == "done"
     assert words("done", "ended") == "done" and words("cancelled", "canceled") == "cancelled"
     assert words("failed", "JOB_STATE_PARTIALLY_SUCCEEDED") == "failed (provider: JOB_STATE_PARTIALLY_SUCCEEDED)"
+
+
+@pytest.mark.parametrize("command", [["plan"], ["submit", "--dry-run"]])
+def test_quiet_silences_nothing_new_to_write(project: Project, emulator: Emulator, command: list[str]) -> None:
+    small_project(project)
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    assert "Nothing new to write." in project.run(*command, emulator=emulator).output
+    r = project.run("-q", *command, emulator=emulator)
+    assert r.exit_code == 0 and "Nothing new to write" not in r.output
