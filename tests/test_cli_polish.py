@@ -210,3 +210,20 @@ def test_quiet_silences_nothing_new_to_write(project: Project, emulator: Emulato
     assert "Nothing new to write." in project.run(*command, emulator=emulator).output
     r = project.run("-q", *command, emulator=emulator)
     assert r.exit_code == 0 and "Nothing new to write" not in r.output
+
+
+def test_runs_and_batches_times_read_as_iso_8601_utc(project: Project, emulator: Emulator) -> None:
+    import re
+
+    small_project(project)
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    iso = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+    runs = project.sql("SELECT r.started_at, l.started_at_utc, l.ended_at_utc FROM runs r JOIN runs_log l ON l.id = r.id")
+    assert runs and all(iso.match(r["started_at_utc"]) and iso.match(r["ended_at_utc"]) for r in runs)
+    first = runs[0]
+    import calendar
+    parsed = calendar.timegm(time.strptime(first["started_at_utc"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert abs(parsed - first["started_at"]) <= 1
+    batches = project.sql("SELECT created_at_utc, submitted_at_utc, ended_at_utc FROM batches_log")
+    assert batches and all(iso.match(b["created_at_utc"]) and iso.match(b["submitted_at_utc"]) for b in batches)
+    assert all(b["ended_at_utc"] is None for b in batches)
