@@ -203,7 +203,7 @@ class BatchrunGroup(click.Group):
 @click.version_option(__version__, prog_name="batchrun")
 @click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default ./batchrun.toml; env BATCHRUN_CONFIG).")
 @click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Rehearse: send every route to a local emulator at URL, keeping state.db, jobs/ and results/ under rehearsal/ (env BATCHRUN_EMULATOR).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or notices on stderr.")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet: bool) -> None:
     """batchrun: run WildTrace leaderboard evaluations through the providers' batch APIs.
@@ -231,10 +231,11 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
     with writer(ctx, "plan", config, wait_lock=wait_lock) as store:
         result = do_plan(store, config, routes=set(routes) or None, stages=set(stages) or None)
         announce_warnings(ctx, store, config)
-        _print_plan(config, result, as_json)
+        _print_plan(config, result, as_json, quiet=ctx.quiet)
 
 
-def _print_plan(config: Config, result: Any, as_json: bool) -> None:
+def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = False,
+                unsent: list[dict[str, Any]] | None = None) -> None:
     from .cost import fmt_money
 
     rows = [vars(r).copy() for r in result.routes]
@@ -252,7 +253,15 @@ def _print_plan(config: Config, result: Any, as_json: bool) -> None:
     total = None if any(c is None for c in known) else sum(known)
     click.echo(f"total estimated: {fmt_money(total)} at the batch rate"
                + ("" if total is not None else " (some routes have no price: set price to know)"))
-    if not result.batches and not any(d["to_send"] for d in rows):
+    if unsent:
+        # Planned earlier (by `plan`, or a submit that held them): the next submit sends these.
+        costs = [b["est_cost"] for b in unsent]
+        total_unsent = None if any(c is None for c in costs) else sum(costs)
+        click.echo(f"{len(unsent)} batch(es) planned and not sent yet, {sum(b['n_requests'] or 0 for b in unsent)} request(s), "
+                   f"est. {fmt_money(total_unsent)}: the next submit will send them")
+        for b in unsent:
+            click.echo(f"  {b['id']}  {b['route']} {b['stage']}  {b['status']}  {b['n_requests']} request(s)  est. {fmt_money(b['est_cost'])}")
+    if not result.batches and not any(d["to_send"] for d in rows) and not unsent and not quiet:
         click.echo("Nothing new to write.", err=True)
 
 
@@ -273,7 +282,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
                            budget=budget, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         if dry_run:
-            _print_plan(config, result.plan, False)
+            _print_plan(config, result.plan, False, quiet=ctx.quiet, unsent=result.unsent)
             return
         click.echo(f"created {len(result.created)} batch(es), adopted {len(result.adopted)}, held {len(result.held)}")
         for bid, why in result.held:
@@ -511,15 +520,25 @@ def status(ctx: Context, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     for route, counts in data["cells"].items():
-        click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        words = sorted(counts.items())
+        split = data["pending"].get(route)
+        if split:
+            # "pending" says nothing about whether it was sent: say which.
+            words = [w for w in words if w[0] != "pending"]
+            words += [(k, v) for k, v in (("pending (unsent)", split["unsent"]), ("in flight", split["in_flight"])) if v]
+        click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in words))
     for p in data["problems"]:
         click.echo(f"{p['state']}: {p['text']}")
     for t in data["truncated"]:
         click.echo(f"truncated: {t['text']}")
     click.echo(f"{len(data['in_flight'])} batch(es) live")
     for b in data["in_flight"]:
-        click.echo(f"  {b['id']}: {b['status']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)"
+        click.echo(f"  {b['id']}: {b['state']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)"
                    + (f": {b['error']}" if b["error"] else ""))
+    if data["planned"]:
+        click.echo(f"{len(data['planned'])} batch(es) planned (not sent): the next submit sends them")
+        for b in data["planned"]:
+            click.echo(f"  {b['id']}: {b['state']} ({b['n_requests']} requests)" + (f": {b['error']}" if b["error"] else ""))
 
 
 @cli.command()

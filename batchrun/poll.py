@@ -55,6 +55,21 @@ class PollResult:
         self.requests_in_flight += b["n_requests"] or 0
 
 
+# Provider words that only restate a terminal state (after dropping Gemini's JOB_STATE_/
+# BATCH_STATE_ prefix): an event line shows batchrun's word alone for these.
+_PLAIN_PROVIDER_WORDS = {"ended", "completed", "succeeded", "canceled", "cancelled", "failed", "expired", "done"}
+
+
+def state_words(status: BatchStatus) -> str:
+    """batchrun's state word (done, failed, expired, cancelled), with the provider's own in
+    parentheses where it says more (not `ended: ended` or `JOB_STATE_SUCCEEDED`)."""
+    raw = str(status.raw_status or "")
+    plain = raw.lower().removeprefix("job_state_").removeprefix("batch_state_")
+    if not raw or plain in _PLAIN_PROVIDER_WORDS:
+        return status.state
+    return f"{status.state} (provider: {raw})"
+
+
 def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> PollResult:
     result = PollResult()
     for b in store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq"):
@@ -93,7 +108,7 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
             move(store, b["id"], Status.ENDED, **fields, ended_at=time.time(), error=status.error, provider_state=status.state,
                  quota=int(status.quota))
             result.ended.append(b["id"])
-            progress.event(f"{b['id']} ended: {status.raw_status}" + (f" ({status.error})" if status.error else ""))
+            progress.event(f"{b['id']} ended: {state_words(status)}" + (f": {status.error}" if status.error else ""))
         else:
             record(store, b["id"], **fields)
     if status.state not in TERMINAL_STATES:

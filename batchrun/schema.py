@@ -582,6 +582,32 @@ def m010_refresh_snapshots(db: Database) -> None:
     )
 
 
+@migrations()
+def m011_readable_timestamps(db: Database) -> None:
+    # `runs` and `batches` keep their times as epoch seconds (REAL: exact, cheap to compare); an
+    # audit reads them as ISO-8601 UTC through these views (old rows included: nothing is rewritten).
+    db.execute(
+        """CREATE VIEW runs_log AS
+        SELECT id, command, outcome, batchrun_version, pid,
+          strftime('%Y-%m-%dT%H:%M:%SZ', started_at, 'unixepoch') AS started_at_utc,
+          strftime('%Y-%m-%dT%H:%M:%SZ', ended_at, 'unixepoch') AS ended_at_utc,
+          round(ended_at - started_at, 1) AS seconds
+        FROM runs"""
+    )
+    db.execute(
+        """CREATE VIEW batches_log AS
+        SELECT id, route, stage, provider, transport, model, status, provider_status, provider_state,
+          provider_batch_id, n_requests, est_cost, error, run_id,
+          strftime('%Y-%m-%dT%H:%M:%SZ', created_at, 'unixepoch') AS created_at_utc,
+          strftime('%Y-%m-%dT%H:%M:%SZ', creating_at, 'unixepoch') AS creating_at_utc,
+          strftime('%Y-%m-%dT%H:%M:%SZ', submitted_at, 'unixepoch') AS submitted_at_utc,
+          strftime('%Y-%m-%dT%H:%M:%SZ', ended_at, 'unixepoch') AS ended_at_utc,
+          strftime('%Y-%m-%dT%H:%M:%SZ', downloaded_at, 'unixepoch') AS downloaded_at_utc,
+          strftime('%Y-%m-%dT%H:%M:%SZ', collected_at, 'unixepoch') AS collected_at_utc
+        FROM batches ORDER BY seq"""
+    )
+
+
 def schema_markdown() -> str:
     """docs/schema.md, generated from the migrations so it cannot drift."""
     db = Database(memory=True, execute_plugins=False)

@@ -10,7 +10,7 @@ from .config import Config
 from .diagnosis import open_problems
 from .errors import BatchrunError
 from .providers import get_adapter
-from .lifecycle import LIVE, NOT_CREATED, Status, move
+from .lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, SPENDING, Status, move, record
 from .store import Store, sql_list
 
 
@@ -20,8 +20,23 @@ def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
     for r in cells:
         routes.setdefault(r["route"], {})[r["status"]] = r["n"]
     batches = store.rows("SELECT route, stage, status, count(*) AS n, coalesce(sum(n_requests), 0) AS requests FROM batches GROUP BY route, stage, status ORDER BY route, stage, status")
-    live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_batch_id, n_requests, error FROM batches "
+    live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_state, provider_batch_id, n_requests, error FROM batches "
                       f"WHERE status IN {sql_list(LIVE)} ORDER BY seq")
+    for b in live:
+        # The word status prints: planned batches are not sent yet; a cancelled one is cancelling
+        # until a poll sees the provider end it.
+        b["state"] = ("planned (not sent)" if b["status"] in NOT_CREATED
+                      else "cancelling (requested)" if b["provider_state"] == CANCEL_REQUESTED and b["status"] == Status.IN_FLIGHT
+                      else b["status"])
+    # A pending cell is either not sent yet (no batch, or a batch planned and not created) or in
+    # flight (its generation request is in a batch created at the provider).
+    pending = store.rows(
+        f"""SELECT cs.route,
+              sum(EXISTS (SELECT 1 FROM batch_requests br JOIN batches b ON b.id = br.batch_id
+                          WHERE br.custom_id = cs.custom_id AND b.status IN {sql_list(SPENDING)})) AS in_flight,
+              count(*) AS n
+            FROM cell_status cs WHERE cs.status = 'pending' GROUP BY cs.route ORDER BY cs.route""")
+    pending_split = {r["route"]: {"unsent": r["n"] - r["in_flight"], "in_flight": r["in_flight"]} for r in pending}
     problems = [{**p.as_json(), "text": p.describe()} for p in open_problems(store, config)]
     # Batches whose result file was accepted truncated (poll.MAX_DOWNLOAD_ATTEMPTS), named for
     # as long as a request of its unreadable tail is still open.
@@ -34,7 +49,9 @@ def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
     for t in truncated:
         t["text"] = (f"batch {t['id']} ({t['route']}): result file still truncated after {t['download_attempts']} download(s), "
                      f"accepted as it is; {t['open_requests']} request(s) of its unreadable tail are resubmitted")
-    return {"cells": routes, "batches": batches, "in_flight": live, "problems": problems, "truncated": truncated}
+    return {"cells": routes, "pending": pending_split, "batches": batches,
+            "in_flight": [b for b in live if b["status"] not in NOT_CREATED],
+            "planned": [b for b in live if b["status"] in NOT_CREATED], "problems": problems, "truncated": truncated}
 
 
 def cancel(store: Store, config: Config, *, batch: str | None = None, route: str | None = None, all_: bool = False) -> list[str]:
@@ -64,6 +81,8 @@ def cancel(store: Store, config: Config, *, batch: str | None = None, route: str
         elif b["status"] == Status.IN_FLIGHT:
             r = config.routes[b["route"]]
             get_adapter(r.provider).cancel(make_client(r), r, b["provider_batch_id"])
+            # Until the next poll sees it end, status says "cancelling (requested)".
+            record(store, b["id"], provider_state=CANCEL_REQUESTED)
         else:
             continue
         done.append(b["id"])

@@ -65,6 +65,9 @@ class SubmitResult:
     held: list[tuple[str, str]] = field(default_factory=list)  # (batch id, reason)
     bytes_uploaded: int = 0
     provider_errors: int = 0
+    # A dry run: batches planned earlier and not sent yet (planned/uploading/uploaded), which the
+    # next submit sends; each row has id, route, stage, status, n_requests, est_cost.
+    unsent: list[dict[str, Any]] = field(default_factory=list)
 
 
 def tag_for(store: Store, batch_id: str) -> dict[str, str]:
@@ -129,13 +132,13 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         b = store.one("SELECT n_requests, bytes, route FROM batches WHERE id = ?", [bid])
         assert b is not None  # plan just wrote it
         progress.event(f"wrote {bid}: {b['n_requests']} requests, {b['bytes']:,} bytes")
+    batches = _unsent(store, config, routes, stages)
     if dry_run:
+        result.unsent = [{k: b[k] for k in ("id", "route", "stage", "status", "n_requests", "est_cost")} for b in batches]
         return result
 
     resolve_uncertain_creations(store, config, result, progress)
-    batches = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(NOT_CREATED)} ORDER BY seq")
-    batches = [b for b in batches if b["route"] in config.routes and (not routes or b["route"] in routes or b["stage"] == "judge")
-               and (not stages or b["stage"] in stages)]
+    batches = _unsent(store, config, routes, stages)
     # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
     require_keys([config.routes[name] for name in dict.fromkeys(b["route"] for b in batches)])
 
@@ -179,6 +182,13 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         if created:
             gate.admit(b)
     return result
+
+
+def _unsent(store: Store, config: Config, routes: set[str] | None, stages: set[str] | None) -> list[dict[str, Any]]:
+    """The batches this submit would upload and create: planned, not created yet, selected."""
+    batches = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(NOT_CREATED)} ORDER BY seq")
+    return [b for b in batches if b["route"] in config.routes and (not routes or b["route"] in routes or b["stage"] == "judge")
+            and (not stages or b["stage"] in stages)]
 
 
 def _upload_and_create(store: Store, config: Config, route: Route, b: dict[str, Any], result: SubmitResult, progress: Progress) -> bool:

@@ -137,3 +137,93 @@ def test_usage_error_exit_code_in_a_real_process() -> None:
     env = {**os.environ, KEY_ENV: "x"}
     p = subprocess.run([sys.executable, "-m", "batchrun", "--no-such-flag"], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 1 and "No such option" in p.stderr
+
+
+def test_a_dry_run_after_plan_lists_the_planned_batches_it_would_send(project: Project, emulator: Emulator) -> None:
+    """`plan` then `submit --dry-run` used to say "Nothing new to write" though the next submit uploads."""
+    small_project(project)
+    assert project.run("plan", emulator=emulator).exit_code == 0
+    planned = project.sql("SELECT id, n_requests FROM batches WHERE status = 'planned'")
+    assert planned
+    r = project.run("submit", "--dry-run", emulator=emulator)
+    assert r.exit_code == 0, r.output
+    assert f"{len(planned)} batch(es) planned and not sent yet" in r.output and "the next submit will send them" in r.output
+    for b in planned:
+        assert b["id"] in r.output
+    assert f"{sum(b['n_requests'] for b in planned)} request(s)" in r.output
+    assert "Nothing new to write" not in r.output
+    assert emulator.calls == []
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    r = project.run("submit", "--dry-run", emulator=emulator)
+    assert "planned and not sent yet" not in r.output and "Nothing new to write" in r.output
+
+
+def test_status_words_say_planned_unsent_in_flight_and_cancelling(project: Project) -> None:
+    """Planned batches are not "live"; a pending cell says whether it was sent; a cancel shows at once."""
+    small_project(project)
+    emu = Emulator(port=0, latency=30.0).start()
+    try:
+        assert project.run("plan", emulator=emu).exit_code == 0
+        n_planned = len(project.sql("SELECT id FROM batches WHERE status = 'planned'"))
+        r = project.run("status", emulator=emu)
+        assert r.exit_code == 0, r.output
+        assert "0 batch(es) live" in r.output and f"{n_planned} batch(es) planned (not sent)" in r.output
+        assert "pending (unsent)" in r.output and "in flight" not in r.output and "pending 4" not in r.output
+        assert project.run("submit", emulator=emu).exit_code == 0
+        r = project.run("status", emulator=emu)
+        assert f"{n_planned} batch(es) live" in r.output and "planned (not sent)" not in r.output
+        assert "in flight 4" in r.output and "pending (unsent)" not in r.output
+        assert project.run("cancel", "--all", emulator=emu).exit_code == 0
+        r = project.run("status", emulator=emu)
+        assert r.output.count("cancelling (requested)") == n_planned, r.output
+    finally:
+        emu.stop()
+
+
+def test_event_lines_show_batchruns_state_word_not_the_providers_raw_one(project: Project, emulator: Emulator) -> None:
+    small_project(project)  # an OpenAI, an Anthropic and a Gemini route
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    r = project.run("poll", "--wait", "--interval", "0.05", "--timeout", "60", emulator=emulator)
+    assert r.exit_code == 0, r.output
+    ended = [line for line in r.output.splitlines() if " ended: " in line]
+    assert len(ended) == 3, r.output
+    assert all(line.split(" ended: ")[1].startswith("done") for line in ended), ended
+    assert "JOB_STATE_" not in r.output and "ended: ended" not in r.output and "ended: completed" not in r.output
+
+
+def test_state_words_keep_the_providers_word_where_it_says_more() -> None:
+    from batchrun.poll import state_words
+    from batchrun.providers import BatchStatus
+
+    def words(state: str, raw: str) -> str:
+        return state_words(BatchStatus(provider_batch_id="b", state=state, raw_status=raw))
+
+    assert words("done", "JOB_STATE_SUCCEEDED") == "done"
+    assert words("done", "ended") == "done" and words("cancelled", "canceled") == "cancelled"
+    assert words("failed", "JOB_STATE_PARTIALLY_SUCCEEDED") == "failed (provider: JOB_STATE_PARTIALLY_SUCCEEDED)"
+
+
+@pytest.mark.parametrize("command", [["plan"], ["submit", "--dry-run"]])
+def test_quiet_silences_nothing_new_to_write(project: Project, emulator: Emulator, command: list[str]) -> None:
+    small_project(project)
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    assert "Nothing new to write." in project.run(*command, emulator=emulator).output
+    r = project.run("-q", *command, emulator=emulator)
+    assert r.exit_code == 0 and "Nothing new to write" not in r.output
+
+
+def test_runs_and_batches_times_read_as_iso_8601_utc(project: Project, emulator: Emulator) -> None:
+    import re
+
+    small_project(project)
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    iso = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+    runs = project.sql("SELECT r.started_at, l.started_at_utc, l.ended_at_utc FROM runs r JOIN runs_log l ON l.id = r.id")
+    assert runs and all(iso.match(r["started_at_utc"]) and iso.match(r["ended_at_utc"]) for r in runs)
+    first = runs[0]
+    import calendar
+    parsed = calendar.timegm(time.strptime(first["started_at_utc"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert abs(parsed - first["started_at"]) <= 1
+    batches = project.sql("SELECT created_at_utc, submitted_at_utc, ended_at_utc FROM batches_log")
+    assert batches and all(iso.match(b["created_at_utc"]) and iso.match(b["submitted_at_utc"]) for b in batches)
+    assert all(b["ended_at_utc"] is None for b in batches)
