@@ -290,10 +290,10 @@ class _Lib:
         from batchrun.providers import RequestSpec, get_adapter
         from batchrun.store import Store
 
-        try:
-            from batchrun.ledger import estimate_tokens, generation_custom_id, judge_custom_id, sync_state
-        except ImportError:
-            from batchrun.plan import estimate_tokens, generation_custom_id, judge_custom_id, sync_state
+        # Moving from plan.py to ledger.py (branch i14-core): each name from its new home if it is there.
+        estimate_tokens, generation_custom_id, judge_custom_id, sync_state = (
+            _first_of(("batchrun.ledger", "batchrun.plan"), name)
+            for name in ("estimate_tokens", "generation_custom_id", "judge_custom_id", "sync_state"))
 
         self.jsonl = jsonl
         self.CJK_WINDOW, self.is_cjk = CJK_WINDOW, is_cjk
@@ -305,6 +305,17 @@ class _Lib:
         self.Store = Store
         self.estimate_tokens, self.generation_custom_id = estimate_tokens, generation_custom_id
         self.judge_custom_id, self.sync_state = judge_custom_id, sync_state
+
+
+def _first_of(modules: Sequence[str], name: str) -> Any:
+    import importlib
+
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"{name} is in none of {', '.join(modules)}: update bench/_common.py")
 
 
 _lib: _Lib | None = None
