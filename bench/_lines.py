@@ -30,6 +30,7 @@ JUDGE_PROSE = ("The response names the clerk and the date but omits the amount. 
 TRANSIENT = [(500, "The server had an error while processing your request."), (429, "Rate limit reached for requests."),
              (529, "Overloaded")]
 INVALID = (400, "Invalid request: prompt is too long: 1203345 tokens > 1000000 maximum")
+AUTH = (401, "Incorrect API key provided.")
 
 
 class Lines:
@@ -77,10 +78,10 @@ class Lines:
     # -- one line ------------------------------------------------------------------------------
 
     def line(self, provider: str, model: str, custom_id: str, kind: str, text: str | None, prompt_chars: int) -> tuple[dict, bool]:
-        """(line, goes to OpenAI's error file). kind: ok | refusal | empty | transient | invalid."""
+        """(line, goes to OpenAI's error file). kind: ok | refusal | empty | transient | invalid | auth."""
         in_tok = max(1, prompt_chars // 4)
-        if kind in ("transient", "invalid"):
-            status, message = INVALID if kind == "invalid" else self.rng.choice(TRANSIENT)
+        if kind in ("transient", "invalid", "auth"):
+            status, message = INVALID if kind == "invalid" else AUTH if kind == "auth" else self.rng.choice(TRANSIENT)
             return self._error(provider, custom_id, status, message)
         text = "" if kind == "empty" else (text or "")
         out_tok = max(1, len(text) // 4)
@@ -126,11 +127,12 @@ class Lines:
             return {"id": "batch_req_" + self.hexid(32), "custom_id": custom_id,
                     "response": {"status_code": status, "request_id": "req_" + self.hexid(32), "body": body}, "error": None}, True
         if provider == "anthropic":
-            etype = {500: "api_error", 429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error"}[status]
+            etype = {500: "api_error", 429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error",
+                     401: "authentication_error"}[status]
             return {"custom_id": custom_id, "result": {"type": "errored", "error": {
                 "type": "error", "error": {"type": etype, "message": message}, "request_id": "req_011C" + self.hexid(20)}}}, False
         status = 503 if status == 529 else status
-        gstatus = {500: "INTERNAL", 503: "UNAVAILABLE", 429: "RESOURCE_EXHAUSTED", 400: "INVALID_ARGUMENT"}[status]
+        gstatus = {500: "INTERNAL", 503: "UNAVAILABLE", 429: "RESOURCE_EXHAUSTED", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED"}[status]
         return {"key": custom_id, "error": {"code": status, "message": message, "status": gstatus}}, False
 
 
