@@ -9,6 +9,12 @@
 - `machine_info()`: the machine the figures came from.
 - `print_table()`: one aligned plain-text table.
 - `bench_corpus()`: the synthetic corpus of bench/make_corpus.py for a scale, generated if missing.
+- `lib()`: every batchrun library function a benchmark uses, imported here and nowhere else, so a
+  function that moves between modules (plan.py -> ledger.py, scoring.py -> outputs.py) is a
+  one-line fix in this file. The benchmarks time the CLI; the library is only used to build
+  inputs (custom_ids, policies, result rows) exactly as batchrun would.
+- `raw_executemany()`: the raw SQLite baseline for ingestion (the same lines, one executemany).
+- `load_line()`: the load average, printed with every figure (the machine is shared).
 """
 
 from __future__ import annotations
@@ -39,10 +45,25 @@ err = os.open(spec["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 t0 = time.perf_counter()
 pid = os.posix_spawn(spec["argv"][0], spec["argv"], spec["env"],
                      file_actions=[(os.POSIX_SPAWN_DUP2, out, 1), (os.POSIX_SPAWN_DUP2, err, 2)])
+timed_out = False
+if spec.get("timeout"):
+    import signal, threading
+    def _kill():
+        global timed_out
+        timed_out = True
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    timer = threading.Timer(spec["timeout"], _kill)
+    timer.daemon = True
+    timer.start()
 _, status, ru = os.wait4(pid, 0)
 wall = time.perf_counter() - t0
+if spec.get("timeout"):
+    timer.cancel()
 print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "wall": wall, "maxrss_kb": ru.ru_maxrss,
-                  "utime": ru.ru_utime, "stime": ru.ru_stime}))
+                  "utime": ru.ru_utime, "stime": ru.ru_stime, "timed_out": timed_out}))
 """
 
 
@@ -56,11 +77,16 @@ class ChildRun:
     cpu_sys: float
     stdout: str
     stderr: str
+    timed_out: bool = False  # killed (SIGKILL) after `timeout` seconds: wall is then a lower bound
 
 
 def run_measured(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
-                 check: bool = True) -> ChildRun:
-    """Run argv in a child (through the launcher) and measure that child alone."""
+                 check: bool = True, timeout: float | None = None, ok_codes: Sequence[int] = (0,)) -> ChildRun:
+    """Run argv in a child (through the launcher) and measure that child alone.
+
+    `timeout`: kill the child after that many seconds (the run is then `timed_out`, never an
+    error). `ok_codes`: exit codes that are not failures (`batchrun collect` exits 2 while any
+    route is incomplete)."""
     argv = [str(a) for a in argv]
     if not os.path.isabs(argv[0]):
         found = shutil.which(argv[0])
@@ -74,6 +100,7 @@ def run_measured(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd:
             "cwd": str(cwd or os.getcwd()),
             "stdout": os.path.join(tmp, "stdout"),
             "stderr": os.path.join(tmp, "stderr"),
+            "timeout": timeout,
         }
         launched = subprocess.run([sys.executable, "-I", "-c", _LAUNCHER, json.dumps(spec)],
                                   capture_output=True, text=True)
@@ -84,8 +111,9 @@ def run_measured(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd:
             out = f.read()
         with open(spec["stderr"], encoding="utf-8", errors="replace") as f:
             err = f.read()
-    run = ChildRun(argv, info["rc"], info["wall"], info["maxrss_kb"] * 1024, info["utime"], info["stime"], out, err)
-    if check and run.rc != 0:
+    run = ChildRun(argv, info["rc"], info["wall"], info["maxrss_kb"] * 1024, info["utime"], info["stime"], out, err,
+                   info.get("timed_out", False))
+    if check and not run.timed_out and run.rc not in ok_codes:
         raise RuntimeError(f"{' '.join(argv)} exited {run.rc}:\n{err[-4000:]}")
     return run
 
@@ -230,3 +258,107 @@ def remove_state(path: Path) -> None:
     for p in sqlite_files(path):
         if p.exists():
             p.unlink()
+
+
+def load_line() -> str:
+    """The 1/5/15-minute load averages and the CPU count: the figures are only comparable with it."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def load1() -> float:
+    return os.getloadavg()[0]
+
+
+# --- the batchrun library (imported here only) ------------------------------------------------
+
+
+class _Lib:
+    """The library functions the benchmarks use to build inputs as batchrun would, imported once.
+
+    Functions other branches are moving keep a fallback import from the old home: ids, sync and
+    judge queueing are moving from plan.py to ledger.py; scoring.py is being renamed outputs.py.
+    """
+
+    def __init__(self) -> None:
+        from batchrun import jsonl
+        from batchrun.caps import CJK_WINDOW, is_cjk
+        from batchrun.collect import CollectResult, collect_batch
+        from batchrun.config import fingerprint
+        from batchrun.cost import request_cost
+        from batchrun.prompts import generation_prompt, judge_prompt
+        from batchrun.providers import RequestSpec, get_adapter
+        from batchrun.store import Store
+
+        # Moving from plan.py to ledger.py (branch i14-core): each name from its new home if it is there.
+        # config.py's file reading moved to config_file.py (branch i14-core) likewise.
+        load_config, parse_config = (_first_of(("batchrun.config_file", "batchrun.config"), name)
+                                     for name in ("load_config", "parse_config"))
+        estimate_tokens, generation_custom_id, judge_custom_id, sync_state = (
+            _first_of(("batchrun.ledger", "batchrun.plan"), name)
+            for name in ("estimate_tokens", "generation_custom_id", "judge_custom_id", "sync_state"))
+
+        self.jsonl = jsonl
+        self.CJK_WINDOW, self.is_cjk = CJK_WINDOW, is_cjk
+        self.CollectResult, self.collect_batch = CollectResult, collect_batch
+        self.fingerprint, self.load_config, self.parse_config = fingerprint, load_config, parse_config
+        self.request_cost = request_cost
+        self.generation_prompt, self.judge_prompt = generation_prompt, judge_prompt
+        self.RequestSpec, self.get_adapter = RequestSpec, get_adapter
+        self.Store = Store
+        self.estimate_tokens, self.generation_custom_id = estimate_tokens, generation_custom_id
+        self.judge_custom_id, self.sync_state = judge_custom_id, sync_state
+
+
+def _first_of(modules: Sequence[str], name: str) -> Any:
+    import importlib
+
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"{name} is in none of {', '.join(modules)}: update bench/_common.py")
+
+
+_lib: _Lib | None = None
+
+
+def lib() -> _Lib:
+    global _lib
+    if _lib is None:
+        _lib = _Lib()
+    return _lib
+
+
+# --- the raw ingestion baseline ---------------------------------------------------------------
+
+
+def raw_executemany(files: Sequence[Path], db_path: Path) -> tuple[float, int]:
+    """The same raw result lines into a fresh table (`line TEXT`): one executemany, one
+    transaction, WAL and synchronous=NORMAL as state.db. Returns (seconds, lines)."""
+    import sqlite3
+    import time
+
+    remove_state(db_path)
+    t0 = time.perf_counter()
+    con = sqlite3.connect(db_path)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("CREATE TABLE raw_lines (line TEXT NOT NULL)")
+
+    def lines():
+        for path in files:
+            with open(path, "rb") as f:
+                for raw in f:
+                    raw = raw.rstrip(b"\n")
+                    if raw:
+                        yield (raw.decode("utf-8"),)
+
+    with con:
+        con.executemany("INSERT INTO raw_lines (line) VALUES (?)", lines())
+    n = con.execute("SELECT count(*) FROM raw_lines").fetchone()[0]
+    con.close()
+    seconds = time.perf_counter() - t0
+    remove_state(db_path)
+    return seconds, n

@@ -1,42 +1,49 @@
-"""Benchmark: `batchrun plan` writing the request files of 3 routes over the synthetic corpus.
+"""Benchmark: `batchrun plan` against a copy of its own files and against a cookbook script, judges included.
 
-    python bench/plan.py [--scale small|full] [--corpus DIR] [--repeat N] [--profile]
-    python bench/plan.py --both-scales
+    python bench/plan.py [--routes 3|30] [--scale full|small] [--corpus DIR] [--repeat N] [--profile]
 
-What runs, in one process tree, in this order for each repeat:
+The work is a night of a leaderboard refresh with N contestant routes (openai, anthropic and
+gemini models in turn) and a 3-judge panel, over the synthetic WildTrace-shaped corpus of
+bench/make_corpus.py (full: 481 tasks over 214 documents, 235 MB; small: 48 tasks):
 
-1. batchrun: `python -m batchrun plan --json` in a child process, on a fresh state.db, for three
-   routes (openai gpt-5.5, anthropic claude-opus-4.8, gemini gemini-2.5-pro) and an empty judge
-   panel. Config, state.db and jobs/ live in a temporary folder outside the repository; the
-   config points at the corpus with absolute paths. Timed from spawn to exit (so interpreter
-   start-up, the corpus scan and state.db writes are included); peak RSS is that child's
-   ru_maxrss. The request files it wrote are measured (sizes, lines) and then deleted.
-2. raw: the same number of bytes, file for file, written to the same folder in 1 MiB chunks,
-   each file fsync'ed before close (what batchrun does at the end of a file). The disk's limit.
-3. naive: what existing batch tools do: for each of the same (route, task) lines, the whole
-   request dict is built with the full document inside, serialised with one `json.dumps`
-   (ensure_ascii=False, so the bytes match), the line hashed with sha256, and written; one file
-   per route, fsync'ed at the end. Documents are read once per document (as batchrun does) and
-   the naive writer is timed in-process (no interpreter start-up, no corpus scan): both favour
-   the naive baseline.
+  gen    `batchrun plan` on a fresh project writes every generation request (the judges have
+         nothing to grade yet);
+  judge  `batchrun plan` on a state.db holding the answers writes every judge request (3 per
+         valid answer).
 
-The page cache is warmed with the corpus first, so no run pays for cold reads.
+How the answers get there (setup, not timed, once): a first `batchrun plan` (which also warms the
+disk and page cache for the timed runs) writes the generation files; each planned batch is marked
+downloaded with one provider-native answer line per request (2-6 KB, a fifth in Chinese; 1%
+refusals, 0.5% empty: bench/_lines.py), and `batchrun collect` reconciles them and queues the
+judge requests, exactly as a real night does. That state.db is copied back before every timed
+judge plan.
 
-Output: one table, then the targets, then `ratio=<batchrun throughput / raw throughput>` (for
---both-scales, the full scale's). `--profile` prints cProfile's top entries for an in-process
-plan to stderr. Targets (issue 8): >= 0.6x raw, >= 2x naive, peak RSS <= 300 MB at full scale and
-within 10% of the small-scale figure.
+Timed, in this order in every repeat, for each stage:
+
+- batchrun: `python -m batchrun plan --json` in a child process, spawn to exit (interpreter
+  start-up, sync, the corpus scan against state.db's cache, writing, checksums, fsync); peak
+  RSS is that child's ru_maxrss.
+- copy: the request files batchrun just wrote, copied byte for byte (1 MiB reads and writes,
+  like `dd bs=1M conv=fsync`), each copy fsync'ed before close: the same bytes, on the same disk,
+  in the same minute. Copies are deleted as they are made (not timed), so the disk holds one set.
+- cookbook: what a user writes by hand, in-process: per route, a text-mode file; per request a
+  dict (the provider's request shape: the adapters' `build_line`, same model, prompt, budget and
+  temperature), `json.dumps` with its defaults, one write per line, fsync at the end of each file;
+  custom_ids are plain `route-task` strings, nothing is hashed. Documents are read once each and
+  kept (a dict), judge answers are read from state.db before the clock starts, and there is no
+  interpreter start-up: all of which favour the cookbook.
+
+Output: a table per stage and in total; then the targets (issue 15: plan >= 0.8x the copy's
+throughput, >= 3x the cookbook's per request, peak RSS <= 300 MB at 30 routes); then, last,
+`ratio=<plan throughput / copy throughput>` over both stages (= copy seconds / plan seconds).
+`--profile` reruns the generation plan under cProfile and prints its top entries to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
-import hashlib
-import io
 import json
 import os
-import pstats
 import sqlite3
 import sys
 import tempfile
@@ -44,307 +51,317 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from _common import (
-    MB, MiB, bench_corpus, child_env, machine_line, mb, median, note, print_table, refuse_inside_repo,
+    MB, MiB, bench_corpus, child_env, lib, load1, load_line, machine_line, mb, median, note, print_table, refuse_inside_repo,
     remove_state, remove_tree, run_measured, warm_page_cache,
 )
+from _lines import Lines, download_planned
 
-ROUTES = {
-    "gpt-5.5": {"provider": "openai", "model": "gpt-5.5"},
-    "claude-opus-4.8": {"provider": "anthropic", "model": "claude-opus-4.8"},
-    "gemini-2.5-pro": {"provider": "gemini", "model": "gemini-2.5-pro"},
-}
-TARGET_VS_RAW = 0.6
-TARGET_VS_NAIVE = 2.0
+MODELS = (("openai", "gpt-5.5"), ("anthropic", "claude-opus-4.8"), ("gemini", "gemini-2.5-pro"), ("openai", "gpt-5.4"),
+          ("anthropic", "claude-opus-4.6"), ("gemini", "gemini-3.1"), ("openai", "gpt-4.1"))
+JUDGES = (("judge-gpt", "openai", "gpt-5.1"), ("judge-sonnet", "anthropic", "claude-sonnet-4-6"),
+          ("judge-flash", "gemini", "gemini-2.5-flash"))
+ANSWER_MIX = (("ok", 0.985), ("refusal", 0.01), ("empty", 0.005))
+TARGET_VS_COPY = 0.8
+TARGET_VS_COOKBOOK = 3.0
 TARGET_RSS = 300 * MB
-TARGET_RSS_GROWTH = 0.10
+STAGES = ("gen", "judge")
 
 
 @dataclass
-class Measure:
-    seconds: list[float] = field(default_factory=list)
+class Stage:
+    plan: list[float] = field(default_factory=list)
+    plan_cpu: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
-    cpu: list[float] = field(default_factory=list)
+    copy: list[float] = field(default_factory=list)
+    cookbook: list[float] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)
     bytes: int = 0
-    lines: int = 0
     files: int = 0
-
-    @property
-    def s(self) -> float:
-        return median(self.seconds)
-
-    @property
-    def throughput(self) -> float:
-        return self.bytes / self.s
+    lines: int = 0
+    cookbook_bytes: int = 0
 
 
-@dataclass
-class ScaleResult:
-    scale: str
-    corpus: Path
-    batchrun: Measure
-    raw: Measure
-    naive: Measure
-    startup: Measure
-
-
-def write_config(work: Path, corpus_root: Path) -> Path:
+def write_config(work: Path, corpus_root: Path, n_routes: int) -> Path:
+    routes: dict[str, Any] = {}
+    for i in range(n_routes):
+        provider, model = MODELS[i % len(MODELS)]
+        routes[model if n_routes <= len(MODELS) else f"r{i:02d}-{model}"] = {"provider": provider, "model": model}
+    for name, provider, model in JUDGES:
+        routes[name] = {"provider": provider, "model": model}
     config = {
-        "paths": {
-            "dataset": str(corpus_root / "data" / "wildtrace_synth.json"),
-            "corpus": str(corpus_root / "corpus"),
-            "state": str(work / "state.db"),
-            "jobs": str(work / "jobs"),
-            "results": str(work / "results"),
-        },
-        "judging": {"panel": []},
-        "routes": ROUTES,
+        "paths": {"dataset": str(corpus_root / "data" / "wildtrace_synth.json"), "corpus": str(corpus_root / "corpus"),
+                  "state": str(work / "state.db"), "jobs": str(work / "jobs"), "results": str(work / "results")},
+        "judging": {"panel": [j[0] for j in JUDGES]},
+        "routes": routes,
     }
     path = work / "batchrun.json"
     path.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return path
 
 
-# --- 1. batchrun ------------------------------------------------------------------------------
+def batchrun(config: Path, *args: str, profile: bool = False) -> Any:
+    prefix = [sys.executable, "-m", "cProfile", "-s", "tottime"] if profile else [sys.executable]
+    return run_measured([*prefix, "-m", "batchrun", "--config", config, "-q", *args], env=child_env(), cwd=config.parent,
+                        ok_codes=(0, 2))
 
 
-def run_batchrun(work: Path, config_path: Path, m: Measure) -> tuple[list[int], list[tuple[str, str]]]:
-    """One `batchrun plan` in a child; returns the file sizes and the (route, task_id) lines written."""
+def fresh(work: Path, state_from: Path | None) -> None:
     remove_tree(work / "jobs")
+    remove_tree(work / "results")
     remove_state(work / "state.db")
-    run = run_measured([sys.executable, "-m", "batchrun", "--config", config_path, "-q", "plan", "--json"],
-                       env=child_env(), cwd=work)
+    if state_from is not None:
+        with open(state_from, "rb") as src, open(work / "state.db", "wb") as dst:
+            while chunk := src.read(8 * MiB):
+                dst.write(chunk)
+
+
+# --- batchrun ----------------------------------------------------------------------------------
+
+
+def run_plan(work: Path, config: Path, s: Stage) -> list[Path]:
+    """One `batchrun plan` in a child; returns the request files it wrote."""
+    s.loads.append(load1())
+    run = batchrun(config, "plan", "--json")
     summary = json.loads(run.stdout)
-    files = sorted((work / "jobs").glob("*/requests.jsonl"))
-    sizes = [f.stat().st_size for f in files]
-    written = sum(r["bytes"] for r in summary["routes"])
-    if sum(sizes) != written:
-        raise RuntimeError(f"plan reported {written} bytes but jobs/ holds {sum(sizes)}")
-    con = sqlite3.connect(work / "state.db")
+    written = {Path(b["request_file"]) for b in _batches(work / "state.db", summary["batches"])}
+    files = sorted(written)
+    nbytes = sum(f.stat().st_size for f in files)
+    if nbytes != sum(r["bytes"] for r in summary["routes"]):
+        raise RuntimeError(f"plan reported {sum(r['bytes'] for r in summary['routes'])} bytes but wrote {nbytes}")
+    s.plan.append(run.wall)
+    s.plan_cpu.append(run.cpu_user + run.cpu_sys)
+    s.rss.append(run.maxrss)
+    s.bytes, s.files, s.lines = nbytes, len(files), sum(r["to_send"] for r in summary["routes"])
+    return files
+
+
+def _batches(state: Path, ids: list[str]) -> list[dict[str, Any]]:
+    if not ids:
+        return []
+    con = sqlite3.connect(state)
+    con.row_factory = sqlite3.Row
     try:
-        lines = con.execute(
-            """SELECT b.route, q.task_id FROM batch_requests br JOIN batches b ON b.id = br.batch_id
-               JOIN requests q ON q.custom_id = br.custom_id WHERE b.status = 'planned' ORDER BY b.seq, br.position"""
-        ).fetchall()
+        return [dict(r) for r in con.execute(f"SELECT * FROM batches WHERE id IN ({','.join('?' * len(ids))})", ids)]
     finally:
         con.close()
-    m.seconds.append(run.wall)
-    m.rss.append(run.maxrss)
-    m.cpu.append(run.cpu_user + run.cpu_sys)
-    m.bytes, m.lines, m.files = written, len(lines), len(files)
-    # The files are GBs at full scale: measured, now deleted.
-    remove_tree(work / "jobs")
-    remove_state(work / "state.db")
-    return sizes, lines
 
 
-# --- 2. raw -----------------------------------------------------------------------------------
+# --- copy --------------------------------------------------------------------------------------
 
 
-def run_startup(work: Path, m: Measure) -> None:
-    """The fixed cost of any batchrun command: interpreter, click and the CLI module."""
-    run = run_measured([sys.executable, "-m", "batchrun", "--version"], env=child_env(), cwd=work)
-    m.seconds.append(run.wall)
-    m.rss.append(run.maxrss)
-    m.cpu.append(run.cpu_user + run.cpu_sys)
-
-
-def run_raw(work: Path, sizes: list[int], m: Measure) -> None:
-    folder = work / "raw"
+def run_copy(work: Path, files: list[Path], s: Stage) -> None:
+    """The same bytes: each request file copied in 1 MiB pieces and fsync'ed (dd bs=1M conv=fsync)."""
+    folder = work / "copy"
     remove_tree(folder)
     folder.mkdir()
-    chunk = memoryview(os.urandom(MiB))
-    t0 = time.perf_counter()
-    for i, size in enumerate(sizes):
-        with open(folder / f"raw-{i:04d}.jsonl", "wb", buffering=0) as f:
-            left = size
-            while left > 0:
-                n = min(left, MiB)
-                f.write(chunk[:n])
-                left -= n
+    buf = bytearray(MiB)
+    view = memoryview(buf)
+    timed = 0.0
+    copied = 0
+    for i, src in enumerate(files):
+        dst = folder / f"copy-{i:04d}.jsonl"
+        t0 = time.perf_counter()
+        with open(src, "rb", buffering=0) as fin, open(dst, "wb", buffering=0) as fout:
+            while n := fin.readinto(buf):
+                fout.write(view[:n])
+                copied += n
+            os.fsync(fout.fileno())
+        timed += time.perf_counter() - t0
+        dst.unlink()  # not timed: only one set of files on the disk at a time
+    if copied != s.bytes:
+        raise RuntimeError(f"copied {copied} bytes of {s.bytes}")
+    s.copy.append(timed)
+    remove_tree(folder)
+
+
+# --- cookbook ---------------------------------------------------------------------------------
+
+
+def gen_work(state: Path) -> list[tuple[str, str]]:
+    """(route, task_id) of every generation request plan just wrote, in route order."""
+    con = sqlite3.connect(state)
+    try:
+        return con.execute("""SELECT q.route, q.task_id FROM batch_requests br JOIN batches b ON b.id = br.batch_id
+                              JOIN requests q ON q.custom_id = br.custom_id WHERE b.status = 'planned' AND b.stage = 'gen'
+                              ORDER BY q.route, br.batch_id, br.position""").fetchall()
+    finally:
+        con.close()
+
+
+def judge_work(state: Path) -> list[tuple[str, str, str]]:
+    """(judge route, task_id, answer) of every judge request plan just wrote (read before timing)."""
+    con = sqlite3.connect(state)
+    try:
+        return con.execute("""SELECT q.route, q.task_id, a.text FROM batch_requests br JOIN batches b ON b.id = br.batch_id
+                              JOIN requests q ON q.custom_id = br.custom_id JOIN results a ON a.id = q.parent_result_id
+                              WHERE b.status = 'planned' AND b.stage = 'judge' ORDER BY q.route, br.batch_id, br.position""").fetchall()
+    finally:
+        con.close()
+
+
+def run_cookbook(work: Path, config_path: Path, stage: str, items: list[tuple], s: Stage) -> None:
+    L = lib()
+    config = L.load_config(config_path)
+    tasks = {t["task_id"]: t for t in json.loads(config.paths.dataset.read_text(encoding="utf-8"))}
+    folder = work / "cookbook"
+    remove_tree(folder)
+    folder.mkdir()
+    by_route: dict[str, list[tuple]] = defaultdict(list)
+    for item in items:
+        by_route[item[0]].append(item)
+    adapters = {name: L.get_adapter(r.provider) for name, r in config.routes.items()}
+    docs: dict[str, str] = {}
+    timed = 0.0
+    n = nbytes = 0
+    for route_name, work_items in by_route.items():
+        route = config.routes[route_name]
+        path = folder / f"{route_name}.jsonl"
+        t0 = time.perf_counter()
+        with open(path, "w", encoding="utf-8") as f:
+            for item in work_items:
+                task = tasks[item[1]]
+                if stage == "gen":
+                    name = task["corpus_file"]
+                    if name not in docs:
+                        with open(config.paths.corpus / name, encoding="utf-8") as d:
+                            docs[name] = d.read()
+                    prompt = L.generation_prompt(task["question_text"], docs[name])
+                    spec = L.RequestSpec(f"{route_name}-{item[1]}", route.model, prompt, config.generation_max_tokens(route),
+                                         config.generation_temperature(route))
+                else:
+                    rubric = [_Item(r["points"], r["correct_criterion"]) for r in task["ground_truth"]["scoring_rubric"]]
+                    prompt = L.judge_prompt(task["question_text"], rubric, item[2] or "")
+                    spec = L.RequestSpec(f"{route_name}-{item[1]}-{n}", route.model, prompt, config.judging.max_tokens,
+                                         config.judge_temperature(route))
+                f.write(json.dumps(adapters[route_name].build_line(route, spec)) + "\n")
+                n += 1
+            f.flush()
             os.fsync(f.fileno())
-    m.seconds.append(time.perf_counter() - t0)
-    m.bytes, m.files = sum(sizes), len(sizes)
+        timed += time.perf_counter() - t0
+        nbytes += path.stat().st_size
+        path.unlink()  # not timed
+    if n != s.lines:
+        raise RuntimeError(f"cookbook wrote {n} requests, plan {s.lines}")
+    s.cookbook.append(timed)
+    s.cookbook_bytes = nbytes
     remove_tree(folder)
 
 
-# --- 3. naive ---------------------------------------------------------------------------------
-
-
-def run_naive(work: Path, config_path: Path, lines: list[tuple[str, str]], m: Measure) -> None:
-    from batchrun.config_file import load_config
-    from batchrun.dataset import load_dataset
-    from batchrun.prompts import generation_prompt
-    from batchrun.providers import RequestSpec, get_adapter
-
-    config = load_config(config_path)
-    tasks = {t.task_id: t for t in load_dataset(config.paths.dataset).tasks}
-    by_doc: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for route, task_id in lines:
-        by_doc[tasks[task_id].corpus_file].append((route, task_id))
-    folder = work / "naive"
-    remove_tree(folder)
-    folder.mkdir()
-    adapters = {name: get_adapter(r.provider) for name, r in config.routes.items()}
-    t0 = time.perf_counter()
-    files = {name: open(folder / f"{name}.jsonl", "wb", buffering=MiB) for name in config.routes}
-    digests: list[str] = []  # a per-line content hash, kept like a manifest
-    total = 0
-    for corpus_file in sorted(by_doc):
-        with open(config.paths.corpus / corpus_file, encoding="utf-8") as f:
-            document = f.read()
-        for route_name, task_id in by_doc[corpus_file]:
-            route = config.routes[route_name]
-            task = tasks[task_id]
-            custom_id = "n-" + hashlib.sha256(f"{route_name}\x00{task_id}".encode()).hexdigest()[:40]
-            spec = RequestSpec(custom_id, route.model, generation_prompt(task.question, document),
-                               config.generation_max_tokens(route), config.generation_temperature(route))
-            request = adapters[route_name].build_line(route, spec)
-            data = (json.dumps(request, ensure_ascii=False) + "\n").encode()
-            digests.append(hashlib.sha256(data).hexdigest())
-            files[route_name].write(data)
-            total += len(data)
-        del document
-    for f in files.values():
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
-    m.seconds.append(time.perf_counter() - t0)
-    m.bytes, m.lines, m.files = total, len(digests), len(files)
-    remove_tree(folder)
-
-
-# --- profile ----------------------------------------------------------------------------------
-
-
-def profile_plan(work: Path, config_path: Path, top: int = 15) -> None:
-    from batchrun.config_file import load_config
-    from batchrun.plan import plan
-    from batchrun.store import Store
-
-    remove_tree(work / "jobs")
-    remove_state(work / "state.db")
-    config = load_config(config_path)
-    store = Store(config.paths.state)
-    store.start_run("plan")
-    prof = cProfile.Profile()
-    t0 = time.perf_counter()
-    prof.enable()
-    plan(store, config)
-    prof.disable()
-    wall = time.perf_counter() - t0
-    store.close()
-    out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
-    note(f"\ncProfile of an in-process plan ({wall:.2f} s wall), top {top} by own time:")
-    note("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:6000])
-    remove_tree(work / "jobs")
-    remove_state(work / "state.db")
+class _Item:
+    def __init__(self, points: Any, criterion: str):
+        self.points, self.criterion = points, criterion
 
 
 # --- driver -----------------------------------------------------------------------------------
 
 
-def warm_disk(work: Path, nbytes: int) -> None:
-    """Write and delete a scratch file of about the size the runs will write (unmeasured).
-
-    On a VM whose memory is backed lazily by the host, the first run to fill the page cache pays
-    for touching fresh guest memory; this puts that cost here instead of on whichever writer
-    happens to run first.
-    """
-    run_raw(work, [MiB * 256] * max(1, nbytes // (MiB * 256)), Measure())
-
-
-def measure_scale(scale: str, corpus_root: Path, work_root: Path, repeat: int, profile: bool) -> ScaleResult:
-    work = work_root / scale
-    work.mkdir(parents=True, exist_ok=True)
-    config_path = write_config(work, corpus_root)
-    note(f"[{scale}] corpus {corpus_root}; warming the page cache ...")
-    warm_page_cache(sorted((corpus_root / "corpus").glob("*")) + [corpus_root / "data" / "wildtrace_synth.json"])
-    corpus_bytes = sum(p.stat().st_size for p in (corpus_root / "corpus").glob("*"))
-    warm_disk(work, corpus_bytes * 8)  # the request files are ~7.5x the corpus for 3 routes
-    res = ScaleResult(scale, corpus_root, Measure(), Measure(), Measure(), Measure())
-    for i in range(repeat):
-        note(f"[{scale}] run {i + 1}/{repeat}: batchrun plan (child) ...")
-        sizes, lines = run_batchrun(work, config_path, res.batchrun)
-        note(f"[{scale}]   {res.batchrun.bytes:,} bytes in {res.batchrun.seconds[-1]:.2f} s; raw baseline ...")
-        run_raw(work, sizes, res.raw)
-        note(f"[{scale}]   raw {res.raw.seconds[-1]:.2f} s; naive baseline ...")
-        run_naive(work, config_path, lines, res.naive)
-        note(f"[{scale}]   naive {res.naive.seconds[-1]:.2f} s")
-        run_startup(work, res.startup)
-    if profile:
-        profile_plan(work, config_path)
-    remove_tree(work)
-    return res
-
-
-def rows_for(r: ScaleResult) -> list[list[str]]:
-    b = r.batchrun
-    out = []
-    for name, m, rss in (
-        ("batchrun plan (child, CLI)", r.batchrun, max(r.batchrun.rss)),
-        ("raw write (1 MiB chunks, fsync)", r.raw, None),
-        ("naive (json.dumps + sha256 a line)", r.naive, None),
-    ):
-        out.append([
-            r.scale, name, f"{m.lines:,}" if m.lines else "-", f"{m.files}", f"{m.bytes:,}", f"{m.s:.2f}", f"{min(m.seconds):.2f}-{max(m.seconds):.2f}",
-            f"{m.throughput / MB:,.1f}", f"{b.throughput / m.throughput:.2f}", mb(rss),
-            f"{median(m.cpu):.2f}" if m.cpu else "-",
-        ])
-    st = r.startup
-    out.append([r.scale, "(batchrun start-up only: --version)", "-", "-", "-", f"{st.s:.2f}", f"{min(st.seconds):.2f}-{max(st.seconds):.2f}", "-", "-", mb(max(st.rss)),
-                f"{median(st.cpu):.2f}"])
-    return out
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "MISSED"
+def prepare_answers(work: Path, config: Path, seed: int) -> tuple[Path, dict[str, int], float]:
+    """Setup: a plan (untimed: it also warms the disk), its answers downloaded, `batchrun collect`."""
+    fresh(work, None)
+    t0 = time.perf_counter()
+    run = batchrun(config, "plan", "--json")
+    note(f"  setup plan (warm-up): {run.wall:.1f} s")
+    for req in (work / "jobs").glob("*/requests.jsonl"):
+        req.unlink()  # GBs; the answers are what the judge stage needs
+    _, kinds = download_planned(work / "state.db", Lines(seed, answer_pool=400), ANSWER_MIX, ())
+    run = batchrun(config, "collect")
+    note(f"  setup collect: {run.stdout.strip()} ({run.wall:.1f} s)")
+    saved = work / "answers.db"
+    con = sqlite3.connect(work / "state.db")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    remove_state(saved)
+    (work / "state.db").rename(saved)
+    fresh(work, None)
+    return saved, kinds, time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scale", choices=("small", "full"), default="small")
+    ap.add_argument("--routes", type=int, default=3, help="contestant routes (3 or 30; a 3-judge panel is always added)")
+    ap.add_argument("--scale", choices=("small", "full"), default="full")
     ap.add_argument("--corpus", type=Path, help="make_corpus.py output folder (default /tmp/bench-<scale>, generated if missing)")
-    ap.add_argument("--both-scales", action="store_true", help="run small then full and compare peak RSS")
-    ap.add_argument("--repeat", type=int, help="runs per measurement, median reported (default 3)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement, median reported (default 3)")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, help="where config, state.db and jobs/ go (default: a new folder in /tmp)")
-    ap.add_argument("--profile", action="store_true", help="also print a cProfile of an in-process plan to stderr")
+    ap.add_argument("--profile", action="store_true", help="also print a cProfile of the generation plan to stderr")
     args = ap.parse_args(argv)
-    if args.both_scales and args.corpus:
-        ap.error("--corpus applies to one scale; --both-scales uses /tmp/bench-small and /tmp/bench-full")
 
-    work_root = Path(tempfile.mkdtemp(prefix="batchrun-bench-plan-", dir=args.workdir))
-    refuse_inside_repo(work_root)
-    scales = ["small", "full"] if args.both_scales else [args.scale]
-    results = []
+    corpus_root = bench_corpus(args.scale, args.corpus)
+    work = Path(tempfile.mkdtemp(prefix="batchrun-bench-plan-", dir=args.workdir))
+    refuse_inside_repo(work)
+    stages = {st: Stage() for st in STAGES}
+    loads: list[str] = []
     try:
-        for scale in scales:
-            corpus_root = bench_corpus(scale, args.corpus)
-            repeat = args.repeat or 3
-            results.append(measure_scale(scale, corpus_root, work_root, repeat, args.profile))
+        config = write_config(work, corpus_root, args.routes)
+        note(f"corpus {corpus_root}; warming the page cache ...")
+        warm_page_cache(sorted((corpus_root / "corpus").glob("*")) + [corpus_root / "data" / "wildtrace_synth.json"])
+        answers, kinds, setup_s = prepare_answers(work, config, args.seed)
+        note(f"  answers: {', '.join(f'{k} {v:,}' for k, v in sorted(kinds.items()))} ({setup_s:.0f} s)")
+        for i in range(args.repeat):
+            loads.append(load_line())
+            for st in STAGES:
+                s = stages[st]
+                note(f"run {i + 1}/{args.repeat}, {st} ({loads[-1]}): batchrun plan ...")
+                fresh(work, answers if st == "judge" else None)
+                files = run_plan(work, config, s)
+                items = gen_work(work / "state.db") if st == "gen" else judge_work(work / "state.db")
+                note(f"  {s.lines:,} requests, {s.bytes:,} bytes in {s.files} files: {s.plan[-1]:.2f} s, peak RSS {mb(s.rss[-1])}; copy ...")
+                run_copy(work, files, s)
+                fresh(work, None)
+                note(f"  copy {s.copy[-1]:.2f} s; cookbook ...")
+                run_cookbook(work, config, st, items, s)
+                note(f"  cookbook {s.cookbook[-1]:.2f} s")
+        if args.profile:
+            fresh(work, None)
+            run = batchrun(config, "plan", "--json", profile=True)
+            note("\ncProfile of `batchrun plan` (generation stage), top entries by own time:")
+            text = run.stdout
+            note("\n".join(text[text.find("   Ordered by"):].splitlines()[:40]) if "Ordered by" in text else text[-6000:])
     finally:
-        remove_tree(work_root)
+        remove_tree(work)
 
-    rows = [row for r in results for row in rows_for(r)]
     print(f"bench/plan.py — {machine_line(Path(tempfile.gettempdir()))}")
-    print("3 routes (openai gpt-5.5, anthropic claude-opus-4.8, gemini gemini-2.5-pro), no judges; median of "
-          + ", ".join(f"{len(r.batchrun.seconds)} run(s) at {r.scale}" for r in results))
-    print_table(["scale", "writer", "lines", "files", "bytes", "median s", "min-max s", "MB/s", "batchrun x", "peak RSS", "CPU s"], rows)
-    head = results[-1]
-    vs_raw = head.batchrun.throughput / head.raw.throughput
-    vs_naive = head.batchrun.throughput / head.naive.throughput
-    rss_full = max(head.batchrun.rss)
-    print(f"target batchrun/raw >= {TARGET_VS_RAW}: {vs_raw:.2f} ({verdict(vs_raw >= TARGET_VS_RAW)}); "
-          f"batchrun/naive >= {TARGET_VS_NAIVE}: {vs_naive:.2f} ({verdict(vs_naive >= TARGET_VS_NAIVE)}); "
-          f"peak RSS at {head.scale} {mb(rss_full)}" + (f" (<= 300 MB: {verdict(rss_full <= TARGET_RSS)})" if head.scale == "full" else ""))
-    if len(results) == 2:
-        small_rss = max(results[0].batchrun.rss)
-        growth = rss_full / small_rss - 1
-        print(f"peak RSS full vs small: {mb(rss_full)} vs {mb(small_rss)} = {growth:+.0%} "
-              f"(target within {TARGET_RSS_GROWTH:.0%}: {verdict(abs(growth) <= TARGET_RSS_GROWTH)})")
-    print(f"ratio={vs_raw:.3f}")
+    print("load at the start of each repeat: " + "; ".join(loads))
+    n_routes = args.routes
+    print(f"{n_routes} contestant routes ({', '.join(sorted({m for _, m in MODELS[:n_routes]}))}) + a 3-judge panel "
+          f"({', '.join(j[2] for j in JUDGES)}); {args.scale} corpus {corpus_root}; median of {args.repeat} run(s)")
+    rows = []
+    tot = {"plan": [], "copy": [], "cookbook": []}
+    for i in range(args.repeat):
+        tot["plan"].append(sum(stages[st].plan[i] for st in STAGES))
+        tot["copy"].append(sum(stages[st].copy[i] for st in STAGES))
+        tot["cookbook"].append(sum(stages[st].cookbook[i] for st in STAGES))
+    total_bytes = sum(stages[st].bytes for st in STAGES)
+    total_lines = sum(stages[st].lines for st in STAGES)
+    for st, s in [*stages.items(), ("both", None)]:
+        if s is None:
+            plan_t, copy_t, cook_t, nbytes, lines = tot["plan"], tot["copy"], tot["cookbook"], total_bytes, total_lines
+            rss, cpu, files = max(stages[x].rss[i] for x in STAGES for i in range(args.repeat)), None, sum(stages[x].files for x in STAGES)
+        else:
+            plan_t, copy_t, cook_t, nbytes, lines, rss, files = s.plan, s.copy, s.cookbook, s.bytes, s.lines, max(s.rss), s.files
+            cpu = median(s.plan_cpu)
+        p, c, k = median(plan_t), median(copy_t), median(cook_t)
+        rng = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
+        rows.append([st, "batchrun plan (child, CLI)", f"{lines:,}", files, f"{nbytes:,}", f"{p:.2f}", rng(plan_t), f"{nbytes / p / MB:,.1f}",
+                     "1.00", mb(rss), f"{cpu:.2f}" if cpu is not None else "-"])
+        rows.append([st, "copy of its files (1 MiB, fsync)", "-", files, f"{nbytes:,}", f"{c:.2f}", rng(copy_t), f"{nbytes / c / MB:,.1f}",
+                     f"{c / p:.2f}", "-", "-"])
+        rows.append([st, "cookbook (dict, json.dumps, text)", f"{lines:,}", "-", "-", f"{k:.2f}", rng(cook_t), "-", f"{k / p:.2f}", "-", "-"])
+    print_table(["stage", "writer", "requests", "files", "bytes", "median s", "min-max s", "MB/s", "plan x", "peak RSS", "CPU s"], rows)
+    print("('plan x' = plan's throughput ÷ that writer's: bytes per second against the copy, requests per second against the "
+          "cookbook, whose JSON escapes non-ASCII and so writes other bytes)")
+    p, c, k = median(tot["plan"]), median(tot["copy"]), median(tot["cookbook"])
+    vs_copy, vs_cook = c / p, k / p
+    rss = max(stages[x].rss[i] for x in STAGES for i in range(args.repeat))
+    print(f"target plan/copy >= {TARGET_VS_COPY}: {vs_copy:.2f} ({'met' if vs_copy >= TARGET_VS_COPY else 'MISSED'}); "
+          f"plan/cookbook >= {TARGET_VS_COOKBOOK}: {vs_cook:.2f} ({'met' if vs_cook >= TARGET_VS_COOKBOOK else 'MISSED'}); "
+          f"peak RSS {mb(rss)} at {n_routes} routes (<= 300 MB at 30 routes: "
+          f"{('met' if rss <= TARGET_RSS else 'MISSED') if n_routes >= 30 else 'n/a at this route count'})")
+    print(f"ratio={vs_copy:.3f}")
     return 0
 
 
