@@ -1,0 +1,246 @@
+"""The CLI's plumbing, apart from the commands (cli.py): the command context, turning errors into
+messages and exit codes, opening state.db as the one writer or as a reader, shared options, and
+what several commands print (warnings, blocked and waiting routes, retries on stderr)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any
+
+import click
+
+from .config import Config
+from .config_file import load_config
+from .errors import BatchrunError, environment_error, read_only
+from .progress import Progress
+from .redaction import redact
+from .store import Store
+
+EXIT_INCOMPLETE = 2
+
+
+class Context:
+    def __init__(self, config_path: str | None, emulator: str | None, quiet: bool):
+        self.config_path = config_path
+        self.emulator = emulator
+        self.quiet = quiet
+        self.state_path: Any = None  # known once the config is read: errors from SQLite name no file
+
+    def config(self) -> Config:
+        config = load_config(self.config_path)
+        if self.emulator:
+            config = config.with_emulator(self.emulator)
+        self.state_path = config.paths.state
+        return config
+
+    def progress(self) -> Progress:
+        return Progress(quiet=self.quiet)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def fail(e: BatchrunError) -> None:
+        # A provider's refusal may quote the key back: nothing printed carries it.
+        click.echo(f"Error: {redact(e.message)}", err=True)
+        if e.hint:
+            click.echo(f"Hint: {redact(e.hint)}", err=True)
+        sys.exit(1)
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BatchrunError as e:
+            fail(e)
+        except (OSError, sqlite3.Error) as e:
+            # The disk or the database file, at whatever moment it failed (full, read-only,
+            # damaged): one message each, from errors.environment_error. Anything else is a bug
+            # and keeps its traceback.
+            ctx = next((a for a in args if isinstance(a, Context)), None)
+            mapped = environment_error(e, ctx.state_path if ctx else None)
+            if mapped is None:
+                raise
+            fail(mapped)
+        except KeyboardInterrupt:
+            click.echo("Interrupted; state.db is consistent and the next run resumes.", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+@contextmanager
+def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
+    """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
+    from .lock import WriterLock
+    from .corpus import scan_corpus
+    from .ledger import check_role_changes
+
+    _check_writable(config)
+    if not config.paths.state.exists():
+        # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
+        scan_corpus(None, config)
+    elif command in _READS_DATASET:
+        # Likewise before recording a run in an existing state.db: a bad dataset, or a judge the
+        # config would silently turn into a contestant, changes nothing (not even the runs table).
+        # (Read-only: the document cache makes this a stat per unchanged document.)
+        with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True) as ro:
+            check_role_changes(ro, config)
+            scan_corpus(ro, config)
+    lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
+    store: Store | None = None
+    try:
+        store = Store.open(config.paths.state, rehearsal=config.rehearsal)
+        store.start_run(command)
+        yield store
+        store.end_run("ok")
+    except BaseException:
+        if store is not None and store.run_id is not None:
+            # Best effort: the disk or database that just failed the command may refuse this too,
+            # and the original error is the one to report (a run left without ended_at reads as
+            # interrupted, which it was).
+            try:
+                store.end_run("error")
+            except (sqlite3.Error, OSError):
+                pass
+        raise
+    finally:
+        if store is not None:
+            store.close()
+        lock.release()
+
+
+def _check_writable(config: Config) -> None:
+    """A writer on read-only media says so before it starts (rather than failing at the lock or
+    halfway through writing jobs/). os.access, not a test write: it reports a read-only mount
+    (EROFS) even to root, and changes nothing."""
+    for path in (config.paths.state.parent, config.paths.jobs, config.paths.results):
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is not None and not os.access(existing, os.W_OK):
+            raise read_only(existing)
+
+
+@contextmanager
+def reader(config: Config) -> Iterator[Store]:
+    """state.db opened read-only (works on read-only media and while a writer runs), closed after."""
+    with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True) as store:
+        yield store
+
+
+def note_rehearsal(config: Config) -> None:
+    """On stderr, so the data on stdout keeps its shape: these numbers are the emulator's."""
+    if config.rehearsal:
+        from .report import rehearsal_title
+
+        click.echo(rehearsal_title(config.rehearsal), err=True)
+
+
+# Commands that read the dataset and corpus (poll and cancel don't: they keep working on a broken dataset).
+_READS_DATASET = frozenset({"plan", "submit", "collect", "refresh", "retry", "accept-failures"})
+
+
+def announce_warnings(ctx: Context, store: Store, config: Config) -> None:
+    """Print the config's warnings this state.db has not shown yet, once, and remember them.
+
+    Called after the command's work, so an error stays the first thing on stderr. With -q nothing
+    is printed and nothing is remembered: the next run without -q says it.
+    """
+    from .ledger import record_warnings_shown, unshown_warnings
+
+    if ctx.quiet:
+        return
+    new = unshown_warnings(store, config.warnings)
+    for w in new:
+        click.echo(f"Warning: {w.message}", err=True)
+    record_warnings_shown(store, new)
+
+
+def wait_lock_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--wait-lock", is_flag=True, help="If another batchrun is writing to this state.db, wait for it instead of exiting.")(fn)
+
+
+def route_stage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--route", "routes", multiple=True, help="Only this route (repeatable).")(fn)
+    fn = click.option("--stage", "stages", multiple=True, type=click.Choice(["gen", "judge"]), help="Only this stage (repeatable).")(fn)
+    return fn
+
+
+class BatchrunGroup(click.Group):
+    """Click, with exit codes a cron wrapper can trust: a usage error (a typo in a flag, a missing
+    option) exits 1 like every other user error. Click's own 2 would read as batchrun's
+    "incomplete, run again later" (README, exit codes)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.Exit as e:  # --help, --version
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            e.show()
+            sys.exit(1)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(1)
+
+
+def log_to_stderr(quiet: bool) -> None:
+    """batchrun's log (retries and their waits) as progress lines on stderr; -q silences it."""
+    import logging
+
+    class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
+        """Writes to sys.stderr as it is when a record is emitted (a test runner may swap it)."""
+
+        @property  # type: ignore[override,unused-ignore]
+        def stream(self) -> Any:
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, _: Any) -> None:
+            pass
+
+    logger = logging.getLogger("batchrun")
+    if not any(isinstance(h, CurrentStderr) or getattr(h, "batchrun", False) for h in logger.handlers):
+        handler = CurrentStderr()
+        handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
+        handler.batchrun = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+def print_problems(store: Store, config: Config) -> None:
+    """Blocked and waiting routes, each with its diagnosis and fix (stderr: it is not data)."""
+    from .diagnosis import open_problems
+
+    for problem in open_problems(store, config):
+        click.echo(f"{problem.state}: {redact(problem.describe())}", err=True)
+
+
+def parse_duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in units:
+            return float(t[:-1]) * units[t[-1]]
+        return float(t)
+    except ValueError:
+        raise BatchrunError(f"--timeout {text!r} is not a duration.", "Use a number with s, m, h or d, like 90s, 45m or 6h.")
+
+
+def check_until(until: str | None) -> str | None:
+    if until is None:
+        return None
+    parts = until.split(":")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not (0 <= int(parts[0]) < 24 and 0 <= int(parts[1]) < 60):
+        raise BatchrunError(f"--until {until!r} is not a time of day.", "Use HH:MM in local time, like 06:30.")
+    return until
