@@ -513,7 +513,7 @@ def test_disk_full_at_any_moment_is_a_clear_error_and_the_rerun_completes(tmp_pa
             assert free < (3 << 20), "refresh never completed"
         assert 1 in outcomes, "the disk never filled up: the test proves nothing"
         assert len(outcomes) >= 4, f"too few moments exercised: {outcomes}"
-        filler.unlink()
+        filler.unlink(missing_ok=True)  # the last round may have had room enough without one
         assert project.sql("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
         assert _leaderboard(project) == expected
         assert not list(project.root.rglob("*.tmp")), "no half-written results file left behind"
