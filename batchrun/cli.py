@@ -445,8 +445,9 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 @click.option("--latency", type=float, default=1.0, show_default=True, help="Seconds before a batch finishes.")
 @click.option("--responder", metavar="FILE.py:FUNCTION", help="Answer requests with your own function (or module:function).")
 @click.option("--fault", "faults_", multiple=True, metavar="JSON", help="Inject a fault (repeatable), e.g. '{\"kind\":\"http_error\",\"status\":429,\"count\":3}'.")
+@click.option("--window", "windows_", multiple=True, metavar="MODEL=TOKENS", help="A model's context window in input tokens, 0 = none (repeatable; the paper's models have defaults).")
 @handle_errors
-def emulator(host: str, port: int, latency: float, responder: str | None, faults_: tuple[str, ...]) -> None:
+def emulator(host: str, port: int, latency: float, responder: str | None, faults_: tuple[str, ...], windows_: tuple[str, ...]) -> None:
     """Serve a local emulator of the OpenAI, Anthropic and Gemini batch APIs (for rehearsals and tests)."""
     from .emulator import normalize_fault, run_emulator
     from .emulator.server import check_loopback
@@ -463,6 +464,12 @@ def emulator(host: str, port: int, latency: float, responder: str | None, faults
         except ValueError as e:  # JSONDecodeError is a ValueError too
             raise BatchrunError(f"--fault {f!r} is not a valid fault: {e}",
                                 "Pass a JSON object, e.g. --fault '{\"kind\":\"http_error\",\"status\":500,\"count\":3}'.")
+    from .emulator.windows import parse_window
+
+    try:
+        windows = dict(parse_window(w) for w in windows_)
+    except ValueError as e:
+        raise BatchrunError(f"{e}.", "Pass --window MODEL=TOKENS, e.g. --window my-model=200000.")
     if responder:
         from .emulator import load_responder
 
@@ -472,7 +479,7 @@ def emulator(host: str, port: int, latency: float, responder: str | None, faults
             raise BatchrunError(f"--responder {responder!r} cannot be loaded: {e}",
                                 "Pass FILE.py:FUNCTION or package.module:FUNCTION naming a function that takes the request dict.")
     try:
-        run_emulator(host, port, latency, responder_fn if responder else None, parsed)
+        run_emulator(host, port, latency, responder_fn if responder else None, parsed, windows)
     except OSError as e:
         import errno
 

@@ -15,6 +15,7 @@ import sys
 
 from .faults import normalize_fault
 from .server import run_emulator
+from .windows import parse_window
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +25,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds from batch creation until it is ready")
     parser.add_argument("--responder", default=None, help="FILE.py:FUNC or package.module:FUNC (default: built-in)")
     parser.add_argument("--fault", action="append", default=[], metavar="JSON", help="a fault to arm (repeatable)")
+    parser.add_argument("--window", action="append", default=[], metavar="MODEL=TOKENS",
+                        help="a model's context window in input tokens, 0 = none (repeatable; default: see windows.py)")
     args = parser.parse_args(argv)
+    windows = {}
+    for text in args.window:
+        try:
+            model, tokens = parse_window(text)
+        except ValueError as exc:
+            parser.error(str(exc))
+        windows[model] = tokens
     faults = []
     for text in args.fault:
         try:
@@ -32,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             parser.error(f"--fault {text!r}: {exc}")
     try:
-        run_emulator(host=args.host, port=args.port, latency=args.latency, responder=args.responder, faults=faults)
+        run_emulator(host=args.host, port=args.port, latency=args.latency, responder=args.responder, faults=faults, windows=windows)
     except (OSError, ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
 from .httpio import ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
-from .wire import REJECTS_TEMPERATURE, Outcome, first_user, new_id, rfc3339, text_of
+from .wire import REJECTS_TEMPERATURE, Outcome, count_input_tokens, first_user, new_id, rfc3339, text_of
 
 # The anthropic-version values the emulator accepts. 2026-10-21 (the default of anthropic SDK
 # 2.x) rejects the sampling parameters on every model.
@@ -61,6 +61,9 @@ class Anthropic(Provider):
         one = r"/v1/messages/batches/([^/]+)"
         return [
             Route("POST", r"/v1/messages", self.online),
+            Route("POST", r"/v1/messages/count_tokens", self.count_tokens),
+            # /v1/models/{id} is Gemini 3.x's path too: answered when the call looks like Anthropic's.
+            Route("GET", r"/v1/models/([^/]+)", self.model_get, claim=lambda ctx, *_: ctx.provider == self.name),
             Route("POST", r"/v1/messages/batches", self.batch_create),
             Route("GET", r"/v1/messages/batches", self.batch_list),
             Route("GET", one, self.batch_retrieve, raw=True),
@@ -90,6 +93,9 @@ class Anthropic(Provider):
         resp = super().error_response(exc)
         resp.headers.append(("request-id", json.loads(resp.body)["request_id"]))
         return resp
+
+    def too_long(self, model: str, tokens: int, window: int, params: Any) -> Outcome:
+        return Outcome.error(400, f"prompt is too long: {tokens} tokens > {window} maximum")
 
     def answer(self, model: str, params: Any, custom_id: Any, version: str) -> Outcome:
         invalid = validate_params(params, version)
@@ -259,6 +265,22 @@ class Anthropic(Provider):
         if not outcome.ok:
             raise ApiError(outcome.status, outcome.message)
         return json_resp(message_body(model, outcome))
+
+    def count_tokens(self, ctx: Ctx) -> Resp:
+        """``POST /v1/messages/count_tokens`` (anthropic ``messages.count_tokens``): ``{"input_tokens": N}``."""
+        self.auth(ctx)
+        params = ctx.json()
+        if not isinstance(params, dict) or not isinstance(params.get("messages"), list) or not params.get("model"):
+            raise ApiError(400, "model and messages: Field required")
+        return json_resp({"input_tokens": count_input_tokens(prompt_of(params))})
+
+    def model_get(self, ctx: Ctx, model_id: str) -> Resp:
+        """``GET /v1/models/{id}`` (anthropic ``models.retrieve``): a ModelInfo with ``max_input_tokens``."""
+        self.auth(ctx)
+        return json_resp({
+            "type": "model", "id": model_id, "display_name": model_id, "created_at": "2026-01-01T00:00:00Z",
+            "lifecycle": "active", "max_input_tokens": self.core.windows.get(model_id), "max_tokens": 128000,
+        })
 
 
 # --------------------------------------------------------------------------- wire shapes

@@ -37,6 +37,7 @@ from . import wire
 from .faults import FaultSet
 from .httpio import ApiError, Ctx, Resp, Route, json_resp
 from .responder import load_responder
+from .windows import Windows
 from .wire import Outcome
 
 # Headers on every deliberate 429/5xx. Both Stainless SDKs (openai, anthropic) only honour a
@@ -144,6 +145,11 @@ class Provider(ABC):
         """How the provider names the way a batch ended (``BatchRec.final``)."""
         return end
 
+    @abstractmethod
+    def too_long(self, model: str, tokens: int, window: int, params: Any) -> Outcome:
+        """How the provider refuses a request of ``tokens`` input tokens over a ``window``-token
+        model (see windows.py), online and as a batch line alike."""
+
     def reset(self) -> None:
         """Forget provider-specific state (see ``Core.reset``)."""
 
@@ -172,8 +178,9 @@ class Core:
     ``lock`` guards the dicts and logs; each batch has its own lock for processing.
     """
 
-    def __init__(self, latency: float = 0.0, responder: Any = None, faults: Any = ()) -> None:
+    def __init__(self, latency: float = 0.0, responder: Any = None, faults: Any = (), windows: Any = None) -> None:
         self.responder = load_responder(responder)
+        self.windows = Windows(windows)
         self.latency = float(latency)
         self.faults = FaultSet()
         for fault in faults or ():
@@ -393,6 +400,11 @@ class Core:
         credential = self.credential
         if echo is not None and "status" in echo:
             return Outcome.error(int(echo["status"]), f"Request failed for credential {credential} (emulator echo_key_request fault).")
+        window = self.windows.get(model)
+        if window is not None:
+            tokens = wire.count_input_tokens(prompt)
+            if tokens > window:
+                return self.providers[provider].too_long(model, tokens, window, params)
         if self.faults.take("garbage", info) is not None:
             reply: Any = wire.GARBAGE_ANSWER
         else:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, TypeVar
 
 from .core import TRACE_HEADER, BatchRec, Core, End, FileRec, Provider
 from .httpio import CHUNK, ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
-from .wire import REJECTS_TEMPERATURE, Outcome, first_user, lower_id, new_id, rfc3339
+from .wire import REJECTS_TEMPERATURE, Outcome, count_input_tokens, first_user, lower_id, new_id, rfc3339
 
 VERSIONS = ("v1", "v1beta", "v1alpha")
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
@@ -106,6 +106,8 @@ class Gemini(Provider):
             Route("GET", r"/(?:download/)?[^/]+/files/([^/:]+):download", self.download),
             Route("POST", r"/([^/]+)/models/(.+):generateContent", self.generate),
             Route("POST", r"/([^/]+)/models/(.+):batchGenerateContent", self.batch_create),
+            Route("POST", r"/([^/]+)/models/(.+):countTokens", self.count_tokens),
+            Route("GET", r"/([^/]+)/models/([^/:]+)", self.model_get, claim=lambda ctx, *_: ctx.provider == self.name),
             Route("POST", r"/[^/]+/batches/([^/:]+):cancel", self.batch_cancel),
             # /{ver}/batches and /{ver}/files, shared with OpenAI
             Route("GET", batches, self.batch_list, claim=self._owns_batch),
@@ -150,6 +152,9 @@ class Gemini(Provider):
             # missing, which is right for transient errors (429/5xx keep no header, as the real
             # service). A permanent error says "final" so the SDK raises the APIError at once.
             resp.headers.append(("X-Goog-Upload-Status", "final"))
+
+    def too_long(self, model: str, tokens: int, window: int, params: Any) -> Outcome:
+        return Outcome.error(400, f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({window}).")
 
     def answer(self, model: str, request: Any, custom_id: Any) -> Outcome:
         invalid = validate_request(request, model)
@@ -517,6 +522,25 @@ class Gemini(Provider):
         if not outcome.ok:
             raise ApiError(outcome.status, outcome.message)
         return json_resp(generate_response(model, outcome))
+
+    def count_tokens(self, ctx: Ctx, version: str, model_path: str) -> Resp:
+        """``models/{m}:countTokens`` (google-genai ``models.count_tokens``): ``contents`` or a
+        whole ``generateContentRequest``."""
+        self.auth(ctx)
+        body = ctx.json()
+        request = body.get("generateContentRequest", body) if isinstance(body, dict) else None
+        if not isinstance(request, dict) or not request.get("contents"):
+            raise ApiError(400, "* CountTokensRequest.contents: contents is not specified")
+        tokens = count_input_tokens(prompt_of(request))
+        return json_resp({"totalTokens": tokens, "promptTokensDetails": [{"modality": "TEXT", "tokenCount": tokens}]})
+
+    def model_get(self, ctx: Ctx, version: str, model: str) -> Resp:
+        """``GET models/{m}`` (google-genai ``models.get``): the Model with ``inputTokenLimit``."""
+        self.auth(ctx)
+        found = {"name": f"models/{model}", "baseModelId": model, "version": "001", "displayName": model,
+                 "inputTokenLimit": self.core.windows.get(model), "outputTokenLimit": 65536,
+                 "supportedGenerationMethods": ["generateContent", "countTokens", "batchGenerateContent"]}
+        return json_resp({k: v for k, v in found.items() if v is not None})
 
 
 def _token_page(items: list[T], ctx: Ctx) -> tuple[list[T], str | None]:

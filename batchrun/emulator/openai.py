@@ -91,6 +91,14 @@ class OpenAI(Provider):
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
         return error_envelope(status, message, param, code)
 
+    def too_long(self, model: str, tokens: int, window: int, params: Any) -> Outcome:
+        # Chat Completions states both counts; the Responses API states neither (same code).
+        if isinstance(params, dict) and "input" in params and "messages" not in params:
+            return Outcome.error(400, "Your input exceeds the context window of this model. Please adjust your input and try again.",
+                                 param="input", code="context_length_exceeded")
+        return Outcome.error(400, f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+                             f"{tokens} tokens. Please reduce the length of the messages.", param="messages", code="context_length_exceeded")
+
     def answer(self, model: str, body: Any, custom_id: Any, endpoint: str) -> Outcome:
         invalid = validate_body(body, endpoint)
         if invalid is not None:

@@ -16,7 +16,13 @@ https://ai.google.dev/gemini-api/docs/batch-mode and https://ai.google.dev/api/f
   ``/{ver}/files/{id}:download`` and ``/download/{ver}/files/{id}:download``, online
   ``models/{m}:generateContent``.
 * Control: ``/_emulator/health``, ``/_emulator/requests``, ``/_emulator/calls``,
-  ``/_emulator/faults`` (GET/POST/DELETE), ``/_emulator/latency`` (POST), ``/_emulator/reset``.
+  ``/_emulator/faults`` (GET/POST/DELETE), ``/_emulator/latency`` (POST), ``/_emulator/windows``
+  (GET/POST ``{"model": tokens}``/DELETE: per-model context windows, see ``windows.py``),
+  ``/_emulator/reset``.
+* Context windows and token counting: a request over its model's window is refused as its
+  provider refuses it; Anthropic ``POST /v1/messages/count_tokens`` and ``GET /v1/models/{id}``
+  (``max_input_tokens``), Gemini ``models/{m}:countTokens`` and ``GET models/{m}``
+  (``inputTokenLimit``).
 
 Each provider's routes, auth and wire shapes live in its module (``openai.py``, ``anthropic.py``,
 ``gemini.py``) over the batch core they share (``core.py``); this module is the server that
@@ -177,8 +183,9 @@ class Emulator:
         latency: float = 0.0,
         responder: Any = None,
         faults: Any = (),
+        windows: Any = None,
     ) -> None:
-        self._core = Core(latency, responder, faults)
+        self._core = Core(latency, responder, faults, windows)
         openai, anthropic, gemini = OpenAI(self._core), Anthropic(self._core), Gemini(self._core)
         # Routes are tried in this order: Anthropic's paths before the /{ver}/batches that Gemini
         # and OpenAI share, Gemini's ":verb" download before its /{ver}/files/{id}.
@@ -203,6 +210,9 @@ class Emulator:
             ("DELETE", "/_emulator/faults"): self._control_clear_faults,
             ("POST", "/_emulator/faults"): self._control_add_faults,
             ("POST", "/_emulator/latency"): self._control_latency,
+            ("GET", "/_emulator/windows"): lambda ctx: json_resp({"windows": self._core.windows.as_dict()}),
+            ("POST", "/_emulator/windows"): self._control_windows,
+            ("DELETE", "/_emulator/windows"): self._control_clear_windows,
         }
         self._thread: threading.Thread | None = None
         try:
@@ -270,6 +280,18 @@ class Emulator:
     @latency.setter
     def latency(self, seconds: float) -> None:
         self._core.latency = float(seconds)
+
+    def set_windows(self, windows: dict[str, int]) -> None:
+        """Context windows in input tokens per model, from now on (0 = no limit; see windows.py)."""
+        self._core.windows.update(windows)
+
+    def clear_windows(self) -> None:
+        """Back to the default windows."""
+        self._core.windows.clear()
+
+    def window(self, model: str) -> int | None:
+        """The model's window in input tokens (None: no limit)."""
+        return self._core.windows.get(model)
 
     def set_latency(self, seconds: float) -> None:
         """Latency for batches created from now on."""
@@ -409,6 +431,20 @@ class Emulator:
             return json_resp({"error": {"message": str(exc)}}, 400)
         return json_resp({"ok": True, "added": added, "faults": self.faults})
 
+    def _control_windows(self, ctx: Ctx) -> Resp:
+        data = ctx.json()
+        try:
+            if not isinstance(data, dict):
+                raise ValueError('expected {"model": tokens, ...}')
+            self.set_windows(data)
+        except ValueError as exc:
+            return json_resp({"error": {"message": str(exc)}}, 400)
+        return json_resp({"ok": True, "windows": self._core.windows.as_dict()})
+
+    def _control_clear_windows(self, ctx: Ctx) -> Resp:
+        self.clear_windows()
+        return json_resp({"ok": True})
+
     def _control_latency(self, ctx: Ctx) -> Resp:
         data = ctx.json()
         try:
@@ -425,12 +461,13 @@ def run_emulator(
     latency: float = 0.0,
     responder: Any = None,
     faults: Any = (),
+    windows: Any = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT (blocking); prints ``listening on URL`` to stderr first."""
     import signal
 
     stop = threading.Event()
-    emulator = Emulator(host=host, port=port, latency=latency, responder=responder, faults=faults).start()
+    emulator = Emulator(host=host, port=port, latency=latency, responder=responder, faults=faults, windows=windows).start()
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
