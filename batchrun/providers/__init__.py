@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,23 @@ class LineResult:
     usage: Usage = field(default_factory=Usage)
     error_type: str | None = None
     error_message: str | None = None
+
+
+#: `LineResult.error_type` of a request the provider refused because its prompt is longer than the
+#: model's context window (each adapter recognises its provider's wording; kind stays "invalid":
+#: the route's caps are wrong, a config problem, never the model's failure).
+TOO_LONG = "context_too_long"
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """What one minimal online call (max_tokens 1) of `batchrun probe` got back."""
+
+    outcome: Literal["accepted", "too_long", "error"]
+    input_tokens: int | None = None  # an accepted call's usage, or the count a refusal states
+    window: int | None = None  # the window a refusal states, where the provider states it
+    status: int | None = None
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -364,6 +382,28 @@ class Adapter(Protocol):
         """Send one request line online; return a result line in the batch output shape."""
         ...
 
+    # -- context windows (batchrun probe) ----------------------------------------------------------
+    #: The provider states a model's input window in its model metadata and counts tokens without
+    #: running the model, so the probe needs no online calls.
+    reports_window: bool
+
+    def input_token_limit(self, client: Any, route: Route) -> int | None:
+        """The model's input window in tokens as the provider states it; None where it does not."""
+        ...
+
+    def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
+        """Input tokens of a one-turn prompt, counted by the provider; None: no counting endpoint."""
+        ...
+
+    def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+        """Send `prompt` online with a completion budget of 1 token: accepted, too long, or another
+        failure, as a value (never raises for the provider's answer)."""
+        ...
+
+    def stated_counts(self, message: str) -> tuple[int | None, int | None]:
+        """(prompt tokens, window) as a too-long refusal's text states them, where it does."""
+        ...
+
 
 # The registry: provider name -> "module:class", imported lazily (a provider's SDK is imported
 # only when it is used).
@@ -415,3 +455,42 @@ def stainless_error(exc: BaseException, package: str) -> SdkError | None:
         except ValueError:
             retry_after = None
     return SdkError(getattr(exc, "status_code", None), str(exc), retry_after)
+
+
+def online_probe(adapter: Adapter, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+    """`Adapter.probe_call` for every adapter: the request line the route would send, with a
+    budget of 1 token and no temperature, sent online; the answer read by the adapter's own
+    `parse_line` (an SDK error through its `error_line`), so one classification of "too long"
+    serves runs and probes alike."""
+    from ..clients import classify
+
+    line = adapter.build_line(route, RequestSpec("batchrun-probe", route.model, prompt, 1, None))
+    status: int | None = 200
+    try:
+        out = adapter.send_online(client, route, line)
+    except Exception as exc:  # noqa: BLE001 - the provider's answer becomes a value
+        c = classify(exc)
+        if c is None:
+            raise
+        status = c.status
+        out = adapter.error_line("batchrun-probe", c.status, c.message)
+    result = adapter.parse_line(out)
+    if result.kind in ("ok", "empty", "refusal"):
+        return ProbeAnswer("accepted", input_tokens=result.usage.input_tokens, status=status)
+    message = result.error_message or result.error_type or result.kind
+    if result.error_type == TOO_LONG:
+        tokens, window = adapter.stated_counts(message)
+        return ProbeAnswer("too_long", input_tokens=tokens, window=window, status=status, message=message)
+    return ProbeAnswer("error", status=status, message=message)
+
+
+def stated_numbers(pattern: re.Pattern[str], message: str) -> tuple[int | None, int | None]:
+    """(tokens, window) from a refusal's text by a pattern with named groups `tokens` and `window`."""
+    found = pattern.search(message or "")
+    if found is None:
+        return None, None
+    groups = found.groupdict()
+    def number(name: str) -> int | None:
+        value = groups.get(name)
+        return int(value) if value else None
+    return number("tokens"), number("window")

@@ -10,6 +10,7 @@ submit.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -17,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..clients import call
 from ..config import Route
+from ..errors import ProviderError
 from . import (
+    TOO_LONG,
     TRACE_HEADER,
     Adapter,
     BatchState,
     BatchStatus,
     LineResult,
+    ProbeAnswer,
     RequestSpec,
     ResultKind,
     SdkError,
@@ -35,8 +39,10 @@ from . import (
     as_text,
     custom_id_field,
     malformed,
+    online_probe,
     parse_total,
     stainless_error,
+    stated_numbers,
 )
 
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks
@@ -44,6 +50,10 @@ from . import (
 _INVALID_ERRORS = {"invalid_request_error", "not_found_error", "request_too_large"}
 # The key (or its workspace) was refused: the route is blocked until it is fixed.
 _AUTH_ERRORS = {"authentication_error", "permission_error"}
+# An invalid_request_error for a prompt over the window: "prompt is too long: N tokens > M
+# maximum"; with the completion budget counted in, "input length and `max_tokens` exceed context limit".
+_TOO_LONG_TEXT = re.compile(r"prompt is too long|exceed context limit|context window", re.I)
+_STATED = re.compile(r"prompt is too long: (?P<tokens>\d+) tokens > (?P<window>\d+) maximum", re.I)
 
 
 class AnthropicAdapter:
@@ -69,6 +79,8 @@ class AnthropicAdapter:
     # fails validation is a 400 (413 too large, 422) on create.
     validation_failure_statuses: frozenset[int] = frozenset({400, 413, 422})
     reasoning_billed_apart: bool = False
+    # Models API: ModelInfo.max_input_tokens; Token Count API: messages.count_tokens (free).
+    reports_window: bool = True
 
     # -- pure halves ---------------------------------------------------------------------------
 
@@ -126,7 +138,10 @@ class AnthropicAdapter:
             err = as_object(as_object(result.get("error"), "`result.error`").get("error"), "`result.error.error`")
             etype = as_label(err.get("type")) or "error"
             failure: ResultKind = "invalid" if etype in _INVALID_ERRORS else "auth" if etype in _AUTH_ERRORS else "transient"
-            return LineResult(custom_id, failure, error_type=etype, error_message=as_message(err.get("message")))
+            why = as_message(err.get("message"))
+            if failure == "invalid" and _TOO_LONG_TEXT.search(why or ""):
+                etype = TOO_LONG
+            return LineResult(custom_id, failure, error_type=etype, error_message=why)
         if kind == "canceled":
             return LineResult(custom_id, "cancelled", error_type="canceled")
         if kind == "expired":
@@ -197,6 +212,27 @@ class AnthropicAdapter:
         custom_id, params = self.online_body(line)
         raw = client.post("/v1/messages", body=params, cast_to=object, options={"headers": {TRACE_HEADER: custom_id}})
         return {"custom_id": custom_id, "result": {"type": "succeeded", "message": raw}}
+
+    def input_token_limit(self, client: Any, route: Route) -> int | None:
+        try:
+            info = call(lambda: client.models.retrieve(route.model), what="Reading the model's metadata", route=route)
+        except ProviderError as e:
+            if getattr(getattr(e, "classified", None), "failure", None) in ("not_found", "client"):
+                return None  # a proxy or an older API without the Models API: the probe searches instead
+            raise
+        limit = getattr(info, "max_input_tokens", None)
+        return limit if isinstance(limit, int) and limit > 0 else None
+
+    def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
+        counted = call(lambda: client.messages.count_tokens(model=route.model, messages=[{"role": "user", "content": prompt}]),
+                       what="Counting tokens", route=route)
+        return int(counted.input_tokens)
+
+    def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+        return online_probe(self, client, route, prompt)
+
+    def stated_counts(self, message: str) -> tuple[int | None, int | None]:
+        return stated_numbers(_STATED, message)
 
     def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
         if error_type is None:

@@ -9,6 +9,7 @@ returns on get/list, so an orphan batch can be found after a crash. The SDK maps
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 from ..clients import MalformedResponse, call
 from ..config import Route
 from . import (
+    TOO_LONG,
     TRACE_HEADER,
     Adapter,
     BatchState,
     BatchStatus,
     LineResult,
     Malformed,
+    ProbeAnswer,
     RequestSpec,
     ResultKind,
     SdkError,
@@ -33,7 +36,9 @@ from . import (
     as_object,
     as_text,
     custom_id_field,
+    online_probe,
     parse_total,
+    stated_numbers,
 )
 
 _STATES: dict[str, BatchState] = {
@@ -48,6 +53,9 @@ _BLOCKED = {"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "RECITATION", "
 _INVALID_CODES = {400, 404, 413, 3, 5}
 # The key was refused: HTTP 401/403 or gRPC UNAUTHENTICATED(16)/PERMISSION_DENIED(7).
 _AUTH_CODES = {401, 403, 16, 7}
+# 400 INVALID_ARGUMENT "The input token count (N) exceeds the maximum number of tokens allowed (M)."
+_TOO_LONG_TEXT = re.compile(r"input token count|exceeds the maximum number of tokens|context window", re.I)
+_STATED = re.compile(r"input token count \((?P<tokens>\d+)\) exceeds the maximum number of tokens allowed \((?P<window>\d+)\)", re.I)
 
 
 def state_of(raw_state: str) -> BatchState:
@@ -81,6 +89,8 @@ class GeminiAdapter:
     validation_failure_statuses: frozenset[int] = frozenset()  # a failed batch is JOB_STATE_FAILED
     # candidatesTokenCount excludes thinking, reported as thoughtsTokenCount and billed as output.
     reasoning_billed_apart: bool = True
+    # models.get: Model.input_token_limit; models.count_tokens (free).
+    reports_window: bool = True
 
     # -- pure halves ---------------------------------------------------------------------------
 
@@ -122,7 +132,9 @@ class GeminiAdapter:
             code = err.get("code")
             number = code if isinstance(code, int) and not isinstance(code, bool) else None
             kind: ResultKind = "invalid" if number in _INVALID_CODES else "auth" if number in _AUTH_CODES else "transient"
-            return LineResult(custom_id, kind, error_type=as_label(err.get("status") or code), error_message=as_message(err.get("message")))
+            text = as_message(err.get("message"))
+            label = TOO_LONG if kind == "invalid" and _TOO_LONG_TEXT.search(text or "") else as_label(err.get("status") or code)
+            return LineResult(custom_id, kind, error_type=label, error_message=text)
         if obj.get("response") is None:
             # Neither an answer nor an error: not a result the model gave (never an "empty").
             raise Malformed("result line has neither `response` nor `error`")
@@ -247,6 +259,24 @@ class GeminiAdapter:
         response = client.models.generate_content(model=route.model, contents=request["contents"], config=config)
         raw = response.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
         return {"key": custom_id, "response": raw}
+
+    def input_token_limit(self, client: Any, route: Route) -> int | None:
+        model = call(lambda: client.models.get(model=route.model), what="Reading the model's metadata", route=route)
+        limit = getattr(model, "input_token_limit", None)
+        return limit if isinstance(limit, int) and limit > 0 else None
+
+    def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
+        counted = call(lambda: client.models.count_tokens(model=route.model, contents=prompt), what="Counting tokens", route=route)
+        total = getattr(counted, "total_tokens", None)
+        if not isinstance(total, int):
+            raise MalformedResponse("countTokens was answered without totalTokens")
+        return total
+
+    def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+        return online_probe(self, client, route, prompt)
+
+    def stated_counts(self, message: str) -> tuple[int | None, int | None]:
+        return stated_numbers(_STATED, message)
 
     def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
         return {"key": custom_id, "error": {"code": status or 503, "message": message, "status": error_type or "UNAVAILABLE"}}

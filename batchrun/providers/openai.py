@@ -9,18 +9,21 @@ servers read).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clients import call
 from ..config import Route
 from . import (
+    TOO_LONG,
     TRACE_HEADER,
     Adapter,
     BatchState,
     BatchStatus,
     LineResult,
     Malformed,
+    ProbeAnswer,
     RequestSpec,
     SdkError,
     Usage,
@@ -33,9 +36,18 @@ from . import (
     custom_id_field,
     error_kind_for_status,
     json_type,
+    online_probe,
     parse_total,
     stainless_error,
+    stated_numbers,
 )
+
+# A prompt over the model's window: OpenAI's code `context_length_exceeded` ("This model's maximum
+# context length is M tokens. However, your messages resulted in N tokens..."); OpenAI-compatible
+# servers word it their own way (vLLM "maximum context length", DashScope "Range of input length").
+_TOO_LONG_TEXT = re.compile(r"context_length_exceeded|maximum context length|context window|context length|"
+                            r"range of input length|too many tokens|prompt is too long", re.I)
+_STATED = re.compile(r"maximum context length is (?P<window>\d+) tokens.*?resulted in (?P<tokens>\d+) tokens", re.I | re.S)
 
 _STATES: dict[str, BatchState] = {
     "validating": "pending",
@@ -71,6 +83,9 @@ class OpenAIAdapter:
     reasoning_billed_apart: bool = False
     # The completion budget of a chat request: reasoning models reject `max_tokens`.
     chat_budget_key = "max_completion_tokens"
+    # No token-counting endpoint, and the model object (GET /v1/models/{id}) carries no window:
+    # the probe searches by sending.
+    reports_window: bool = False
 
     # -- pure halves ---------------------------------------------------------------------------
 
@@ -123,12 +138,12 @@ class OpenAIAdapter:
         if status != 200:
             err = body.get("error") if isinstance(body, dict) else None
             err = err if isinstance(err, dict) else {}
-            return LineResult(
-                custom_id,
-                error_kind_for_status(status if isinstance(status, int) else None),
-                error_type=as_label(err.get("code") or err.get("type") or status),
-                error_message=as_message(err.get("message") or (error if error else None)),
-            )
+            kind = error_kind_for_status(status if isinstance(status, int) else None)
+            label = as_label(err.get("code") or err.get("type") or status)
+            text = as_message(err.get("message") or (error if error else None))
+            if kind == "invalid" and _TOO_LONG_TEXT.search(f"{label} {text}"):
+                label = TOO_LONG
+            return LineResult(custom_id, kind, error_type=label, error_message=text)
         body = as_object(body, "`response.body`")
         if body.get("object") == "response" or "output" in body:
             return _parse_responses_body(custom_id, body)
@@ -207,6 +222,18 @@ class OpenAIAdapter:
         rel = "/responses" if path.endswith("/responses") else "/chat/completions"
         raw = client.post(rel, body=body, cast_to=object, options={"headers": {TRACE_HEADER: custom_id}})
         return {"custom_id": custom_id, "response": {"status_code": 200, "body": raw}, "error": None}
+
+    def input_token_limit(self, client: Any, route: Route) -> int | None:
+        return None
+
+    def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
+        return None
+
+    def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+        return online_probe(self, client, route, prompt)
+
+    def stated_counts(self, message: str) -> tuple[int | None, int | None]:
+        return stated_numbers(_STATED, message)
 
     def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
         """An online failure rendered as a batch error-file line, so collect has one path."""
