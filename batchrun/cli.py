@@ -440,6 +440,43 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("route")
+@click.option("--max-cost", type=click.FloatRange(min=0), metavar="USD", help="Never spend more than this on the search's requests (required when it sends any).")
+@click.option("--dry-run", is_flag=True, help="Show the plan and its estimated cost; send nothing.")
+@click.option("--write", is_flag=True, help="Put the suggested caps into ROUTE's table in the config file, with a comment (date, method).")
+@click.option("--precision", default="2%", show_default=True, metavar="PCT", help="Stop the search when the largest accepted length is within this of the smallest rejected.")
+@click.option("--json", "as_json", is_flag=True, help="Print the evidence and the suggestion as JSON.")
+@pass_ctx
+@handle_errors
+def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write: bool, precision: str, as_json: bool) -> None:
+    """Measure ROUTE's real context window and suggest its caps in characters (spec §3: a new model is probed)."""
+    from . import probe as probing
+
+    config = ctx.config()
+    if write and config.rehearsal:
+        raise BatchrunError("--write with --emulator would put the emulator's window into the real config.",
+                            "Probe the real provider to write caps, or copy the suggestion by hand.")
+    result = probing.probe(config, route, max_cost=max_cost, precision=probing.parse_precision(precision), dry_run=dry_run,
+                           progress=ctx.progress().event)
+    written = None
+    if not result.dry_run:
+        with writer(ctx, "probe", config) as store:
+            written = probing.write_caps(config, result) if write and not probing.missing_caps(result) else None
+            probing.record(store, result, written=written is not None)
+    target = config.routes[route]
+    if as_json:
+        en, cjk = probing.suggested_caps(result, target)
+        click.echo(json.dumps({**result.evidence(), "plan": list(result.plan), "suggested_caps": {"en": en, "cjk": cjk},
+                               "written": written is not None}, indent=2, ensure_ascii=False))
+    else:
+        click.echo("\n".join(probing.describe(result, target)))
+        if written:
+            click.echo(f"written to {config.path}: caps = {{ en = {written[0]}, cjk = {written[1]} }}")
+    if write and not result.dry_run and written is None:
+        probing.write_caps(config, result)  # raises: says which cap is missing and what to do
+
+
+@cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to bind.")
 @click.option("--port", type=int, default=8765, show_default=True, help="Port (0 = any free port).")
 @click.option("--latency", type=float, default=1.0, show_default=True, help="Seconds before a batch finishes.")

@@ -124,6 +124,19 @@ def measure_file(name: str, path: Path, *, where: str) -> DocumentInfo:
                         newlines_translated=translated)
 
 
+def read_document(path: Path, *, where: str, limit: int | None = None) -> str:
+    """A document's text as the harness reads it (its first `limit` characters, if given)."""
+    parts: list[str] = []
+    have = 0
+    for _, text in _decoded_chunks(path, where=where):
+        parts.append(text)
+        have += len(text)
+        if limit is not None and have >= limit:
+            break
+    whole = "".join(parts)
+    return whole if limit is None else whole[:limit]
+
+
 class EscapedDocument:
     """A document JSON-escaped once (line-safe, UTF-8) into a scratch file, spliced into request
     lines by streaming it: no whole document is ever held in memory, however many lines carry it.

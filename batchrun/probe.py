@@ -1,0 +1,470 @@
+"""`batchrun probe ROUTE`: measure a model's real context window and suggest its caps in characters.
+
+The protocol (spec §3) evaluates each model at its native window, with a cap in characters per
+script (en / cjk), and says a NEW model's window must be probed, never inherited from an older
+version. Two methods, chosen by what the provider offers (`Adapter.reports_window`):
+
+- **tokens**: the provider states the model's input window in tokens (Gemini `models.get`
+  `input_token_limit`, Anthropic `models.retrieve` `max_input_tokens`) and counts tokens without
+  running the model (`count_tokens`, free). The probe counts the real generation prompt around a
+  sample of the project's own longest document of each script, and around no document, so
+  characters per token = sample characters / (tokens with - tokens without), and
+  cap = (window - prompt tokens without a document) x characters per token.
+- **search**: the provider states no window (OpenAI has no counting endpoint and no window in its
+  model object; nor do most OpenAI-compatible providers). A binary search on document length: the
+  real generation prompt around a prefix of the longest document of each script (repeated when the
+  window is longer than the document) is sent online with a completion budget of 1 token. Lengths
+  grow x4 from a small start while accepted, then the bracket [largest accepted, smallest
+  rejected] is halved until it is within `precision` of the smallest rejected. Every step's cost
+  is estimated before it is sent (tokens from the route's characters per token, or from what an
+  accepted step measured) and a step that could take the spend over `max_cost` is not sent.
+  A refused request is not billed; an accepted one costs its input tokens and one output token
+  at the route's online price.
+
+The suggestion is the largest length known to fit: `caps = { en = ..., cjk = ... }`. A probe is
+recorded in state.db (`probes`, m013) with its evidence, for audit; `config_write` puts the caps
+into the config file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from .config import Config, Route
+from .corpus import read_document, scan_corpus
+from .cost import fmt_money, online_cost
+from .errors import BatchrunError, ConfigError, DataError
+from .prompts import generation_prompt
+from .providers import Adapter, ProbeAnswer, get_adapter
+from .store import Store
+
+Script = Literal["en", "cjk"]
+SCRIPTS: tuple[Script, ...] = ("en", "cjk")
+
+DEFAULT_PRECISION = 0.02
+# The search's first length and its ceiling, per script (characters): the start is cheap; the
+# ceiling is 4x the protocol's default caps (a model with a longer window gets "at least" this).
+START_CHARS = {"en": 40_000, "cjk": 12_000}
+MAX_CHARS = {"en": 11_400_000, "cjk": 3_400_000}
+GROWTH = 4
+# Characters of a document counted for characters per token (tokens method).
+SAMPLE_CHARS = 200_000
+# Estimates must not be low, or a step could take the spend past --max-cost: until a step has
+# measured the document's characters per token (usage of an accepted step, the same text), a
+# step is estimated at one token per character (above what any tokenizer gives English or
+# Chinese prose); after, at the measured ratio with this margin.
+UNMEASURED_CHARS_PER_TOKEN = 1.0
+ESTIMATE_MARGIN = 1.1
+# A minimal completion: the output billed for an accepted step.
+OUTPUT_TOKENS = 1
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The project document a script is probed with (its longest), and a question asked of it."""
+
+    script: Script
+    corpus_file: str
+    chars: int
+    task_id: str
+    question: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class Step:
+    """One online request of a search."""
+
+    script: Script
+    chars: int  # document characters sent
+    est_tokens: int
+    est_cost: float | None
+    outcome: str  # accepted | too_long | error | not sent (budget)
+    input_tokens: int | None = None  # the provider's count (usage, or as its refusal states it)
+    window: int | None = None  # the window a refusal states
+    cost: float | None = 0.0
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    script: Script
+    cap: int | None  # suggested cap in characters; None: not measured (the route's cap is kept)
+    sample: Sample | None
+    largest_accepted: int | None = None
+    smallest_rejected: int | None = None
+    chars_per_token: float | None = None
+    tokens: dict[str, int] = field(default_factory=dict)  # tokens method: the counts it used
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    route: str
+    provider: str
+    model: str
+    method: Literal["tokens", "search"]
+    precision: float
+    max_cost: float | None
+    window: int | None  # the window the provider states (tokens method)
+    scripts: tuple[ScriptResult, ...]
+    steps: tuple[Step, ...] = ()
+    spent: float = 0.0
+    dry_run: bool = False
+    plan: tuple[str, ...] = ()  # --dry-run: what would be sent
+    probed_at: float = field(default_factory=time.time)
+
+    @property
+    def caps(self) -> dict[str, int | None]:
+        return {r.script: r.cap for r in self.scripts}
+
+    @property
+    def complete(self) -> bool:
+        return all(r.cap is not None for r in self.scripts)
+
+    def evidence(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("plan")
+        for script in data["scripts"]:
+            if script["sample"]:
+                script["sample"].pop("path")  # the corpus_file names it; a local path is no evidence
+        return data
+
+
+def parse_precision(text: str) -> float:
+    """--precision as "2%" or 0.02: the largest gap left between the largest accepted and the
+    smallest rejected length, relative to the smallest rejected."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise BatchrunError(f"--precision {text!r} is not a number.", "Pass a fraction or a percentage, e.g. --precision 2%.") from None
+    if not 0.0005 <= value <= 0.5:
+        raise BatchrunError(f"--precision {text!r} is out of range.", "Pass between 0.05% and 50%, e.g. --precision 2%.")
+    return value
+
+
+def samples(config: Config) -> dict[Script, Sample]:
+    """The longest document of each script among the tasks, with the first question asked of it."""
+    corpus = scan_corpus(None, config)
+    best: dict[Script, Sample] = {}
+    for task in corpus.dataset.tasks:
+        info = corpus.docs[task.corpus_file]
+        script: Script = "cjk" if info.cjk else "en"
+        if script not in best or info.chars > best[script].chars:
+            best[script] = Sample(script, task.corpus_file, info.chars, task.task_id, task.question, corpus.paths[task.corpus_file])
+    return best
+
+
+class _Texts:
+    """Prompts around a document prefix of any length (the document repeated past its end)."""
+
+    def __init__(self, sample: Sample):
+        self.sample = sample
+        self.text = read_document(sample.path, where=f"corpus file {sample.corpus_file}")
+        if not self.text.strip():
+            raise DataError(f"corpus file {sample.corpus_file} is empty.", "Probe with a project that has a non-empty document.")
+
+    def document(self, chars: int) -> str:
+        unit = self.text + "\n\n"
+        return (unit * (chars // len(unit) + 1))[:chars]
+
+    def prompt(self, chars: int) -> str:
+        return generation_prompt(self.sample.question, self.document(chars))
+
+
+def _route_for(config: Config, name: str) -> Route:
+    route = config.routes.get(name)
+    if route is None:
+        known = ", ".join(sorted(config.routes)) or "none"
+        raise ConfigError(f"No route {name!r} in {config.path}.", f"Name one of the config's routes: {known}.")
+    return route
+
+
+def probe(
+    config: Config,
+    route_name: str,
+    *,
+    max_cost: float | None = None,
+    precision: float = DEFAULT_PRECISION,
+    dry_run: bool = False,
+    progress: Callable[[str], None] = lambda _: None,
+    client: Any = None,
+) -> ProbeResult:
+    """Measure the route's model and suggest caps (see the module docstring). Sends nothing with
+    `dry_run`; never spends more than `max_cost` (required when the search must send)."""
+    route = _route_for(config, route_name)
+    adapter = get_adapter(route.provider)
+    found = samples(config)
+    base = ProbeResult(route.name, route.provider, route.model, "tokens" if adapter.reports_window else "search",
+                       precision, max_cost, None, ())
+    if dry_run:
+        return replace(base, dry_run=True, plan=tuple(_plan(route, adapter, found, precision)))
+    if client is None:
+        from .clients import make_client
+
+        client = make_client(route)
+    if adapter.reports_window:
+        progress(f"route {route.name!r}: reading the window of {route.model} from the provider")
+        window = adapter.input_token_limit(client, route)
+        if window is not None:
+            scripts = tuple(_by_tokens(config, route, adapter, client, window, found.get(s), s, progress) for s in SCRIPTS)
+            return replace(base, window=window, scripts=scripts)
+        progress(f"route {route.name!r}: the provider states no window for {route.model}; searching instead")
+    if _price_unknown(route):
+        raise ConfigError(f"Route {route.name!r} has no price, so the probe cannot estimate what its requests cost.",
+                          f"Set price = {{ input = ..., output = ... }} under [routes.\"{route.name}\"] in {config.path}, "
+                          "then run the probe again (see --dry-run for the plan).")
+    if max_cost is None:
+        raise BatchrunError(f"The probe of route {route.name!r} sends requests that cost money, and no --max-cost was given.",
+                            f"Run `batchrun probe {route.name} --dry-run` to see the plan and its estimated cost, "
+                            "then pass --max-cost USD.")
+    return _search(config, route, adapter, client, found, precision, max_cost, base, progress)
+
+
+def _price_unknown(route: Route) -> bool:
+    return online_cost(route, 1, OUTPUT_TOKENS) is None
+
+
+# --- the tokens method -------------------------------------------------------------------------
+
+
+def _by_tokens(config: Config, route: Route, adapter: Adapter, client: Any, window: int, sample: Sample | None,
+               script: Script, progress: Callable[[str], None]) -> ScriptResult:
+    if sample is None:
+        return ScriptResult(script, None, None, note=f"no {script} document in the project: not measured")
+    texts = _Texts(sample)
+    n = min(len(texts.text), SAMPLE_CHARS)
+    with_doc = adapter.count_tokens(client, route, texts.prompt(n))
+    without = adapter.count_tokens(client, route, texts.prompt(0))
+    assert with_doc is not None and without is not None  # reports_window promises a counting endpoint
+    progress(f"{script}: {n:,} characters of {sample.corpus_file} count {with_doc - without:,} tokens")
+    if with_doc <= without:
+        return ScriptResult(script, None, sample, note="the provider counted no tokens for the document: not measured")
+    ratio = n / (with_doc - without)
+    cap = max(0, math.floor((window - without) * ratio))
+    return ScriptResult(script, cap, sample, chars_per_token=round(ratio, 4),
+                        tokens={"window": window, "sample_chars": n, "prompt_with_sample": with_doc, "prompt_without_document": without})
+
+
+# --- the search method -------------------------------------------------------------------------
+
+
+class _Budget:
+    def __init__(self, max_cost: float):
+        self.max_cost = max_cost
+        self.spent = 0.0
+
+    def allows(self, cost: float) -> bool:
+        return self.spent + cost <= self.max_cost + 1e-12
+
+
+def _estimate(route: Route, prompt_chars: int, measured: float | None) -> tuple[int, float | None]:
+    """(tokens, cost) of a step before it is sent: never below what it will likely cost."""
+    ratio = measured / ESTIMATE_MARGIN if measured else UNMEASURED_CHARS_PER_TOKEN
+    tokens = math.ceil(prompt_chars / ratio)
+    return tokens, online_cost(route, tokens, OUTPUT_TOKENS)
+
+
+def _search(config: Config, route: Route, adapter: Adapter, client: Any, found: dict[Script, Sample], precision: float,
+            max_cost: float, base: ProbeResult, progress: Callable[[str], None]) -> ProbeResult:
+    budget = _Budget(max_cost)
+    steps: list[Step] = []
+    results = []
+    for script in SCRIPTS:
+        sample = found.get(script)
+        if sample is None:
+            results.append(ScriptResult(script, None, None, note=f"no {script} document in the project: not measured"))
+            continue
+        results.append(_search_script(route, adapter, client, _Texts(sample), script, precision, budget, steps, progress))
+    return replace(base, method="search", scripts=tuple(results), steps=tuple(steps), spent=round(budget.spent, 6))
+
+
+def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, script: Script, precision: float,
+                   budget: _Budget, steps: list[Step], progress: Callable[[str], None]) -> ScriptResult:
+    lo, hi = 0, None  # largest accepted, smallest rejected (characters)
+    measured: float | None = None
+    overhead = len(texts.prompt(0))
+    chars = START_CHARS[script]
+    note = ""
+    while True:
+        est_tokens, estimated = _estimate(route, overhead + chars, measured)
+        est_cost = estimated or 0.0  # the price is known: probe() checked
+        if not budget.allows(est_cost):
+            steps.append(Step(script, chars, est_tokens, est_cost, "not sent (budget)", cost=None))
+            note = (f"stopped before precision: the next step ({chars:,} characters, estimated {fmt_money(est_cost)}) would take "
+                    f"the spend over --max-cost {fmt_money(budget.max_cost)} ({fmt_money(budget.spent)} spent)")
+            break
+        answer: ProbeAnswer = adapter.probe_call(client, route, texts.prompt(chars))
+        cost = 0.0
+        if answer.outcome == "accepted":
+            tokens = answer.input_tokens if answer.input_tokens is not None else est_tokens
+            cost = online_cost(route, tokens, OUTPUT_TOKENS) or 0.0
+            if answer.input_tokens:
+                measured = (overhead + chars) / answer.input_tokens
+        budget.spent += cost
+        steps.append(Step(script, chars, est_tokens, est_cost, answer.outcome, answer.input_tokens, answer.window, cost,
+                          answer.message[:300]))
+        progress(f"{script}: {chars:,} characters: {answer.outcome.replace('_', ' ')}"
+                 + (f" ({answer.input_tokens:,} tokens)" if answer.input_tokens else "") + f"; spent {fmt_money(budget.spent)}")
+        if answer.outcome == "error":
+            note = f"stopped: the provider refused a step for another reason than length (HTTP {answer.status}): {answer.message[:200]}"
+            break
+        if answer.outcome == "accepted":
+            lo = chars
+        else:
+            hi = chars
+        if hi is None:
+            if chars >= MAX_CHARS[script]:
+                note = f"no rejection up to {chars:,} characters: the window is at least this long"
+                break
+            chars = min(chars * GROWTH, MAX_CHARS[script])
+            continue
+        if hi - lo <= precision * hi or hi - lo <= 1:
+            break
+        chars = (lo + hi) // 2
+    cap = lo if lo > 0 else None
+    if cap is None and not note:
+        note = f"even {hi:,} characters were refused as too long"
+    return ScriptResult(script, cap, texts.sample, largest_accepted=lo or None, smallest_rejected=hi,
+                        chars_per_token=round(measured, 4) if measured else None, note=note)
+
+
+# --- --dry-run ------------------------------------------------------------------------------------
+
+
+def _plan(route: Route, adapter: Adapter, found: dict[Script, Sample], precision: float) -> list[str]:
+    lines = []
+    if adapter.reports_window:
+        lines.append(f"read {route.model}'s input window from the provider and count tokens of the real prompt around "
+                     f"up to {SAMPLE_CHARS:,} characters of each sample (no completion: free); if the provider states "
+                     "no window, search as below")
+    unknown = _price_unknown(route)
+    worst = 0.0
+    for script in SCRIPTS:
+        sample = found.get(script)
+        if sample is None:
+            lines.append(f"{script}: no {script} document in the project: not measured")
+            continue
+        ratio = route.chars_per_token[0 if script == "en" else 1]
+        overhead = len(generation_prompt(sample.question, ""))
+        lines.append(f"{script}: prompt around a prefix of {sample.corpus_file} ({sample.chars:,} characters, repeated past its end), "
+                     f"question of task {sample.task_id}; max_tokens 1; the first step estimated at 1 token a character, "
+                     f"the next ones (here) at the route's {ratio} characters a token, once sent at the measured ratio")
+        chars = START_CHARS[script]
+        while True:
+            tokens, cost = _estimate(route, overhead + chars, None if chars == START_CHARS[script] else ratio)
+            worst += cost or 0.0
+            lines.append(f"  grow: {chars:>10,} characters  ~{tokens:>9,} tokens  {fmt_money(cost):>10} if accepted")
+            if chars >= MAX_CHARS[script]:
+                break
+            chars = min(chars * GROWTH, MAX_CHARS[script])
+        halvings = math.ceil(math.log2((GROWTH - 1) / GROWTH / precision)) + 1
+        top = _estimate(route, overhead + MAX_CHARS[script], ratio)[1]
+        worst += halvings * (top or 0.0)
+        lines.append(f"  then at most {halvings} halvings of the bracket to within {precision:.1%}, each at most {fmt_money(top)}; "
+                     "the growth stops at the first refusal, and a refused request is not billed")
+    lines.append("price unknown: set price = { input = ..., output = ... } on the route before a search"
+                 if unknown else f"worst case (every request accepted, at the ceiling): {fmt_money(worst)}; "
+                 "a search never sends a step that could take the spend over --max-cost")
+    return lines
+
+
+# --- audit and output -----------------------------------------------------------------------------
+
+
+def record(store: Store, result: ProbeResult, *, written: bool) -> int:
+    """The probe as a row of `probes` (m013), evidence included."""
+    row = {
+        "route": result.route, "provider": result.provider, "model": result.model, "method": result.method,
+        "en_cap": result.caps.get("en"), "cjk_cap": result.caps.get("cjk"), "window_tokens": result.window,
+        "cost": result.spent, "max_cost": result.max_cost, "precision": result.precision,
+        "evidence_json": json.dumps(result.evidence(), ensure_ascii=False, sort_keys=True), "written": int(written),
+        "probed_at": result.probed_at, "run_id": store.run_id,
+    }
+    with store.db.atomic():
+        cur = store.db.execute(f"INSERT INTO probes ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+    return int(cur.lastrowid or 0)
+
+
+def suggested_caps(result: ProbeResult, route: Route) -> tuple[int, int]:
+    """The caps to write: the measured ones, the route's own for a script not measured."""
+    en, cjk = result.caps.get("en"), result.caps.get("cjk")
+    return (en if en is not None else route.caps.en, cjk if cjk is not None else route.caps.cjk)
+
+
+def describe(result: ProbeResult, route: Route) -> list[str]:
+    """The report a person reads: the evidence per script, then the suggestion."""
+    method = {"tokens": "the provider's stated window and token counts",
+              "search": f"binary search on document length (max_tokens 1), precision {result.precision:.1%}"}[result.method]
+    lines = [f"route {result.route!r} ({result.provider} {result.model}): {method}"]
+    if result.dry_run:
+        lines[0] += " -- dry run, nothing sent"
+        return lines + [f"  {p}" for p in result.plan]
+    if result.window is not None:
+        lines.append(f"  window stated by the provider: {result.window:,} input tokens")
+    for r in result.scripts:
+        head = f"  {r.script}: "
+        if r.sample is not None:
+            head += f"{r.sample.corpus_file} ({r.sample.chars:,} characters), task {r.sample.task_id}; "
+        if r.tokens:
+            head += (f"{r.tokens['sample_chars']:,} characters = {r.tokens['prompt_with_sample'] - r.tokens['prompt_without_document']:,} "
+                     f"tokens ({r.chars_per_token} characters a token), prompt without document {r.tokens['prompt_without_document']:,} tokens")
+        lines.append(head.rstrip("; "))
+        for s in (s for s in result.steps if s.script == r.script):
+            told = f", {s.input_tokens:,} tokens" if s.input_tokens else ""
+            told += f" > window {s.window:,}" if s.window else ""
+            cost = f"cost {fmt_money(s.cost)}" if s.outcome == "accepted" else ""
+            lines.append(f"    {s.chars:>10,} characters  est. {s.est_tokens:>9,} tokens {fmt_money(s.est_cost):>9}  {s.outcome}{told} {cost}".rstrip())
+        if result.method == "search" and r.sample is not None:
+            rejected = f"{r.smallest_rejected:,}" if r.smallest_rejected else "none"
+            lines.append(f"    largest accepted {r.largest_accepted or 0:,} characters, smallest rejected {rejected}")
+        if r.note:
+            lines.append(f"    note: {r.note}")
+        lines.append(f"    cap: {r.cap:,} characters" if r.cap is not None else f"    cap: not measured (the route keeps {getattr(route.caps, r.script):,})")
+    if result.method == "search":
+        budget = f" of --max-cost {fmt_money(result.max_cost)}" if result.max_cost is not None else ""
+        lines.append(f"spent: {fmt_money(result.spent)}{budget} ({sum(s.outcome != 'not sent (budget)' for s in result.steps)} requests)")
+    en, cjk = suggested_caps(result, route)
+    lines.append(f"suggested, under [routes.\"{result.route}\"]:")
+    lines.append(f"caps = {{ en = {en}, cjk = {cjk} }}")
+    return lines
+
+
+def missing_caps(result: ProbeResult) -> list[str]:
+    """Scripts the project has a document of that the probe found no cap for."""
+    return [r.script for r in result.scripts if r.cap is None and r.sample is not None] if not result.dry_run else list(SCRIPTS)
+
+
+def write_caps(config: Config, result: ProbeResult) -> tuple[int, int]:
+    """Put the suggested caps into the route's table of the config file (config_write), with a
+    comment naming the date and the method; refused while a script with a document has no cap."""
+    from .config_write import write_route_caps
+
+    route = _route_for(config, result.route)
+    missing = missing_caps(result)
+    if missing:
+        raise BatchrunError(f"Not written: the probe measured no {' / '.join(missing)} cap for route {result.route!r}.",
+                            "See the notes above (raise --max-cost, or fix what the provider refused), and probe again.")
+    en, cjk = suggested_caps(result, route)
+    write_route_caps(Path(config.path), result.route, en, cjk, caps_comment(result))
+    return en, cjk
+
+
+_SAFE_COMMENT = re.compile(r"[^\x20-\x7e]")
+
+
+def caps_comment(result: ProbeResult) -> str:
+    """The comment --write puts above the caps: the date and the method."""
+    day = time.strftime("%Y-%m-%d", time.gmtime(result.probed_at))
+    how = (f"window {result.window} tokens stated by the provider, characters per token counted on the project's documents"
+           if result.method == "tokens" else f"binary search on document length, max_tokens 1, precision {result.precision:.1%}")
+    return _SAFE_COMMENT.sub("?", f"caps probed {day} by `batchrun probe {result.route}` ({result.model}): {how}")
+
