@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from .config import Config
 from .ledger import current_requests_sql  # the one definition of "wanted by the current config"
+from .providers import TOO_LONG
 from .store import Store
 
 
@@ -68,8 +69,9 @@ def _has(text: str, *words: str) -> bool:
     return any(w in text for w in words)
 
 
-def diagnose(route_name: str, kind: str, message: str, config: Config | None = None) -> Diagnosis:
-    """The likely cause of a blocking failure and its fix, from the provider's message."""
+def diagnose(route_name: str, kind: str, message: str, config: Config | None = None, error_type: str | None = None) -> Diagnosis:
+    """The likely cause of a blocking failure and its fix, from the provider's message (and the
+    adapter's classification, `error_type`, where it made one)."""
     route = config.routes.get(route_name) if config is not None else None
     table = f'[routes."{route_name}"]'
     where = f" in {config.path}" if config is not None else ""
@@ -93,12 +95,17 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
             text, "too large", "exceed", "maximum", "must be less", "at most", "less than or equal", "up to"):
         return Diagnosis("the completion budget is above the model's output limit",
                          f"set max_tokens = <the model's output limit> under {table}{where}.")
-    if _has(text, "context_length_exceeded", "context length", "context window", "prompt is too long", "maximum context",
-            "too many tokens", "input token count", "exceeds the maximum number of tokens", "too long"):
-        return Diagnosis("a document is longer than the model's context window: the route's caps are too high for this model",
-                         f"lower caps = {{ en = ..., cjk = ... }} under {table}{where} to the model's real window "
-                         "(spec §3: probe a new model's real window, never inherit another model's caps); "
-                         "the documents above the new cap become out of context, the rest are planned afresh.")
+    # The adapter recognised its provider's refusal (TOO_LONG); the words are the fallback for
+    # results collected before it did.
+    if error_type == TOO_LONG or _has(text, "context_length_exceeded", "context length", "context window", "prompt is too long",
+                                      "maximum context", "too many tokens", "input token count",
+                                      "exceeds the maximum number of tokens", "too long"):
+        return Diagnosis("a document is longer than the model's context window: the route's caps are too high for this model "
+                         "(a config problem, not the model's failure: the cells stay open, never scored 0)",
+                         f"run `batchrun probe {route_name}` to measure the model's real window (spec §3: probe a new model's "
+                         f"window, never inherit another model's caps), then `batchrun probe {route_name} --write` or lower "
+                         f"caps = {{ en = ..., cjk = ... }} under {table}{where} by hand; the documents above the new cap "
+                         "become out of context, the rest are planned afresh.")
     if _has(text, "model_not_found", "does not exist", "unknown model", "invalid model", "no such model", "not found",
             "is not supported for") and "model" in text:
         model = f" {route.model!r}" if route is not None else ""
@@ -133,7 +140,7 @@ def open_problems(store: Store, config: Config | None = None) -> list[Problem]:
         last = last or {"kind": "unknown", "error_type": None, "error_message": None}
         message = last["error_message"] or last["error_type"] or last["kind"]
         if r["state"] == "blocked":
-            diagnosis = diagnose(r["route"], last["kind"], message, config)
+            diagnosis = diagnose(r["route"], last["kind"], message, config, last["error_type"])
         else:
             diagnosis = Diagnosis("this run's retry budget is used up",
                                   "Run `batchrun refresh` again later: the next run resumes them with a fresh budget.")
