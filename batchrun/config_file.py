@@ -299,8 +299,8 @@ def _route_warning(config: Config, name: str) -> ConfigWarning | None:
         fallbacks.append(Fallback(
             "caps",
             f"caps: default row {route.caps.en:,} / {route.caps.cjk:,} characters (not in the built-in caps table). "
-            f"Probe its real context window and set caps = {{ en = ..., cjk = ... }} under {where} "
-            "(spec §3: never inherit an older version's cap).",
+            f"Probe its real context window (`batchrun probe {name}`, then --write) or set caps = {{ en = ..., cjk = ... }} "
+            f"under {where} (spec §3: never inherit an older version's cap).",
         ))
     if role != "idle" and route.send_temperature_source == "default" and not capslib.known_model(route.model):
         fallbacks.append(Fallback(
