@@ -64,6 +64,8 @@ UNMEASURED_CHARS_PER_TOKEN = 1.0
 ESTIMATE_MARGIN = 1.1
 # A minimal completion: the output billed for an accepted step.
 OUTPUT_TOKENS = 1
+# Attempts of one step that fails transiently (rate limit, overload, no answer).
+TRANSIENT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,7 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
     measured: float | None = None
     overhead = len(texts.prompt(0))
     chars = START_CHARS[script]
+    hints: list[int] = []  # lengths just below and above where a refusal's stated counts put the window
     note = ""
     while True:
         est_tokens, estimated = _estimate(route, overhead + chars, measured)
@@ -302,7 +305,7 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
             note = (f"stopped before precision: the next step ({chars:,} characters, estimated {fmt_money(est_cost)}) would take "
                     f"the spend over --max-cost {fmt_money(budget.max_cost)} ({fmt_money(budget.spent)} spent)")
             break
-        answer: ProbeAnswer = adapter.probe_call(client, route, texts.prompt(chars))
+        answer = _send(adapter, client, route, texts.prompt(chars))
         cost = 0.0
         if answer.outcome == "accepted":
             tokens = answer.input_tokens if answer.input_tokens is not None else est_tokens
@@ -321,6 +324,12 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
             lo = chars
         else:
             hi = chars
+            if answer.window and answer.input_tokens:
+                # Where the provider states both counts (OpenAI, Anthropic, Gemini do), the window
+                # is about window x (characters per token at this length): two steps around it
+                # close the bracket, instead of halving it step by step.
+                predicted = answer.window * (overhead + chars) / answer.input_tokens - overhead
+                hints = [math.floor(predicted * (1 - precision / 3)), math.ceil(predicted * (1 + precision / 3))]
         if hi is None:
             if chars >= MAX_CHARS[script]:
                 note = f"no rejection up to {chars:,} characters: the window is at least this long"
@@ -329,12 +338,27 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
             continue
         if hi - lo <= precision * hi or hi - lo <= 1:
             break
-        chars = (lo + hi) // 2
+        chars = next((h for h in hints if lo < h < hi), (lo + hi) // 2)
+        hints = [h for h in hints if h != chars]
     cap = lo if lo > 0 else None
     if cap is None and not note:
         note = f"even {hi:,} characters were refused as too long"
     return ScriptResult(script, cap, texts.sample, largest_accepted=lo or None, smallest_rejected=hi,
                         chars_per_token=round(measured, 4) if measured else None, note=note)
+
+
+def _send(adapter: Adapter, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+    """One step, tried again after a transient failure (429, 5xx, no answer): those are not
+    answers about the length. A failed attempt is not billed."""
+    from .clients import backoff, retry_base
+
+    for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+        answer = adapter.probe_call(client, route, prompt)
+        transient = answer.status is None or answer.status in (408, 409, 429) or answer.status >= 500
+        if answer.outcome != "error" or not transient or attempt == TRANSIENT_ATTEMPTS:
+            return answer
+        time.sleep(backoff(attempt, base=retry_base(), cap=30.0))
+    raise AssertionError("unreachable")
 
 
 # --- --dry-run ------------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ def probe(project: Project, emu: Any, *args: str, code: int = 0) -> Any:
 SEARCH_ROUTES = {
     "openai batch": route("openai", "gpt-new", price=PRICE),
     "openai-compatible sync": route("openai-compatible", "kimi-new", transport="sync", price=PRICE),
+    # The Responses API's refusal states no token counts: plain halving, no jump to the window.
+    "openai responses": route("openai", "gpt-resp", endpoint="responses", price=PRICE),
 }
 TOKEN_ROUTES = {
     "gemini batch": route("gemini", "gemini-new", price=PRICE),
@@ -81,6 +83,7 @@ def test_search_finds_the_window_within_the_precision_en_and_cjk(project: Projec
     r = SEARCH_ROUTES[kind]
     emu.set_windows({r["model"]: WINDOW})
     setup(project, {"new": r})
+    emu.add_fault({"kind": "request_error", "status": 429, "count": 1})  # a rate limit is no answer about length
     out = probe(project, emu, "new", "--max-cost", "5", "--precision", "2%", "--json")
     data = json.loads(out.stdout)
     assert data["method"] == "search"
@@ -93,8 +96,13 @@ def test_search_finds_the_window_within_the_precision_en_and_cjk(project: Projec
         assert s["cap"] == s["largest_accepted"] and data["suggested_caps"][script] == s["cap"]
     # Every step was a real online request with max_tokens 1, and each refusal stated the window.
     sent = [s for s in data["steps"] if s["outcome"] != "not sent (budget)"]
-    assert len([q for q in emu.requests if q["batch"] == "online"]) == len(sent)
-    assert all(s["window"] == WINDOW for s in sent if s["outcome"] == "too_long")
+    assert len([q for q in emu.requests if q["batch"] == "online"]) == len(sent) + 1  # the 429, tried again
+    refusals = [s for s in sent if s["outcome"] == "too_long"]
+    if kind == "openai responses":
+        assert all(s["window"] is None for s in refusals) and len(sent) > 8  # halving only
+    else:
+        # The refusals state the window and the prompt's tokens: two steps around it close the bracket.
+        assert all(s["window"] == WINDOW for s in refusals) and len(sent) <= 8
     # Spend: accepted steps at the online price (input + 1 output token); refusals are free.
     expected = sum((s["input_tokens"] * PRICE["input"] + PRICE["output"]) / 1e6 for s in sent if s["outcome"] == "accepted")
     assert data["spent"] == pytest.approx(expected, rel=1e-6) and data["spent"] <= 5
