@@ -14,12 +14,13 @@ version. Two methods, chosen by what the provider offers (`Adapter.reports_windo
   model object; nor do most OpenAI-compatible providers). A binary search on document length: the
   real generation prompt around a prefix of the longest document of each script (repeated when the
   window is longer than the document) is sent online with a completion budget of 1 token. Lengths
-  grow x4 from a small start while accepted, then the bracket [largest accepted, smallest
-  rejected] is halved until it is within `precision` of the smallest rejected. Every step's cost
-  is estimated before it is sent (tokens from the route's characters per token, or from what an
-  accepted step measured) and a step that could take the spend over `max_cost` is not sent.
-  A refused request is not billed; an accepted one costs its input tokens and one output token
-  at the route's online price.
+  grow x4 from a small start while accepted; then the bracket [largest accepted, smallest
+  rejected] narrows until it is within `precision` of the smallest rejected: by two steps just
+  below and above the window where a refusal states the window and the prompt's tokens, else by
+  halving. Every step's cost is estimated before it is sent (one token a character until an
+  accepted step measured the document's ratio, then that ratio with a margin) and a step that
+  could take the spend over `max_cost` is not sent. A refused request is not billed; an accepted
+  one costs its input tokens and one output token at the route's online price.
 
 The suggestion is the largest length known to fit: `caps = { en = ..., cjk = ... }`. A probe is
 recorded in state.db (`probes`, m013) with its evidence, for audit; `config_write` puts the caps
@@ -205,6 +206,9 @@ def probe(
     route = _route_for(config, route_name)
     adapter = get_adapter(route.provider)
     found = samples(config)
+    if not found:
+        raise DataError(f"The dataset {config.paths.dataset} names no document to probe with.",
+                        "Probe from a project whose dataset has at least one English or CJK document.")
     base = ProbeResult(route.name, route.provider, route.model, "tokens" if adapter.reports_window else "search",
                        precision, max_cost, None, ())
     if dry_run:
@@ -490,5 +494,7 @@ def caps_comment(result: ProbeResult) -> str:
     day = time.strftime("%Y-%m-%d", time.gmtime(result.probed_at))
     how = (f"window {result.window} tokens stated by the provider, characters per token counted on the project's documents"
            if result.method == "tokens" else f"binary search on document length, max_tokens 1, precision {result.precision:.1%}")
+    kept = [r.script for r in result.scripts if r.cap is None]
+    how += f"; {'/'.join(kept)} not measured (no such document), kept" if kept else ""
     return _SAFE_COMMENT.sub("?", f"caps probed {day} by `batchrun probe {result.route}` ({result.model}): {how}")
 

@@ -272,3 +272,32 @@ def test_emulator_window_control_and_cli_option(emu: Any) -> None:
     assert parse_window("gpt-new=1_050_000") == ("gpt-new", 1_050_000)
     with pytest.raises(ValueError):
         parse_window("gpt-new")
+
+
+def test_write_route_caps_replaces_a_hand_written_caps_line_and_refuses_what_it_cannot_edit(tmp_path: Any) -> None:
+    from batchrun.config_write import write_route_caps
+    from batchrun.errors import ConfigError
+
+    path = tmp_path / "batchrun.toml"
+    text = ('[routes."a"]\r\nprovider = "openai"\r\ncaps = { en = 40000, cjk = 12000 }  # a guess\r\nmodel = "m"\r\n\r\n'
+            '[routes.b]\r\nprovider = "openai"\r\nmodel = "n"\r\n')
+    path.write_bytes(text.encode())
+    write_route_caps(path, "a", 123, 45, "caps probed 2026-01-01 by hand")
+    assert path.read_bytes().decode() == text.replace("caps = { en = 40000, cjk = 12000 }  # a guess",
+                                                      "# caps probed 2026-01-01 by hand\r\ncaps = { en = 123, cjk = 45 }")
+    write_route_caps(path, "b", 7, 8, "caps probed 2026-01-02 by hand")  # the last table, CRLF kept
+    assert path.read_bytes().decode().endswith('model = "n"\r\n# caps probed 2026-01-02 by hand\r\ncaps = { en = 7, cjk = 8 }\r\n')
+
+    inline = tmp_path / "inline.toml"
+    inline.write_text('[routes]\nx = { provider = "openai", model = "m" }\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        write_route_caps(inline, "x", 1, 2, "c")
+    assert "by hand" in err.value.hint and "caps = { en = 1, cjk = 2 }" in err.value.hint
+    assert inline.read_text(encoding="utf-8") == '[routes]\nx = { provider = "openai", model = "m" }\n'
+
+    multiline = tmp_path / "multi.toml"
+    original = '[routes.x]\nprovider = "openai"\ncaps.en = 5\ncaps.cjk = 6\n'
+    multiline.write_text(original, encoding="utf-8")
+    with pytest.raises(ConfigError):
+        write_route_caps(multiline, "x", 1, 2, "c")
+    assert multiline.read_text(encoding="utf-8") == original
