@@ -72,7 +72,15 @@ def state_words(status: BatchStatus) -> str:
 
 def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> PollResult:
     result = PollResult()
-    for b in store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq"):
+    following = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq")
+    if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
+        # poll sends a sync batch's lines itself: an input changed since they were built is
+        # refused here too, before any line goes out (resume.py).
+        from .corpus import scan_corpus
+        from .resume import refuse_changed_inputs
+
+        refuse_changed_inputs(store, config, scan_corpus(store, config))
+    for b in following:
         route = config.routes.get(b["route"])
         if route is None:
             progress.event(f"skipping {b['id']}: route {b['route']!r} is no longer in the config")
