@@ -98,6 +98,10 @@ def ingest(store: Store, config: Config, result: CollectResult, *, progress: Pro
     collector is paused: parsing allocates millions of dicts and lists that never form cycles,
     and its passes over the rows waiting to be inserted cost ~10% of the time.
     """
+    from .resume import refuse_changed_result_files
+
+    # Before the first line is read: a refusal leaves every batch as it was.
+    refuse_changed_result_files(store, config)
     with store.page_cache(kib=65536), store.background_checkpoints(), _gc_paused():
         for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.DOWNLOADED]):
             skipped_before, truncated_before = result.skipped_lines, len(result.truncated)

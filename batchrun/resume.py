@@ -214,3 +214,27 @@ def refuse_changed_inputs(store: Store, config: Config, corpus: Corpus) -> None:
             "(they stop at the provider; what they did not finish is not paid for) and run again: the affected cells are "
             "planned again from the new inputs. Nothing was changed.")
     raise StateError(message, hint)
+
+
+def refuse_changed_result_files(store: Store, config: Config) -> None:
+    """StateError if a downloaded result file that collect is about to read is no longer the bytes
+    poll recorded (m016): its answers would be scored as the provider's. A missing file is read
+    as before (its requests have no result, and are sent again)."""
+    from .submit import file_sha256
+
+    root = config.path.resolve().parent
+    for b in store.rows("SELECT id, result_files_json, result_files_sha256_json FROM batches WHERE status = ? ORDER BY seq",
+                        [Status.DOWNLOADED]):
+        if not b["result_files_sha256_json"]:
+            continue  # downloaded before batchrun recorded checksums: nothing to compare with
+        for path, sha in zip(json.loads(b["result_files_json"] or "[]"), json.loads(b["result_files_sha256_json"])):
+            p = Path(path)
+            if not p.is_file() or (actual := file_sha256(p)) == sha:
+                continue
+            name = _rel(p, root)
+            raise StateError(
+                f"The results file {name} of batch {b['id']} changed after it was downloaded (sha256 {_short(sha)} then, "
+                f"{_short(actual)} now). Refusing to read it: its answers would be scored as the provider's.",
+                f"Put {name} back as it was downloaded (sha256 {sha}) and run again; or delete it and run again: its requests "
+                "then have no result and are sent again (and paid for again). Nothing was changed.",
+            )

@@ -147,6 +147,29 @@ def test_a_document_edited_before_anything_was_sent_is_simply_planned_again(proj
     assert project.sql("SELECT count(*) AS n FROM batches WHERE status = 'superseded'")[0]["n"] == 2
 
 
+
+def test_a_sync_batch_is_not_sent_online_from_a_changed_document(project: Project, emu: EmulatorProcess) -> None:
+    """poll sends a sync batch's lines itself: it checks the inputs first, on a resumed run too."""
+    small_project(project, routes={"online": route("openai", "gpt-5.5", transport="sync", sync_concurrency=1),
+                                   "judge-a": ROUTES["judge-a"]}, panel=["judge-a"])
+    assert run_batchrun(project, "submit", emu=emu).returncode == 0
+    assert project.sql("SELECT status FROM batches")[0]["status"] == "in_flight"
+    assert emu.requests == []
+    doc = project.root / "corpus" / "lab.txt"
+    doc.write_bytes(doc.read_bytes().replace(b"340 samples", b"341 samples"))
+    err = refused(project, emu, ["poll"], ["refresh", "--interval", "0.05", "--timeout", "30s"])
+    assert "the document corpus/lab.txt" in err and "being sent online" in err
+    for command in cancel_commands(err):
+        assert run_batchrun(project, *command, emu=emu).returncode == 0
+    finish(project, emu)
+    stale = project.sql("""SELECT q.custom_id FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
+                           JOIN batches b ON b.id = br.batch_id WHERE b.status = 'withdrawn' AND q.task_id = 't3'""")
+    current = project.sql("SELECT custom_id FROM cells WHERE route = 'online' AND task_id = 't3' AND doc_sha256 = "
+                          "(SELECT doc_sha256 FROM tasks WHERE task_id = 't3')")
+    sent = {r["custom_id"] for r in emu.requests}
+    assert len(stale) == 1 and stale[0]["custom_id"] not in sent  # never sent from the old document
+    assert len(current) == 1 and current[0]["custom_id"] in sent
+
 # --- a dataset record ----------------------------------------------------------------------------
 
 
@@ -246,3 +269,47 @@ def test_an_edited_request_file_is_refused_by_name(project: Project, emu: Emulat
     path.write_bytes(path.read_bytes().replace(b"harbor", b"HARBOR"))
     err = refused(project, emu, ["submit"])
     assert str(path) in err and "was changed after it was planned" in err and "batchrun cancel --batch" in err
+
+
+# --- a results file ------------------------------------------------------------------------------
+
+
+def _downloaded(project: Project) -> tuple[str, Path]:
+    rows = project.sql("SELECT id, result_files_json FROM batches WHERE status = 'downloaded' AND route = 'gpt'")
+    assert rows
+    return rows[0]["id"], Path(json.loads(rows[0]["result_files_json"])[0])
+
+
+@pytest.mark.parametrize("transport", ["batch", "sync"])
+def test_a_results_file_changed_after_download_is_refused_by_name(project: Project, emu: EmulatorProcess, transport: str) -> None:
+    routes = dict(ROUTES)
+    if transport == "sync":
+        routes["gpt"] = route("openai", "gpt-5.5", transport="sync", sync_concurrency=1)
+    small_project(project, routes=routes, panel=["judge-a"])
+    assert run_batchrun(project, "submit", emu=emu).returncode == 0
+    assert run_batchrun(project, "poll", emu=emu).returncode == 0
+    batch, path = _downloaded(project)
+    original = path.read_bytes()
+    lines = original.splitlines(keepends=True)
+    assert len(lines) == 4
+    # One byte: a space before the line's end. The same JSON, so only the checksum can tell.
+    path.write_bytes(lines[0].rstrip(b"\n") + b" \n" + b"".join(lines[1:]))
+    err = refused(project, emu, ["collect"], ["refresh", "--interval", "0.05", "--timeout", "30s"])
+    assert f"The results file {path.relative_to(project.root).as_posix()} of batch {batch} changed after it was downloaded" in err
+    assert "Put " in err and "back as it was downloaded" in err and "or delete it" in err
+    assert project.sql("SELECT count(*) AS n FROM results WHERE batch_id = ?", [batch])[0]["n"] == 0
+    path.write_bytes(original)  # the fix: the provider's bytes back
+    finish(project, emu)
+    assert project.sql("SELECT count(*) AS n FROM results WHERE batch_id = ? AND kind = 'ok'", [batch])[0]["n"] == 4
+
+
+def test_a_deleted_results_file_is_sent_again_as_the_hint_says(project: Project, emu: EmulatorProcess) -> None:
+    make(project)
+    assert run_batchrun(project, "submit", emu=emu).returncode == 0
+    assert run_batchrun(project, "poll", emu=emu).returncode == 0
+    batch, path = _downloaded(project)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\n\n", 1))
+    refused(project, emu, ["collect"])
+    path.unlink()
+    finish(project, emu)
+    assert project.sql("SELECT count(*) AS n FROM results WHERE batch_id = ? AND kind = 'missing'", [batch])[0]["n"] == 4
