@@ -18,8 +18,14 @@ input and the batches built from it, with the two ways forward: put the input ba
 
 Read-only: it compares the requests of such batches with the ids the current inputs make
 (`ledger.generation_custom_id`, `prompts.judge_graded_sha256`, the current policy fingerprints),
-and names the change from what state.db recorded at the last sync (`tasks`, `policies`).
-Batches of a route no longer in the config (or now idle) are left to `poll` and `cancel`, as before.
+and names the change from what state.db recorded at the last sync (`tasks`, `policies`). It runs
+at the start of every sync (`ledger.sync_state`, inside its transaction) and in `poll` before a
+sync batch's lines are sent. Batches of a route no longer in the config (or now idle) are left
+to `poll` and `cancel`, as before.
+
+The other two inputs the manifest lists are files batchrun wrote itself, checked by checksum: a
+request file before any of it is sent (`submit.verify_request_file`), and a downloaded result
+file before collect reads it (`refuse_changed_result_files`, against the sha256 poll recorded).
 """
 
 from __future__ import annotations
@@ -152,14 +158,15 @@ class _Inputs:
                       f"restore task {task_id} in {dataset}")
 
 
-def changed_inputs(store: Store, config: Config, corpus: Corpus) -> dict[str, tuple[dict[str, Any], list[Change]]]:
-    """For each started batch that holds requests built from inputs that changed since: the batch
-    and the changes (each input once), in batch order."""
+def changed_inputs(store: Store, config: Config, corpus: Corpus,
+                   statuses: tuple[Status, ...] = STARTED) -> dict[str, tuple[dict[str, Any], list[Change]]]:
+    """For each batch in `statuses` (not cancelled by the user) that holds requests built from
+    inputs that changed since: the batch and the changes (each input once), in batch order."""
     if "batches" not in store.db.table_names():
         return {}
     batches = {b["id"]: b for b in store.rows(
         f"""SELECT id, status, transport, n_requests, route FROM batches
-            WHERE status IN {sql_list(STARTED)} AND coalesce(provider_state, '') != ? ORDER BY seq""", [CANCEL_REQUESTED])}
+            WHERE status IN {sql_list(statuses)} AND coalesce(provider_state, '') != ? ORDER BY seq""", [CANCEL_REQUESTED])}
     if not batches:
         return {}
     inputs = _Inputs(store, config, corpus)

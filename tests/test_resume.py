@@ -170,6 +170,29 @@ def test_a_sync_batch_is_not_sent_online_from_a_changed_document(project: Projec
     assert len(stale) == 1 and stale[0]["custom_id"] not in sent  # never sent from the old document
     assert len(current) == 1 and current[0]["custom_id"] in sent
 
+
+def test_answers_that_came_back_before_the_edit_are_kept_never_scored_and_said_so(project: Project, emu: EmulatorProcess) -> None:
+    """The batch had ended (downloaded) when the document changed: nothing left to stop or pay for.
+    collect records its answers for audit, says which input they answer, and scores none of them."""
+    make(project)
+    gen_in_flight(project, emu)
+    old_ids = {r["custom_id"] for r in project.sql(
+        "SELECT br.custom_id FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id WHERE q.task_id IN ('t1', 't2')")}
+    assert run_batchrun(project, "poll", emu=emu).returncode == 0
+    doc = project.root / "corpus" / "harbor.txt"
+    doc.write_bytes(doc.read_bytes().replace(b"nine days", b"ten days"))
+    r = run_batchrun(project, "collect", emu=emu)
+    assert r.returncode == 2, r.stderr  # t1 and t2 are to do again
+    assert "its answers are to the document corpus/harbor.txt as it was before it changed" in r.stderr
+    assert "never scored" in r.stderr and "Traceback" not in r.stderr
+    assert project.sql("SELECT count(*) AS n FROM results WHERE kind = 'ok'")[0]["n"] == 8  # kept for audit
+    finish(project, emu)
+    new_sha = project.sql("SELECT doc_sha256 FROM tasks WHERE task_id = 't1'")[0]["doc_sha256"]
+    current = project.sql("SELECT custom_id, doc_sha256 FROM cells c JOIN config_routes cr ON cr.route = c.route "
+                          "AND cr.policy_fp = c.policy_fp WHERE c.task_id IN ('t1', 't2')")
+    assert len(old_ids) == 4 and len(current) == 4
+    assert all(c["doc_sha256"] == new_sha and c["custom_id"] not in old_ids for c in current)
+
 # --- a dataset record ----------------------------------------------------------------------------
 
 
