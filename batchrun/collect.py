@@ -72,6 +72,10 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     result = CollectResult()
     # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
     judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
+    from .resume import refuse_changed_result_files
+
+    # First, before the sync and before any line is read: a refusal leaves state.db as it was.
+    refuse_changed_result_files(store, config)
     # Answers that came back for requests built from inputs changed since (the batch had ended
     # when the edit came, or was cancelled for it): recorded for audit, never scored, and said so,
     # naming the input (read before the sync, which records the new inputs).
@@ -114,10 +118,6 @@ def ingest(store: Store, config: Config, result: CollectResult, *, progress: Pro
     collector is paused: parsing allocates millions of dicts and lists that never form cycles,
     and its passes over the rows waiting to be inserted cost ~10% of the time.
     """
-    from .resume import refuse_changed_result_files
-
-    # Before the first line is read: a refusal leaves every batch as it was.
-    refuse_changed_result_files(store, config)
     with store.page_cache(kib=65536), store.background_checkpoints(), _gc_paused():
         for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.DOWNLOADED]):
             skipped_before, truncated_before = result.skipped_lines, len(result.truncated)

@@ -140,7 +140,10 @@ class _Inputs:
         elif old is not None and old["corpus_file"] != t.corpus_file:
             what = f"its corpus_file changed ({old['corpus_file']} then, {t.corpus_file} now)"
         else:
-            what = "the question or document it was built from changed"
+            # state.db already records the new inputs (a sync ran since): which of the two is unknown.
+            doc = _rel(self.corpus.paths[t.corpus_file], self.root)
+            return Change(f"the dataset {dataset} (task {task_id}) or the document {doc}", "its question or its document changed",
+                          f"restore task {task_id} in {dataset} and {doc}")
         return Change(f"the dataset {dataset} (task {task_id})", what, f"restore task {task_id} in {dataset}")
 
     def judge_change(self, task_id: str, graded_sha256: str | None) -> Change | None:
