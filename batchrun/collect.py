@@ -72,9 +72,29 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     result = CollectResult()
     # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
     judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
-    if sync:
+    from .resume import refuse_changed_result_files
+
+    # First, before the sync and before any line is read: a refusal leaves state.db as it was.
+    refuse_changed_result_files(store, config)
+    # Answers that came back for requests built from inputs changed since (the batch had ended
+    # when the edit came, or was cancelled for it): recorded for audit, never scored, and said so,
+    # naming the input (read before the sync, which records the new inputs).
+    stale: dict[str, Any] = {}
+    if store.scalar("SELECT 1 FROM batches WHERE status = ? LIMIT 1", [Status.DOWNLOADED]):
+        from .corpus import scan_corpus
+        from .resume import changed_inputs
+
+        corpus = scan_corpus(store, config)
+        stale = changed_inputs(store, config, corpus, statuses=(Status.DOWNLOADED,))
+        if sync:
+            sync_state(store, config, corpus)
+    elif sync:
         sync_state(store, config)
     ingest(store, config, result, progress=progress)
+    for bid, (_, changes) in stale.items():
+        if bid in result.batches:
+            progress.event(f"{bid}: its answers are to {'; '.join(c.input for c in changes)} as it was before it changed: "
+                           "kept for audit, never scored; the cells are planned again from the new input")
     with store.db.atomic():
         queue_judgments(store, config)
     result.new_judge_requests = (store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0) - judge_requests_before

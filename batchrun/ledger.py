@@ -35,6 +35,7 @@ from .errors import ConfigError
 from .lifecycle import Status, move_all
 from .prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .providers import providers_where
+from .resume import refuse_changed_inputs
 from .store import Store, sql_list
 
 
@@ -120,6 +121,8 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
     with db.atomic():
         # First, before anything is written: a refusal rolls the transaction back untouched.
         check_role_changes(store, config)
+        # Likewise an input changed under work already sent (resume.py): refused, naming it.
+        refuse_changed_inputs(store, config, corpus)
         db.execute("INSERT OR IGNORE INTO datasets (sha256, path, n_tasks, first_seen) VALUES (?, ?, ?, ?)",
                    [ds.sha256, str(ds.path), len(ds.tasks), now])
         store.set_meta("dataset_sha256", ds.sha256)

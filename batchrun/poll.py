@@ -30,7 +30,7 @@ from .progress import SILENT, Progress
 from .redaction import redact, redact_file
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
 from .store import Store, sql_list
-from .submit import verify_request_file
+from .submit import file_sha256, verify_request_file
 
 DOWNLOAD_ATTEMPTS = 3  # fetches of a truncated result file per poll
 # Fetches of one batch's result files in all, across polls and runs (5 polls' worth). The
@@ -72,7 +72,15 @@ def state_words(status: BatchStatus) -> str:
 
 def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> PollResult:
     result = PollResult()
-    for b in store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq"):
+    following = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq")
+    if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
+        # poll sends a sync batch's lines itself: an input changed since they were built is
+        # refused here too, before any line goes out (resume.py).
+        from .corpus import scan_corpus
+        from .resume import refuse_changed_inputs
+
+        refuse_changed_inputs(store, config, scan_corpus(store, config))
+    for b in following:
         route = config.routes.get(b["route"])
         if route is None:
             progress.event(f"skipping {b['id']}: route {b['route']!r} is no longer in the config")
@@ -134,7 +142,8 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
     elif (b["error"] or "").startswith("result download truncated"):
         record(store, b["id"], error=None)  # fetched whole this time: the earlier notice no longer holds
     faults.point("poll.after_download")
-    move(store, b["id"], Status.DOWNLOADED, downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]))
+    move(store, b["id"], Status.DOWNLOADED, downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]),
+         result_files_sha256_json=json.dumps([file_sha256(f) for f in files]))
     result.downloaded.append(b["id"])
     if files:
         progress.event(f"downloaded {b['id']}: {names}")
@@ -258,7 +267,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
     if not out_path.exists():
         out_path.touch()
     move(store, b["id"], Status.DOWNLOADED, provider_status="completed", provider_state="done", ended_at=time.time(), downloaded_at=time.time(),
-         result_files_json=json.dumps([str(out_path)]))
+         result_files_json=json.dumps([str(out_path)]), result_files_sha256_json=json.dumps([file_sha256(out_path)]))
 
 
 def _truncate_partial_line(path: Path) -> None:

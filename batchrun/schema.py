@@ -629,6 +629,15 @@ def m013_probes(db: Database) -> None:
     )
 
 
+@migrations()
+def m016_result_file_checksums(db: Database) -> None:
+    # The sha256 of each result file as downloaded (or, for the sync transport, as written when
+    # its last answer arrived), in the order of result_files_json: collect reads a file only if it
+    # is still those bytes, so an answer edited on disk is never scored as the provider's. NULL
+    # for batches downloaded before this column (nothing to compare with: read as before).
+    db.execute("ALTER TABLE batches ADD COLUMN result_files_sha256_json TEXT")
+
+
 def schema_markdown() -> str:
     """docs/schema.md, generated from the migrations so it cannot drift."""
     db = Database(memory=True, execute_plugins=False)

@@ -1,0 +1,250 @@
+"""A resume that finds an input changed underneath work already sent refuses, naming the input.
+
+Every request is built from inputs the run manifest lists: a document, a dataset record (the
+question; for a judge, the question and rubric as the judge sees them), the route's settings in
+the config (its policy fingerprint) and the prompt templates of the batchrun that planned it.
+Its custom_id (or, for a judge, its `graded_sha256`) is a checksum of them, so an edit makes new
+ids and the affected cells are planned again from the new inputs ("edit, re-plan"), while the
+requests built from the old inputs never count again.
+
+Where nothing has gone to a provider yet that is all there is to it: a `planned` batch whose
+requests the inputs no longer want is superseded (ledger), never sent. Work that has gone out is
+another matter. A batch uploaded, or in flight at the provider (or a sync batch part-sent online)
+was built from the old inputs: resuming it silently would pay for answers that can never be
+scored, and send the same cells again beside it. So the writers that resume work (plan, submit,
+collect, refresh, retry, accept-failures) refuse, before anything is written, naming each changed
+input and the batches built from it, with the two ways forward: put the input back as it was
+(the batches go on), or `batchrun cancel --batch ID` each of them to take the new inputs.
+
+Read-only: it compares the requests of such batches with the ids the current inputs make
+(`ledger.generation_custom_id`, `prompts.judge_graded_sha256`, the current policy fingerprints),
+and names the change from what state.db recorded at the last sync (`tasks`, `policies`). It runs
+at the start of every sync (`ledger.sync_state`, inside its transaction) and in `poll` before a
+sync batch's lines are sent. Batches of a route no longer in the config (or now idle) are left
+to `poll` and `cancel`, as before.
+
+The other two inputs the manifest lists are files batchrun wrote itself, checked by checksum: a
+request file before any of it is sent (`submit.verify_request_file`), and a downloaded result
+file before collect reads it (`refuse_changed_result_files`, against the sha256 poll recorded).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Config, fingerprint
+from .corpus import Corpus
+from .errors import StateError
+from .lifecycle import CANCEL_REQUESTED, Status
+from .store import Store, sql_list
+
+# Batches whose request file a provider has (or is being sent online) and that will go on if
+# nothing stops them. `creating` is left out: whether the provider created it is settled by the
+# next submit (adoption); it is `in_flight` (and checked) from then on.
+STARTED = (Status.UPLOADING, Status.UPLOADED, Status.IN_FLIGHT)
+_WHERE = {Status.UPLOADING: "being uploaded", Status.UPLOADED: "uploaded, not created yet", Status.IN_FLIGHT: "in flight"}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changed input: what it is (as a user names it), what changed, and how to put it back."""
+
+    input: str  # "the document corpus/harbor.txt (tasks t1, t2)"
+    detail: str  # "sha256 1a2b… when planned, 9f8e… now"
+    restore: str  # "put corpus/harbor.txt back as it was (sha256 1a2b…)"
+
+
+def _short(sha: str | None) -> str:
+    return f"{sha[:12]}…" if sha else "?"
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _flatten(policy: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in policy.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+class _Inputs:
+    """The current inputs, and what state.db recorded of them at the last sync."""
+
+    def __init__(self, store: Store, config: Config, corpus: Corpus):
+        self.store, self.config, self.corpus = store, config, corpus
+        self.root = config.path.resolve().parent
+        self.tasks = {t.task_id: t for t in corpus.dataset.tasks}
+        self.old_tasks = {r["task_id"]: r for r in store.rows("SELECT task_id, question, corpus_file, doc_sha256, graded_sha256 FROM tasks")}
+        self.policies: dict[str, tuple[str, dict[str, Any]]] = {}
+        for route in config.contestants:
+            p = config.generation_policy(route)
+            self.policies[route.name] = ("gen", p)
+        for route in config.judges:
+            self.policies[route.name] = ("judge", config.judge_policy(route))
+        self.fps = {name: fingerprint(p) for name, (_, p) in self.policies.items()}
+
+    def policy_change(self, route: str, stage: str, old_fp: str) -> Change | None:
+        """The route's settings (or this batchrun's prompt template) differ from the request's."""
+        cur = self.policies.get(route)
+        if cur is None or cur[0] != stage or self.fps[route] == old_fp:
+            return None
+        row = self.store.one("SELECT policy_json FROM policies WHERE fingerprint = ?", [old_fp])
+        old = _flatten(json.loads(row["policy_json"])) if row else {}
+        new = _flatten(cur[1])
+        what = "generation" if stage == "gen" else "judge"
+        if old.get("prompt_template_sha256") != new.get("prompt_template_sha256"):
+            return Change(
+                f"the {what} prompt template (route {route})",
+                f"this batchrun builds {what} prompts from a template with sha256 {_short(new.get('prompt_template_sha256'))}, "
+                f"the batchrun that planned them used {_short(old.get('prompt_template_sha256'))}",
+                "finish these batches with the batchrun version that planned them",
+            )
+        diffs = [f"{k} {old.get(k)!r} then, {new.get(k)!r} now" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        return Change(
+            f"the config {_rel(self.config.path, self.root)} (route {route})",
+            "its policy changed: " + ("; ".join(diffs) if diffs else f"fingerprint {old_fp} then, {self.fps[route]} now"),
+            f"restore route {route}'s settings in {_rel(self.config.path, self.root)}",
+        )
+
+    def generation_change(self, route: str, task_id: str, custom_id: str) -> Change | None:
+        """The document or dataset record a generation request was built from changed."""
+        from .ledger import generation_custom_id
+
+        dataset = _rel(self.corpus.dataset.path, self.root)
+        t = self.tasks.get(task_id)
+        if t is None:
+            return Change(f"the dataset {dataset} (task {task_id})", "the task is no longer in the dataset",
+                          f"put task {task_id} back in {dataset}")
+        info = self.corpus.docs[t.corpus_file]
+        if generation_custom_id(self.fps[route], t, info) == custom_id:
+            return None
+        old = self.old_tasks.get(task_id)
+        if old is not None and old["corpus_file"] == t.corpus_file and old["doc_sha256"] != info.sha256:
+            doc = _rel(self.corpus.paths[t.corpus_file], self.root)
+            return Change(f"the document {doc}", f"sha256 {_short(old['doc_sha256'])} when planned, {_short(info.sha256)} now",
+                          f"put {doc} back as it was (sha256 {old['doc_sha256']})")
+        if old is not None and old["question"] != t.question:
+            what = "its question changed"
+        elif old is not None and old["corpus_file"] != t.corpus_file:
+            what = f"its corpus_file changed ({old['corpus_file']} then, {t.corpus_file} now)"
+        else:
+            # state.db already records the new inputs (a sync ran since): which of the two is unknown.
+            doc = _rel(self.corpus.paths[t.corpus_file], self.root)
+            return Change(f"the dataset {dataset} (task {task_id}) or the document {doc}", "its question or its document changed",
+                          f"restore task {task_id} in {dataset} and {doc}")
+        return Change(f"the dataset {dataset} (task {task_id})", what, f"restore task {task_id} in {dataset}")
+
+    def judge_change(self, task_id: str, graded_sha256: str | None) -> Change | None:
+        """The question or rubric a judge request grades changed."""
+        from .prompts import judge_graded_sha256
+
+        t = self.tasks.get(task_id)
+        dataset = _rel(self.corpus.dataset.path, self.root)
+        if t is None:
+            return Change(f"the dataset {dataset} (task {task_id})", "the task is no longer in the dataset",
+                          f"put task {task_id} back in {dataset}")
+        if graded_sha256 is None or judge_graded_sha256(t.question, t.rubric) == graded_sha256:
+            return None
+        return Change(f"the dataset {dataset} (task {task_id})", "what the judges grade changed (the question or a rubric criterion)",
+                      f"restore task {task_id} in {dataset}")
+
+
+def changed_inputs(store: Store, config: Config, corpus: Corpus,
+                   statuses: tuple[Status, ...] = STARTED) -> dict[str, tuple[dict[str, Any], list[Change]]]:
+    """For each batch in `statuses` (not cancelled by the user) that holds requests built from
+    inputs that changed since: the batch and the changes (each input once), in batch order."""
+    if "batches" not in store.db.table_names():
+        return {}
+    batches = {b["id"]: b for b in store.rows(
+        f"""SELECT id, status, transport, n_requests, route FROM batches
+            WHERE status IN {sql_list(statuses)} AND coalesce(provider_state, '') != ? ORDER BY seq""", [CANCEL_REQUESTED])}
+    if not batches:
+        return {}
+    inputs = _Inputs(store, config, corpus)
+    found: dict[str, dict[str, Change]] = defaultdict(dict)
+    rows = store.db.execute(
+        f"""SELECT br.batch_id, q.custom_id, q.stage, q.route, q.task_id, q.policy_fp, q.graded_sha256,
+                   p.custom_id AS parent_id, p.route AS parent_route, p.policy_fp AS parent_fp
+            FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
+            LEFT JOIN requests p ON p.custom_id = q.parent_custom_id
+            WHERE br.batch_id IN {sql_list(tuple(batches))}""")
+    for batch_id, cid, stage, route, task_id, fp, graded, parent_id, parent_route, parent_fp in rows:
+        if route not in inputs.policies:
+            continue  # no longer in the config, or idle: poll and cancel deal with it, as before
+        changes: list[Change | None] = [inputs.policy_change(route, stage, fp)]
+        if stage == "gen" and changes[0] is None:
+            changes.append(inputs.generation_change(route, task_id, cid))
+        elif stage == "judge":
+            if parent_id is not None and parent_route in inputs.policies:
+                parent_policy = inputs.policy_change(parent_route, "gen", parent_fp)
+                changes.append(parent_policy or inputs.generation_change(parent_route, task_id, parent_id))
+            changes.append(inputs.judge_change(task_id, graded))
+        for c in changes:
+            if c is not None:
+                found[batch_id].setdefault(c.input, c)
+    return {bid: (batches[bid], list(found[bid].values())) for bid in batches if bid in found}
+
+
+def refuse_changed_inputs(store: Store, config: Config, corpus: Corpus) -> None:
+    """StateError naming every input that changed under a started batch, and the fix."""
+    stale = changed_inputs(store, config, corpus)
+    if not stale:
+        return
+    changes: dict[str, Change] = {}
+    built: dict[str, list[str]] = defaultdict(list)
+    for bid, (_, cs) in stale.items():
+        for c in cs:
+            changes.setdefault(c.input, c)
+            built[c.input].append(bid)
+    lines = [f"  - {c.input}: {c.detail}; batches built from it: {', '.join(built[name])}" for name, c in changes.items()]
+    batch_lines = [f"  - {bid} (route {b['route']}, {b['n_requests']} requests, "
+                   + ("being sent online" if b["transport"] == "sync" and b["status"] == Status.IN_FLIGHT else _WHERE[Status(b["status"])]) + ")"
+                   for bid, (b, _) in stale.items()]
+    n = len(changes)
+    message = (
+        f"{'An input' if n == 1 else f'{n} inputs'} changed after work built from {'it' if n == 1 else 'them'} went to a provider; "
+        "resuming would pay for answers that could never be scored (they answer the old inputs) and send the same cells again:\n"
+        + "\n".join(lines) + "\nBatches:\n" + "\n".join(batch_lines)
+    )
+    cancels = " && ".join(f"batchrun cancel --batch {bid}" for bid in stale)
+    restores = "; ".join(c.restore for c in changes.values())
+    hint = (f"Either {restores}, and run again (the batches go on); or, to use the new inputs, run `{cancels}` "
+            "(they stop at the provider; what they did not finish is not paid for) and run again: the affected cells are "
+            "planned again from the new inputs. Nothing was changed.")
+    raise StateError(message, hint)
+
+
+def refuse_changed_result_files(store: Store, config: Config) -> None:
+    """StateError if a downloaded result file that collect is about to read is no longer the bytes
+    poll recorded (m016): its answers would be scored as the provider's. A missing file is read
+    as before (its requests have no result, and are sent again)."""
+    from .submit import file_sha256
+
+    root = config.path.resolve().parent
+    for b in store.rows("SELECT id, result_files_json, result_files_sha256_json FROM batches WHERE status = ? ORDER BY seq",
+                        [Status.DOWNLOADED]):
+        if not b["result_files_sha256_json"]:
+            continue  # downloaded before batchrun recorded checksums: nothing to compare with
+        for path, sha in zip(json.loads(b["result_files_json"] or "[]"), json.loads(b["result_files_sha256_json"])):
+            p = Path(path)
+            if not p.is_file() or (actual := file_sha256(p)) == sha:
+                continue
+            name = _rel(p, root)
+            raise StateError(
+                f"The results file {name} of batch {b['id']} changed after it was downloaded (sha256 {_short(sha)} then, "
+                f"{_short(actual)} now). Refusing to read it: its answers would be scored as the provider's.",
+                f"Put {name} back as it was downloaded (sha256 {sha}) and run again; or delete it and run again: its requests "
+                "then have no result and are sent again (and paid for again). Nothing was changed.",
+            )
