@@ -24,7 +24,7 @@ from . import stats
 from .config import Config
 from .errors import ConfigError
 from .grading import score as normalised_score
-from .outputs import ZERO_FILLED, report_data, snapshot_cells
+from .outputs import ZERO_FILLED, report_data
 from .store import Store
 
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
@@ -244,8 +244,7 @@ def compare(store: Store, config: Config, a: str, b: str, settings: Settings = S
     """`batchrun compare A B`: the paired comparison of two contestant routes."""
     from .outputs import leaderboard
 
-    snapshot_cells(store)
-    board = leaderboard(store)
+    board = leaderboard(store)  # fills cells_now
     names = [r["route"] for r in board]
     for name in (a, b):
         if name not in names:
@@ -458,9 +457,10 @@ def statistics(store: Store, config: Config, board: list[dict[str, Any]], settin
 
 
 def full_report(store: Store, config: Config, settings: Settings = Settings(), *,
-                judgments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """report_data (leaderboard, per-task scores, provenance) plus its statistics."""
-    data = report_data(store, config)  # fills cells_now
+                judgments: list[dict[str, Any]] | None = None, board: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """report_data (leaderboard, per-task scores, provenance) plus its statistics. `board`: the
+    leaderboard just read (outputs.leaderboard, which filled cells_now), if the caller has it."""
+    data = report_data(store, config, board)  # fills cells_now unless given the board
     # The report's routes carry every leaderboard column the statistics read.
     data["statistics"] = statistics(store, config, data["routes"], settings, judgments=judgments)
     return data

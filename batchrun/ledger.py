@@ -201,21 +201,29 @@ def _record_policy(store: Store, fp: str, stage: str, route: Route, policy: dict
 def queue_judgments(store: Store, config: Config) -> int:
     """One judge request per valid answer x judge route of the current panel. Returns how many were new.
 
-    Only answers still missing a request from a judge are read (prompts are built only for them),
-    so a collect with nothing new to judge costs one indexed query per judge."""
+    Only answers still missing a request from a judge are read (prompts are built only for them).
+    A cell's answer is the first ok result of its generation request (request_status: a request
+    with an ok result is ok, and its ok_result_id is the first), found by one probe of the
+    results_outcome index per current cell: the view, which derives every request's state from
+    all results, is not evaluated, so a collect with nothing new to judge costs a few index
+    probes per cell and judge, whatever the size of the history."""
     judges = {r["route"]: r["policy_fp"] for r in store.rows("SELECT route, policy_fp FROM config_routes WHERE role = 'judge'")}
+    if not judges:
+        return 0
     now = time.time()
     new = 0
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
         answers = store.rows(
-            """SELECT c.custom_id, c.task_id, t.question, t.rubric_json, t.graded_sha256, res.id AS result_id, res.text
-               FROM cells c
-               JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
-               JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
-               JOIN request_status s ON s.custom_id = c.custom_id AND s.state = 'ok'
-               JOIN results res ON res.id = s.ok_result_id
-               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = c.custom_id
+            """SELECT a.custom_id, a.task_id, t.question, t.rubric_json, t.graded_sha256, res.id AS result_id, res.text
+               FROM (SELECT c.custom_id, c.task_id, c.task_sha256,
+                            (SELECT min(r.id) FROM results r WHERE r.custom_id = c.custom_id AND r.kind = 'ok') AS ok_id
+                     FROM cells c
+                     JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+                     WHERE c.custom_id IS NOT NULL) a
+               JOIN tasks t ON t.task_id = a.task_id AND t.task_sha256 = a.task_sha256
+               JOIN results res ON res.id = a.ok_id
+               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = a.custom_id
                                  AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = res.id
                                  AND jr.graded_sha256 = t.graded_sha256)""",
             [judge_name, jfp])
