@@ -212,6 +212,8 @@ def queue_judgments(store: Store, config: Config) -> int:
         return 0
     now = time.time()
     new = 0
+    # The judge prompt is the same for every judge of an answer: built (to measure it) once per answer.
+    measured: dict[int, tuple[int, bool]] = {}
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
         answers = store.rows(
@@ -227,20 +229,23 @@ def queue_judgments(store: Store, config: Config) -> int:
                                  AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = res.id
                                  AND jr.graded_sha256 = t.graded_sha256)""",
             [judge_name, jfp])
+        rows = []
         for a in answers:
-            rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
             cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["graded_sha256"])
-            prompt_chars = len(judge_prompt(a["question"], rubric, a["text"]))
-            cur = store.db.execute(
+            if a["result_id"] not in measured:
+                rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
+                measured[a["result_id"]] = (len(judge_prompt(a["question"], rubric, a["text"])),
+                                            is_cjk(a["question"] + a["text"][:CJK_WINDOW]))
+            prompt_chars, cjk = measured[a["result_id"]]
+            rows.append((cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"],
+                         config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
+                         estimate_tokens(prompt_chars, cjk, route), config.judging.max_tokens, now, a["graded_sha256"]))
+        if rows:
+            cur = store.db.conn.executemany(
                 """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, parent_custom_id,
                    parent_result_id, max_retries, max_resubmits, prompt_chars, est_input_tokens, est_output_tokens,
-                   created_at, graded_sha256) VALUES (?, 'judge', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                [cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"],
-                 config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
-                 estimate_tokens(prompt_chars, is_cjk(a["question"] + a["text"][:CJK_WINDOW]), route), config.judging.max_tokens,
-                 now, a["graded_sha256"]],
-            )
-            new += cur.rowcount
+                   created_at, graded_sha256) VALUES (?, 'judge', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
+            new += cur.rowcount  # the rows inserted (an id already there is ignored)
     return new
 
 
