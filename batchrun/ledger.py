@@ -151,24 +151,25 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
             _record_policy(store, fp, "gen", route, policy, now)
             _record_config_route(store, route, "contestant", fp, None, config.generation.max_retries, config.generation.max_resubmits)
             max_tokens = config.generation_max_tokens(route)
+            cells, requests = [], []  # one executemany each per route (30 routes x 481 tasks per collect)
             for t in ds.tasks:
                 info = corpus.docs[t.corpus_file]
                 cap = route.caps.cjk if info.cjk else route.caps.en
                 scope = "send" if info.chars <= cap else "out_of_context_scope"
                 custom_id = generation_custom_id(fp, t, info) if scope == "send" else None
-                db.execute(
-                    """INSERT OR REPLACE INTO cells (policy_fp, task_id, route, doc_sha256, doc_chars, cjk, cap, cap_source, scope,
-                       custom_id, task_sha256, planned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    [fp, t.task_id, route.name, info.sha256, info.chars, int(info.cjk), cap, route.caps.source, scope, custom_id, t.sha256, now],
-                )
+                cells.append((fp, t.task_id, route.name, info.sha256, info.chars, int(info.cjk), cap, route.caps.source, scope,
+                              custom_id, t.sha256, now))
                 if custom_id:
                     prompt_chars = info.chars + generation_prompt_overhead(t.question)
-                    db.execute(
-                        """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, max_retries, max_resubmits,
-                           prompt_chars, est_input_tokens, est_output_tokens, created_at) VALUES (?, 'gen', ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                        [custom_id, route.name, t.task_id, fp, config.generation.max_retries, config.generation.max_resubmits,
-                         prompt_chars, estimate_tokens(prompt_chars, info.cjk, route), max_tokens, now],
-                    )
+                    requests.append((custom_id, route.name, t.task_id, fp, config.generation.max_retries, config.generation.max_resubmits,
+                                     prompt_chars, estimate_tokens(prompt_chars, info.cjk, route), max_tokens, now))
+            db.conn.executemany(
+                """INSERT OR REPLACE INTO cells (policy_fp, task_id, route, doc_sha256, doc_chars, cjk, cap, cap_source, scope,
+                   custom_id, task_sha256, planned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", cells)
+            db.conn.executemany(
+                """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, max_retries, max_resubmits,
+                   prompt_chars, est_input_tokens, est_output_tokens, created_at) VALUES (?, 'gen', ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                requests)
         for position, route in enumerate(config.judges):
             policy = config.judge_policy(route)
             fp = fingerprint(policy)

@@ -100,23 +100,33 @@ def matched_panel(store: Store) -> dict[str, Any]:
     }
 
 
-def judge_details(store: Store) -> dict[str, dict[str, dict[str, Any]]]:
-    """route -> task -> judge -> its verdict, for every current cell: one query for all routes
-    (per route, it cost a join per route), read from `cells_now` and `judged_now`."""
+def judge_scores(store: Store, *, with_text: bool = False) -> list[dict[str, Any]]:
+    """Every current judgment of a current cell: route, task, judge, total, normalised score,
+    points awarded (and the verdict text). Reads `cells_now` and `judged_now` (snapshot_cells)."""
+    text = ", res.text AS verdict" if with_text else ""
+    join = "JOIN results res ON res.id = s.ok_result_id" if with_text else ""
     rows = store.rows(
-        """SELECT cs.route, cs.task_id, jr.route AS judge, jm.total, t.rubric_total, jm.points_awarded_json
+        f"""SELECT cs.route, cs.task_id, jr.route AS judge, jm.total, t.rubric_total, jm.points_awarded_json{text}
            FROM cells_now cs
            JOIN tasks t ON t.task_id = cs.task_id
            JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
                             AND jr.graded_sha256 = t.graded_sha256
            JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
            JOIN judged_now s ON s.custom_id = jr.custom_id
-           JOIN judgments jm ON jm.result_id = s.ok_result_id""")
-    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
+           JOIN judgments jm ON jm.result_id = s.ok_result_id {join}""")
     for r in rows:
+        # Normalised by the current rubric (the judgment graded exactly it: graded_sha256).
+        r["score"] = None if r["total"] is None else normalised_score(r["total"], r["rubric_total"])
+    return rows
+
+
+def judge_details(judgments: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """route -> task -> judge -> its verdict, from judge_scores' rows: one query for every route
+    (the report reads the same rows for its statistics)."""
+    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
+    for r in judgments:
         out[r["route"]][r["task_id"]][r["judge"]] = {
-            # Normalised by the current rubric (the judgment graded exactly it: graded_sha256).
-            "total": r["total"], "score": None if r["total"] is None else normalised_score(r["total"], r["rubric_total"]),
+            "total": r["total"], "score": r["score"],
             "points_awarded": json.loads(r["points_awarded_json"]) if r["points_awarded_json"] else None,
         }
     return out
@@ -194,9 +204,9 @@ def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
 
 def route_scores(store: Store, config: Config, board_row: dict[str, Any],
                  details: dict[str, dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """`details`: judge_details(store), if the caller has it for every route."""
+    """`details`: judge_details(), if the caller has it for every route."""
     route = board_row["route"]
-    judges = (details if details is not None else judge_details(store)).get(route, {})
+    judges = (details if details is not None else judge_details(judge_scores(store))).get(route, {})
     tasks = []
     for cs in store.rows("SELECT cs.* FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? ORDER BY t.position", [route]):
         status = "pending" if cs["status"] == "judging" else cs["status"]
@@ -254,7 +264,7 @@ def write_results(store: Store, config: Config, board: list[dict[str, Any]] | No
     just read it, with nothing written since (its `cells_now` is then current and not evaluated again)."""
     written = []
     board = board if board is not None else leaderboard(store)
-    details = judge_details(store)
+    details = judge_details(judge_scores(store))
     for row in board:
         if row["route"] not in config.routes:
             continue
@@ -268,11 +278,12 @@ def write_results(store: Store, config: Config, board: list[dict[str, Any]] | No
     return written
 
 
-def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None = None,
+                judgments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The same keys as the scores files (tasks included), plus the matched panel. `board`: as for
-    write_results (fills `cells_now` when not given)."""
+    write_results (fills `cells_now` when not given); `judgments`: judge_scores() if already read."""
     board = board if board is not None else leaderboard(store)
-    details = judge_details(store)
+    details = judge_details(judgments if judgments is not None else judge_scores(store))
     routes = [route_scores(store, config, row, details) for row in board if row["route"] in config.routes]
     from .diagnosis import open_problems
 

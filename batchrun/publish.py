@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from . import snapshots
-from .analysis import Settings, full_report, judge_scores
+from .analysis import Settings, full_report
 from .config import Config
-from .outputs import leaderboard
+from .outputs import judge_scores, leaderboard
 from .store import Store
 
 
