@@ -48,3 +48,61 @@ def test_the_fixture_holds_every_cell_state() -> None:
     assert {"ok", "pending", "refusal", "empty", "blocked", "waiting", "out_of_context_scope"} <= statuses
     assert {r["complete"] for r in data["routes"]} == {True, False}
     assert all(len(t["judges"]) == 3 for r in data["routes"] for t in r["tasks"] if t["status"] == "ok")
+
+
+def test_the_views_evaluated_once_equal_the_views(project: Path) -> None:
+    """snapshot_cells runs cell_status's own SQL over request_status evaluated once, and
+    leaderboard() the leaderboard view's over that: row for row what the views give."""
+    from batchrun.outputs import leaderboard
+
+    with Store(project / "state.db") as store:
+        board = leaderboard(store)  # fills cells_now and requests_now
+        assert store.rows("SELECT * FROM cells_now") == store.rows("SELECT * FROM cell_status")
+        assert store.rows("SELECT * FROM requests_now ORDER BY custom_id") == store.rows(
+            "SELECT * FROM request_status ORDER BY custom_id")
+        view = store.rows("SELECT * FROM leaderboard")
+        assert [r["route"] for r in board] == [r["route"] for r in view]
+        for mine, theirs in zip(board, view):
+            assert {k: mine[k] for k in theirs if k not in ("complete",) and not k.endswith("_n")} == {
+                k: v for k, v in theirs.items() if k not in ("complete",) and not k.endswith("_n")}
+            assert mine["complete"] == bool(theirs["complete"])
+            assert all(mine[k] == (theirs[k] or 0) for k in theirs if k.endswith("_n"))
+
+
+def test_queue_judgments_with_nothing_new_queues_nothing(project: Path) -> None:
+    import shutil as sh
+
+    from batchrun.config_file import load_config
+    from batchrun.ledger import queue_judgments
+
+    copy = project.parent / "queue-copy"
+    copy.mkdir(exist_ok=True)
+    for name in ("batchrun.json", "state.db"):
+        sh.copyfile(project / name, copy / name)
+    config = load_config(copy / "batchrun.json")
+    with Store(copy / "state.db") as store:
+        before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'")
+        with store.db.atomic():
+            assert queue_judgments(store, config) == 0
+        assert store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") == before
+        # Every ok answer of a current cell has a request from each judge of the panel.
+        missing = store.scalar(
+            """SELECT count(*) FROM cell_status cs JOIN config_routes j ON j.role = 'judge'
+               JOIN request_status s ON s.custom_id = cs.custom_id AND s.state = 'ok'
+               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = cs.custom_id
+                                 AND jr.route = j.route AND jr.parent_result_id = s.ok_result_id)""")
+        assert missing == 0
+        # A judge request that goes missing is queued again exactly as it was (same id, answer,
+        # prompt size and estimates): the answer found by index is the view's ok_result_id.
+        gone = store.rows(
+            """SELECT jr.* FROM requests jr JOIN cell_status cs ON cs.custom_id = jr.parent_custom_id AND cs.result_id = jr.parent_result_id
+               JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
+               WHERE jr.stage = 'judge' AND cs.status = 'ok' ORDER BY jr.custom_id LIMIT 3""")
+        assert len(gone) == 3
+        with store.db.atomic():
+            store.db.conn.executemany("DELETE FROM requests WHERE custom_id = ?", [(g["custom_id"],) for g in gone])
+            assert queue_judgments(store, config) == 3
+        for g in gone:
+            again = store.one("SELECT * FROM requests WHERE custom_id = ?", [g["custom_id"]])
+            assert again is not None
+            assert {k: v for k, v in again.items() if k != "created_at"} == {k: v for k, v in g.items() if k != "created_at"}
