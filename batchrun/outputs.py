@@ -46,19 +46,34 @@ def view_sql(store: Store, view: str, **tables: str) -> str:
 
 
 def snapshot_cells(store: Store) -> None:
-    """Evaluate the views once, into temporary tables: `requests_now` (request_status),
-    `cells_now` (cell_status, indexed by route) and `judged_now` (the judge requests that have
-    their verdict).
+    """Evaluate the views once, into temporary tables: `requests_now` (request_status, for the
+    requests the current config wants), `cells_now` (cell_status, indexed by route) and
+    `judged_now` (the judge requests that have their verdict).
 
     A view is evaluated again by every query that reads it, and SQLite pushes no filter into
-    request_status (an aggregate over every result): cell_status read it twice, and each
-    per-route query against the views re-read all of it. Here request_status is evaluated once,
-    and cell_status's own SQL (view_sql) reads that table instead, so a command's cost is linear
-    in results whatever the number of routes (bench/scale.py)."""
+    request_outcomes (an aggregate over every result ever collected, history included): cell_status
+    read it twice, and each per-route query against the views re-read all of it. Here the views'
+    own SQL (view_sql) runs once, each over the table the one before filled, and only over the
+    requests the current config wants (ledger.current_requests_sql) and their results, found by
+    index: the only rows cell_status reads. So a command's cost follows the current cells and
+    their attempts, neither the number of routes nor the history kept beside them
+    (bench/scale.py)."""
+    from .ledger import current_requests_sql
+
     db = store.db
-    for table in ("cells_now", "judged_now", "requests_now"):
+    for table in ("cells_now", "judged_now", "requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
         db.execute(f"DROP TABLE IF EXISTS temp.{table}")
-    db.execute("CREATE TEMP TABLE requests_now AS SELECT * FROM request_status")
+    db.execute("CREATE TEMP TABLE wanted (custom_id TEXT PRIMARY KEY) WITHOUT ROWID")
+    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql()}")
+    # The columns request_outcomes reads (a migration that reads another one fails here, loudly).
+    db.execute("""CREATE TEMP TABLE results_wanted AS SELECT res.id, res.custom_id, res.kind, res.collected_at, res.run_id
+                  FROM temp.wanted w JOIN results res ON res.custom_id = w.custom_id ORDER BY res.id""")
+    db.execute("""CREATE TEMP TABLE requests_wanted AS SELECT r.* FROM temp.wanted w JOIN requests r ON r.custom_id = w.custom_id
+                  ORDER BY r.rowid""")
+    db.execute("CREATE UNIQUE INDEX temp.requests_wanted_id ON requests_wanted (custom_id)")  # request_status's parent lookup
+    db.execute(f"CREATE TEMP TABLE outcomes_now AS {view_sql(store, 'request_outcomes', results='temp.results_wanted')}")
+    db.execute(f"""CREATE TEMP TABLE requests_now AS {view_sql(store, 'request_status', request_outcomes='temp.outcomes_now',
+                                                              requests='temp.requests_wanted')}""")
     # Indexed only after cells_now is built: without it SQLite plans cell_status over the table
     # exactly as over the view (an automatic index per join), so each score's average over the
     # judges adds them in the same order and the report stays the same to the last bit

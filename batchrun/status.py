@@ -43,12 +43,13 @@ def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
     problems = [{**p.as_json(), "text": p.describe()} for p in open_problems(store, config, requests="requests_now")]
     # Batches whose result file was accepted truncated (poll.MAX_DOWNLOAD_ATTEMPTS), named for
     # as long as a request of its unreadable tail is still open.
+    # (request_status is read only when there is such a batch: the view evaluates every request.)
     truncated = store.rows(
         """SELECT b.id, b.route, b.stage, b.download_attempts, count(DISTINCT r.custom_id) AS open_requests
            FROM batches b JOIN results r ON r.batch_id = b.id AND r.kind = 'missing'
-           JOIN requests_now s ON s.custom_id = r.custom_id
+           JOIN request_status s ON s.custom_id = r.custom_id
            WHERE b.download_truncated = 1 AND s.state NOT IN ('ok', 'failed', 'accepted')
-           GROUP BY b.id ORDER BY b.seq""")
+           GROUP BY b.id ORDER BY b.seq""") if store.scalar("SELECT 1 FROM batches WHERE download_truncated = 1 LIMIT 1") else []
     for t in truncated:
         t["text"] = (f"batch {t['id']} ({t['route']}): result file still truncated after {t['download_attempts']} download(s), "
                      f"accepted as it is; {t['open_requests']} request(s) of its unreadable tail are resubmitted")
