@@ -23,8 +23,7 @@ from typing import Any
 from . import stats
 from .config import Config
 from .errors import ConfigError
-from .grading import score as normalised_score
-from .outputs import ZERO_FILLED, report_data, snapshot_cells
+from .outputs import ZERO_FILLED, judge_scores, report_data
 from .store import Store
 
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
@@ -244,8 +243,7 @@ def compare(store: Store, config: Config, a: str, b: str, settings: Settings = S
     """`batchrun compare A B`: the paired comparison of two contestant routes."""
     from .outputs import leaderboard
 
-    snapshot_cells(store)
-    board = leaderboard(store)
+    board = leaderboard(store)  # fills cells_now
     names = [r["route"] for r in board]
     for name in (a, b):
         if name not in names:
@@ -354,25 +352,6 @@ def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, An
 # --- the judge panel -----------------------------------------------------------------------------------
 
 
-def judge_scores(store: Store, *, with_text: bool = False) -> list[dict[str, Any]]:
-    """Every current judgment of a current cell: route, task, judge, total, normalised score
-    (and the verdict text). Reads `cells_now` and `judged_now` (outputs.snapshot_cells)."""
-    text = ", res.text AS verdict" if with_text else ""
-    join = "JOIN results res ON res.id = s.ok_result_id" if with_text else ""
-    rows = store.rows(
-        f"""SELECT cs.route, cs.task_id, jr.route AS judge, jm.total, t.rubric_total, jm.points_awarded_json{text}
-           FROM cells_now cs
-           JOIN tasks t ON t.task_id = cs.task_id
-           JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
-                            AND jr.graded_sha256 = t.graded_sha256
-           JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
-           JOIN judged_now s ON s.custom_id = jr.custom_id
-           JOIN judgments jm ON jm.result_id = s.ok_result_id {join}""")
-    for r in rows:
-        r["score"] = None if r["total"] is None else normalised_score(r["total"], r["rubric_total"])
-    return rows
-
-
 def judge_health(store: Store, config: Config, cells: Cells, judgments: list[dict[str, Any]]) -> dict[str, Any]:
     panel = [j.name for j in config.judges]
     models = {j.name: j.model for j in config.judges}
@@ -458,9 +437,14 @@ def statistics(store: Store, config: Config, board: list[dict[str, Any]], settin
 
 
 def full_report(store: Store, config: Config, settings: Settings = Settings(), *,
-                judgments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """report_data (leaderboard, per-task scores, provenance) plus its statistics."""
-    data = report_data(store, config)  # fills cells_now
+                judgments: list[dict[str, Any]] | None = None, board: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """report_data (leaderboard, per-task scores, provenance) plus its statistics. `board`: the
+    leaderboard just read (outputs.leaderboard, which filled cells_now), if the caller has it."""
+    from .outputs import leaderboard
+
+    board = board if board is not None else leaderboard(store)  # fills cells_now
+    judgments = judgments if judgments is not None else judge_scores(store)
+    data = report_data(store, config, board, judgments)
     # The report's routes carry every leaderboard column the statistics read.
     data["statistics"] = statistics(store, config, data["routes"], settings, judgments=judgments)
     return data

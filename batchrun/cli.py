@@ -167,7 +167,7 @@ def collect(ctx: Context, wait_lock: bool) -> None:
         announce_warnings(ctx, store, config)
         click.echo(f"collected {len(r.batches)} batch(es), {r.lines} result line(s); {r.new_judge_requests} judge request(s) queued")
         if not r.complete:
-            print_problems(store, config)
+            print_problems(store, config, requests="requests_now")  # collect's leaderboard just filled it
     if not r.complete:
         sys.exit(EXIT_INCOMPLETE)
 
@@ -200,7 +200,7 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
         published = publish(store, config, command="refresh")
         click.echo(render(published.data, "md"))
         if not outcome.complete:
-            print_problems(store, config)
+            print_problems(store, config, requests="requests_now")  # publish's leaderboard just filled it
         click.echo(f"refresh: {redact(outcome.reason)}", err=True)
         click.echo(f"site: {published.site}", err=True)
     if not outcome.complete:

@@ -218,11 +218,12 @@ def log_to_stderr(quiet: bool) -> None:
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
-def print_problems(store: Store, config: Config) -> None:
-    """Blocked and waiting routes, each with its diagnosis and fix (stderr: it is not data)."""
+def print_problems(store: Store, config: Config, *, requests: str = "request_status") -> None:
+    """Blocked and waiting routes, each with its diagnosis and fix (stderr: it is not data).
+    `requests`: as for diagnosis.open_problems ("requests_now" right after the views were evaluated)."""
     from .diagnosis import open_problems
 
-    for problem in open_problems(store, config):
+    for problem in open_problems(store, config, requests=requests):
         click.echo(f"{problem.state}: {redact(problem.describe())}", err=True)
 
 

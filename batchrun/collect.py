@@ -102,7 +102,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
         progress.event(f"queued {result.new_judge_requests} judge request(s)")
     from .outputs import leaderboard, write_results
 
-    result.leaderboard = leaderboard(store)
+    result.leaderboard = leaderboard(store)  # evaluates the views once (cells_now), for write_results too
     result.complete = bool(result.leaderboard) and all(r["complete"] for r in result.leaderboard)
     if write_outputs:
         write_results(store, config, result.leaderboard)

@@ -116,27 +116,27 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
                      f"if the request was right, {retry}.")
 
 
-def open_problems(store: Store, config: Config | None = None) -> list[Problem]:
-    """Blocked and waiting requests the current config still wants, grouped by route."""
-
+def open_problems(store: Store, config: Config | None = None, *, requests: str = "request_status") -> list[Problem]:
+    """Blocked and waiting requests the current config still wants, grouped by route.
+    `requests`: "requests_now" where outputs.snapshot_cells has just evaluated request_status."""
+    if requests not in ("request_status", "requests_now"):
+        raise ValueError(requests)
+    # blocking_id: each group's newest blocking failure (not a transient one that may have come
+    # after it), found per request through the results index, not by reading the view again.
     rows = store.rows(
         f"""SELECT s.route, s.stage, s.state, count(*) AS n, max(s.last_result_id) AS last_id,
-                   json_group_array(s.task_id) AS tasks
-            FROM (SELECT s.* FROM request_status s JOIN tasks t ON t.task_id = s.task_id
+                   json_group_array(s.task_id) AS tasks,
+                   max(CASE WHEN s.state = 'blocked' THEN (
+                       SELECT max(res.id) FROM results res
+                       WHERE res.custom_id = s.custom_id AND res.kind IN ('invalid', 'auth', 'batch_failed')) END) AS blocking_id
+            FROM (SELECT s.* FROM {requests} s JOIN tasks t ON t.task_id = s.task_id
                   WHERE s.state IN ('blocked', 'waiting') AND s.custom_id IN ({current_requests_sql()})
                   ORDER BY t.position) s
             GROUP BY s.route, s.stage, s.state ORDER BY s.state, s.route, s.stage""")
     problems = []
     for r in rows:
-        if r["state"] == "blocked":
-            # The blocking failure itself, not a transient one that may have come after it.
-            last = store.one(
-                f"""SELECT res.kind, res.error_type, res.error_message FROM results res JOIN request_status s ON s.custom_id = res.custom_id
-                    WHERE s.route = ? AND s.stage = ? AND s.state = 'blocked' AND res.kind IN ('invalid', 'auth', 'batch_failed')
-                      AND s.custom_id IN ({current_requests_sql()})
-                    ORDER BY res.id DESC LIMIT 1""", [r["route"], r["stage"]])
-        else:
-            last = store.one("SELECT kind, error_type, error_message FROM results WHERE id = ?", [r["last_id"]])
+        last = store.one("SELECT kind, error_type, error_message FROM results WHERE id = ?",
+                         [r["blocking_id"] if r["state"] == "blocked" else r["last_id"]])
         last = last or {"kind": "unknown", "error_type": None, "error_message": None}
         message = last["error_message"] or last["error_type"] or last["kind"]
         if r["state"] == "blocked":

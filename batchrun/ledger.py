@@ -154,24 +154,25 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
             _record_policy(store, fp, "gen", route, policy, now)
             _record_config_route(store, route, "contestant", fp, None, config.generation.max_retries, config.generation.max_resubmits)
             max_tokens = config.generation_max_tokens(route)
+            cells, requests = [], []  # one executemany each per route (30 routes x 481 tasks per collect)
             for t in ds.tasks:
                 info = corpus.docs[t.corpus_file]
                 cap = route.caps.cjk if info.cjk else route.caps.en
                 scope = "send" if info.chars <= cap else "out_of_context_scope"
                 custom_id = generation_custom_id(fp, t, info) if scope == "send" else None
-                db.execute(
-                    """INSERT OR REPLACE INTO cells (policy_fp, task_id, route, doc_sha256, doc_chars, cjk, cap, cap_source, scope,
-                       custom_id, task_sha256, planned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    [fp, t.task_id, route.name, info.sha256, info.chars, int(info.cjk), cap, route.caps.source, scope, custom_id, t.sha256, now],
-                )
+                cells.append((fp, t.task_id, route.name, info.sha256, info.chars, int(info.cjk), cap, route.caps.source, scope,
+                              custom_id, t.sha256, now))
                 if custom_id:
                     prompt_chars = info.chars + generation_prompt_overhead(t.question)
-                    db.execute(
-                        """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, max_retries, max_resubmits,
-                           prompt_chars, est_input_tokens, est_output_tokens, created_at) VALUES (?, 'gen', ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                        [custom_id, route.name, t.task_id, fp, config.generation.max_retries, config.generation.max_resubmits,
-                         prompt_chars, estimate_tokens(prompt_chars, info.cjk, route), max_tokens, now],
-                    )
+                    requests.append((custom_id, route.name, t.task_id, fp, config.generation.max_retries, config.generation.max_resubmits,
+                                     prompt_chars, estimate_tokens(prompt_chars, info.cjk, route), max_tokens, now))
+            db.conn.executemany(
+                """INSERT OR REPLACE INTO cells (policy_fp, task_id, route, doc_sha256, doc_chars, cjk, cap, cap_source, scope,
+                   custom_id, task_sha256, planned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", cells)
+            db.conn.executemany(
+                """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, max_retries, max_resubmits,
+                   prompt_chars, est_input_tokens, est_output_tokens, created_at) VALUES (?, 'gen', ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                requests)
         for position, route in enumerate(config.judges):
             policy = config.judge_policy(route)
             fp = fingerprint(policy)
@@ -204,38 +205,51 @@ def _record_policy(store: Store, fp: str, stage: str, route: Route, policy: dict
 def queue_judgments(store: Store, config: Config) -> int:
     """One judge request per valid answer x judge route of the current panel. Returns how many were new.
 
-    Only answers still missing a request from a judge are read (prompts are built only for them),
-    so a collect with nothing new to judge costs one indexed query per judge."""
+    Only answers still missing a request from a judge are read (prompts are built only for them).
+    A cell's answer is the first ok result of its generation request (request_status: a request
+    with an ok result is ok, and its ok_result_id is the first), found by one probe of the
+    results_outcome index per current cell: the view, which derives every request's state from
+    all results, is not evaluated, so a collect with nothing new to judge costs a few index
+    probes per cell and judge, whatever the size of the history."""
     judges = {r["route"]: r["policy_fp"] for r in store.rows("SELECT route, policy_fp FROM config_routes WHERE role = 'judge'")}
+    if not judges:
+        return 0
     now = time.time()
     new = 0
+    # The judge prompt is the same for every judge of an answer: built (to measure it) once per answer.
+    measured: dict[int, tuple[int, bool]] = {}
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
         answers = store.rows(
-            """SELECT c.custom_id, c.task_id, t.question, t.rubric_json, t.graded_sha256, res.id AS result_id, res.text
-               FROM cells c
-               JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
-               JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
-               JOIN request_status s ON s.custom_id = c.custom_id AND s.state = 'ok'
-               JOIN results res ON res.id = s.ok_result_id
-               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = c.custom_id
+            """SELECT a.custom_id, a.task_id, t.question, t.rubric_json, t.graded_sha256, res.id AS result_id, res.text
+               FROM (SELECT c.custom_id, c.task_id, c.task_sha256,
+                            (SELECT min(r.id) FROM results r WHERE r.custom_id = c.custom_id AND r.kind = 'ok') AS ok_id
+                     FROM cells c
+                     JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+                     WHERE c.custom_id IS NOT NULL) a
+               JOIN tasks t ON t.task_id = a.task_id AND t.task_sha256 = a.task_sha256
+               JOIN results res ON res.id = a.ok_id
+               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = a.custom_id
                                  AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = res.id
                                  AND jr.graded_sha256 = t.graded_sha256)""",
             [judge_name, jfp])
+        rows = []
         for a in answers:
-            rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
             cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["graded_sha256"])
-            prompt_chars = len(judge_prompt(a["question"], rubric, a["text"]))
-            cur = store.db.execute(
+            if a["result_id"] not in measured:
+                rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
+                measured[a["result_id"]] = (len(judge_prompt(a["question"], rubric, a["text"])),
+                                            is_cjk(a["question"] + a["text"][:CJK_WINDOW]))
+            prompt_chars, cjk = measured[a["result_id"]]
+            rows.append((cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"],
+                         config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
+                         estimate_tokens(prompt_chars, cjk, route), config.judging.max_tokens, now, a["graded_sha256"]))
+        if rows:
+            cur = store.db.conn.executemany(
                 """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, parent_custom_id,
                    parent_result_id, max_retries, max_resubmits, prompt_chars, est_input_tokens, est_output_tokens,
-                   created_at, graded_sha256) VALUES (?, 'judge', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                [cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"],
-                 config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
-                 estimate_tokens(prompt_chars, is_cjk(a["question"] + a["text"][:CJK_WINDOW]), route), config.judging.max_tokens,
-                 now, a["graded_sha256"]],
-            )
-            new += cur.rowcount
+                   created_at, graded_sha256) VALUES (?, 'judge', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
+            new += cur.rowcount  # the rows inserted (an id already there is ignored)
     return new
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -30,24 +31,67 @@ RESPONSE_STATUS = {"judging": "ok"}
 ZERO_FILLED = ("out_of_context_scope", "refusal", "empty", "accepted")
 
 
+def view_sql(store: Store, view: str, **tables: str) -> str:
+    """The SELECT of one of state.db's views as its newest migration defined it, with the views it
+    reads (keys) replaced by tables already evaluated (values). The views stay the one definition
+    of every state; this only lets a command evaluate each of them once."""
+    sql = store.scalar("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", [view])
+    match = re.match(rf"\s*CREATE\s+VIEW\s+{view}\s+AS\s", sql or "", re.IGNORECASE)
+    if match is None:
+        raise RuntimeError(f"state.db has no view {view!r} of the expected form")
+    body = sql[match.end():]
+    for name, table in tables.items():
+        body = re.sub(rf"\b{name}\b", table, body)
+    return body
+
+
 def snapshot_cells(store: Store) -> None:
-    """Evaluate the `cell_status` view once into a temporary table, indexed by route.
+    """Evaluate the views once, into temporary tables: `requests_now` (request_status, for the
+    requests the current config wants), `cells_now` (cell_status, indexed by route) and
+    `judged_now` (the judge requests that have their verdict).
 
-    Filtering the view by route is not pushed down into it by SQLite, so per-route queries
-    against the view would evaluate it once per route (30 routes x 481 tasks x 3 judges)."""
-    store.db.execute("DROP TABLE IF EXISTS temp.cells_now")
-    store.db.execute("CREATE TEMP TABLE cells_now AS SELECT * FROM cell_status")
-    store.db.execute("CREATE INDEX temp.cells_now_route ON cells_now (route)")  # for responses files, an answer being judged is an ok answer
-    # Likewise the judge requests that have their verdict, once: joined to `request_status` per
-    # route, each query took ~2.5 s at 30 routes x 481 tasks x 3 judges (bench/report_site.py).
-    store.db.execute("DROP TABLE IF EXISTS temp.judged_now")
-    store.db.execute("""CREATE TEMP TABLE judged_now AS SELECT custom_id, ok_result_id FROM request_status
-                        WHERE stage = 'judge' AND state = 'ok'""")
-    store.db.execute("CREATE UNIQUE INDEX temp.judged_now_id ON judged_now (custom_id)")
+    A view is evaluated again by every query that reads it, and SQLite pushes no filter into
+    request_outcomes (an aggregate over every result ever collected, history included): cell_status
+    read it twice, and each per-route query against the views re-read all of it. Here the views'
+    own SQL (view_sql) runs once, each over the table the one before filled, and only over the
+    requests the current config wants (ledger.current_requests_sql) and their results, found by
+    index: the only rows cell_status reads. So a command's cost follows the current cells and
+    their attempts, neither the number of routes nor the history kept beside them
+    (bench/scale.py)."""
+    from .ledger import current_requests_sql
+
+    db = store.db
+    for table in ("cells_now", "judged_now", "requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
+        db.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    db.execute("CREATE TEMP TABLE wanted (custom_id TEXT PRIMARY KEY) WITHOUT ROWID")
+    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql()}")
+    # The columns request_outcomes reads (a migration that reads another one fails here, loudly).
+    db.execute("""CREATE TEMP TABLE results_wanted AS SELECT res.id, res.custom_id, res.kind, res.collected_at, res.run_id
+                  FROM temp.wanted w JOIN results res ON res.custom_id = w.custom_id ORDER BY res.id""")
+    db.execute("""CREATE TEMP TABLE requests_wanted AS SELECT r.* FROM temp.wanted w JOIN requests r ON r.custom_id = w.custom_id
+                  ORDER BY r.rowid""")
+    db.execute("CREATE UNIQUE INDEX temp.requests_wanted_id ON requests_wanted (custom_id)")  # request_status's parent lookup
+    db.execute(f"CREATE TEMP TABLE outcomes_now AS {view_sql(store, 'request_outcomes', results='temp.results_wanted')}")
+    db.execute(f"""CREATE TEMP TABLE requests_now AS {view_sql(store, 'request_status', request_outcomes='temp.outcomes_now',
+                                                              requests='temp.requests_wanted')}""")
+    # Indexed only after cells_now is built: without it SQLite plans cell_status over the table
+    # exactly as over the view (an automatic index per join), so each score's average over the
+    # judges adds them in the same order and the report stays the same to the last bit
+    # (tests/test_report_fixture.py).
+    db.execute(f"CREATE TEMP TABLE cells_now AS {view_sql(store, 'cell_status', request_status='temp.requests_now')}")
+    db.execute("CREATE UNIQUE INDEX temp.requests_now_id ON requests_now (custom_id)")
+    db.execute("CREATE INDEX temp.cells_now_route ON cells_now (route)")
+    db.execute("""CREATE TEMP TABLE judged_now AS SELECT custom_id, ok_result_id FROM requests_now
+                  WHERE stage = 'judge' AND state = 'ok'""")
+    db.execute("CREATE UNIQUE INDEX temp.judged_now_id ON judged_now (custom_id)")
 
 
-def leaderboard(store: Store) -> list[dict[str, Any]]:
-    rows = store.rows("SELECT * FROM leaderboard")
+def leaderboard(store: Store, *, snapshot: bool = True) -> list[dict[str, Any]]:
+    """The `leaderboard` view's rows, read from `cells_now`. snapshot_cells fills that first
+    (`snapshot=False`: the caller just did)."""
+    if snapshot:
+        snapshot_cells(store)
+    rows = store.rows(view_sql(store, "leaderboard", cell_status="temp.cells_now"))
     for r in rows:
         r["complete"] = bool(r["complete"])
         r["overall"] = r["all_tasks_overall"]
@@ -71,22 +115,33 @@ def matched_panel(store: Store) -> dict[str, Any]:
     }
 
 
-def _judge_details(store: Store, route: str) -> dict[str, dict[str, Any]]:
+def judge_scores(store: Store, *, with_text: bool = False) -> list[dict[str, Any]]:
+    """Every current judgment of a current cell: route, task, judge, total, normalised score,
+    points awarded (and the verdict text). Reads `cells_now` and `judged_now` (snapshot_cells)."""
+    text = ", res.text AS verdict" if with_text else ""
+    join = "JOIN results res ON res.id = s.ok_result_id" if with_text else ""
     rows = store.rows(
-        """SELECT cs.task_id, jr.route AS judge, jm.total, t.rubric_total, jm.points_awarded_json
+        f"""SELECT cs.route, cs.task_id, jr.route AS judge, jm.total, t.rubric_total, jm.points_awarded_json{text}
            FROM cells_now cs
            JOIN tasks t ON t.task_id = cs.task_id
            JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
                             AND jr.graded_sha256 = t.graded_sha256
            JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
            JOIN judged_now s ON s.custom_id = jr.custom_id
-           JOIN judgments jm ON jm.result_id = s.ok_result_id
-           WHERE cs.route = ?""", [route])
-    out: dict[str, dict[str, Any]] = defaultdict(dict)
+           JOIN judgments jm ON jm.result_id = s.ok_result_id {join}""")
     for r in rows:
-        out[r["task_id"]][r["judge"]] = {
-            # Normalised by the current rubric (the judgment graded exactly it: graded_sha256).
-            "total": r["total"], "score": None if r["total"] is None else normalised_score(r["total"], r["rubric_total"]),
+        # Normalised by the current rubric (the judgment graded exactly it: graded_sha256).
+        r["score"] = None if r["total"] is None else normalised_score(r["total"], r["rubric_total"])
+    return rows
+
+
+def judge_details(judgments: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """route -> task -> judge -> its verdict, from judge_scores' rows: one query for every route
+    (the report reads the same rows for its statistics)."""
+    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
+    for r in judgments:
+        out[r["route"]][r["task_id"]][r["judge"]] = {
+            "total": r["total"], "score": r["score"],
             "points_awarded": json.loads(r["points_awarded_json"]) if r["points_awarded_json"] else None,
         }
     return out
@@ -162,9 +217,11 @@ def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
     }
 
 
-def route_scores(store: Store, config: Config, board_row: dict[str, Any]) -> dict[str, Any]:
+def route_scores(store: Store, config: Config, board_row: dict[str, Any],
+                 details: dict[str, dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """`details`: judge_details(), if the caller has it for every route."""
     route = board_row["route"]
-    judges = _judge_details(store, route)
+    judges = (details if details is not None else judge_details(judge_scores(store))).get(route, {})
     tasks = []
     for cs in store.rows("SELECT cs.* FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? ORDER BY t.position", [route]):
         status = "pending" if cs["status"] == "judging" else cs["status"]
@@ -209,8 +266,8 @@ def _write_json(path: Path, data: Any) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False, indent=2)
-            f.write("\n")
+            # One string, one write: json.dump writes each of its ~100,000 fragments per file apart.
+            f.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)  # a full disk must not also leave half a file behind
@@ -218,15 +275,17 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def write_results(store: Store, config: Config, board: list[dict[str, Any]] | None = None) -> list[Path]:
-    """Rewrite results/<route>.{responses,scores}.json; `board` is the leaderboard if already read."""
-    snapshot_cells(store)
+    """Rewrite results/<route>.{responses,scores}.json. `board`: the leaderboard as `leaderboard()`
+    just read it, with nothing written since (its `cells_now` is then current and not evaluated again)."""
     written = []
-    for row in board if board is not None else leaderboard(store):
+    board = board if board is not None else leaderboard(store)
+    details = judge_details(judge_scores(store))
+    for row in board:
         if row["route"] not in config.routes:
             continue
         base = config.paths.results / row["route"].replace("/", "_")
         _write_json(Path(f"{base}.responses.json"), route_responses(store, config, row["route"]))
-        _write_json(Path(f"{base}.scores.json"), route_scores(store, config, row))
+        _write_json(Path(f"{base}.scores.json"), route_scores(store, config, row, details))
         written += [Path(f"{base}.responses.json"), Path(f"{base}.scores.json")]
     from . import manifest
 
@@ -234,12 +293,15 @@ def write_results(store: Store, config: Config, board: list[dict[str, Any]] | No
     return written
 
 
-def report_data(store: Store, config: Config) -> dict[str, Any]:
-    # The same keys as the scores files (tasks included), plus the matched panel.
-    snapshot_cells(store)
-    routes = [route_scores(store, config, row) for row in leaderboard(store) if row["route"] in config.routes]
+def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None = None,
+                judgments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The same keys as the scores files (tasks included), plus the matched panel. `board`: as for
+    write_results (fills `cells_now` when not given); `judgments`: judge_scores() if already read."""
+    board = board if board is not None else leaderboard(store)
+    details = judge_details(judgments if judgments is not None else judge_scores(store))
+    routes = [route_scores(store, config, row, details) for row in board if row["route"] in config.routes]
     from .diagnosis import open_problems
 
     return {"rehearsal": rehearsal_of(store, config), "routes": routes, "matched_panel": matched_panel(store),
             "dataset_sha256": store.meta("dataset_sha256"), "batchrun_version": __version__,
-            "problems": [p.as_json() for p in open_problems(store, config)]}
+            "problems": [p.as_json() for p in open_problems(store, config, requests="requests_now")]}

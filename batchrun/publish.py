@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from . import snapshots
-from .analysis import Settings, full_report, judge_scores
+from .analysis import Settings, full_report
 from .config import Config
-from .outputs import snapshot_cells
+from .outputs import judge_scores, leaderboard
 from .store import Store
 
 
@@ -31,8 +31,8 @@ def site_dir(config: Config) -> Path:
 def publish(store: Store, config: Config, *, command: str, settings: Settings = Settings()) -> Published:
     from .site import write_site
 
-    snapshot_cells(store)
-    snapshots.take(store, command)
+    board = leaderboard(store)  # fills cells_now, read by everything below
+    snapshots.take(store, command, snapshots.current_state(store, board))
     judgments = judge_scores(store, with_text=True)
-    data = full_report(store, config, settings, judgments=judgments)
+    data = full_report(store, config, settings, judgments=judgments, board=board)
     return Published(data, write_site(store, config, data, site_dir(config), judgments=judgments))

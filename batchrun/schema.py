@@ -609,6 +609,18 @@ def m011_readable_timestamps(db: Database) -> None:
 
 
 @migrations()
+def m012_results_outcome_index(db: Database) -> None:
+    # Every state is derived from a request's results grouped by custom_id (request_outcomes reads
+    # custom_id, kind, collected_at, run_id and id). With only (custom_id) indexed, SQLite visited
+    # each results row in custom_id order to read its kind: random reads through a table of
+    # answers (hundreds of MB at 300k results). This index covers those columns, so the grouping
+    # reads the index alone, and "the first ok result of a request" is one index probe. It
+    # replaces results_custom_id (its prefix serves every lookup by custom_id).
+    db.execute("CREATE INDEX results_outcome ON results (custom_id, kind, collected_at, run_id)")
+    db.execute("DROP INDEX results_custom_id")
+
+
+@migrations()
 def m013_probes(db: Database) -> None:
     # `batchrun probe ROUTE` measures a model's context window (spec §3: a new model's window is
     # probed, never inherited) and suggests caps; each probe is kept for audit with its evidence

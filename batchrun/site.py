@@ -577,7 +577,7 @@ def write_site(store: Store, config: Config, data: dict[str, Any], out: Path, *,
     """Write the site for `data` (analysis.full_report) into `out`; return index.html's path.
 
     Reads `cells_now` for the answers. Refuses a non-empty folder it did not write (MARKER)."""
-    from .analysis import judge_scores
+    from .outputs import judge_scores
 
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():

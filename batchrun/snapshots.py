@@ -85,7 +85,11 @@ def current_state(store: Store, board: list[dict[str, Any]] | None = None) -> St
     }
     policies = dict(store.db.execute("SELECT route, policy_fp FROM config_routes WHERE role = 'contestant'"))
     routes = {}
-    for r in board if board is not None else store.rows("SELECT * FROM leaderboard"):
+    if board is None:
+        from .outputs import view_sql
+
+        board = store.rows(view_sql(store, "leaderboard", cell_status="temp.cells_now"))
+    for r in board:
         if r["route"] in policies:
             routes[r["route"]] = {"model": r["model"], "policy_fp": policies[r["route"]], **_headline(r)}
     panel = tuple((r[0], r[1], r[2]) for r in store.db.execute(

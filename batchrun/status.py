@@ -15,7 +15,10 @@ from .store import Store, sql_list
 
 
 def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
-    cells = store.rows("SELECT route, status, count(*) AS n FROM cell_status GROUP BY route, status ORDER BY route, status")
+    from .outputs import snapshot_cells
+
+    snapshot_cells(store)  # the views, evaluated once: cells_now and requests_now below
+    cells = store.rows("SELECT route, status, count(*) AS n FROM cells_now GROUP BY route, status ORDER BY route, status")
     routes: dict[str, dict[str, int]] = {}
     for r in cells:
         routes.setdefault(r["route"], {})[r["status"]] = r["n"]
@@ -35,17 +38,18 @@ def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
               sum(EXISTS (SELECT 1 FROM batch_requests br JOIN batches b ON b.id = br.batch_id
                           WHERE br.custom_id = cs.custom_id AND b.status IN {sql_list(SPENDING)})) AS in_flight,
               count(*) AS n
-            FROM cell_status cs WHERE cs.status = 'pending' GROUP BY cs.route ORDER BY cs.route""")
+            FROM cells_now cs WHERE cs.status = 'pending' GROUP BY cs.route ORDER BY cs.route""")
     pending_split = {r["route"]: {"unsent": r["n"] - r["in_flight"], "in_flight": r["in_flight"]} for r in pending}
-    problems = [{**p.as_json(), "text": p.describe()} for p in open_problems(store, config)]
+    problems = [{**p.as_json(), "text": p.describe()} for p in open_problems(store, config, requests="requests_now")]
     # Batches whose result file was accepted truncated (poll.MAX_DOWNLOAD_ATTEMPTS), named for
     # as long as a request of its unreadable tail is still open.
+    # (request_status is read only when there is such a batch: the view evaluates every request.)
     truncated = store.rows(
         """SELECT b.id, b.route, b.stage, b.download_attempts, count(DISTINCT r.custom_id) AS open_requests
            FROM batches b JOIN results r ON r.batch_id = b.id AND r.kind = 'missing'
            JOIN request_status s ON s.custom_id = r.custom_id
            WHERE b.download_truncated = 1 AND s.state NOT IN ('ok', 'failed', 'accepted')
-           GROUP BY b.id ORDER BY b.seq""")
+           GROUP BY b.id ORDER BY b.seq""") if store.scalar("SELECT 1 FROM batches WHERE download_truncated = 1 LIMIT 1") else []
     for t in truncated:
         t["text"] = (f"batch {t['id']} ({t['route']}): result file still truncated after {t['download_attempts']} download(s), "
                      f"accepted as it is; {t['open_requests']} request(s) of its unreadable tail are resubmitted")

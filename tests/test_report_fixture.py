@@ -1,0 +1,113 @@
+"""The report is byte-identical on a fixed state.db: speed work on the queries behind it (issue 15)
+must not change a published number, a status, a judge's detail or a line of provenance.
+
+tests/fixtures/report-project holds a small state.db with every cell state (ok, retried, refusal,
+empty, judging, pending, blocked, waiting, out of context), live batches and history invisible
+to the current views, built by bench/make_report_fixture.py, and the reports rendered from it by
+the code before the issue-15 changes (expected-report.*)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from batchrun import __version__
+from batchrun.cli import cli
+from batchrun.store import Store
+
+FIXTURE = Path(__file__).parent / "fixtures" / "report-project"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("report-project")
+    for name in ("batchrun.json", "state.db"):
+        shutil.copyfile(FIXTURE / name, root / name)
+    Store(root / "state.db").close()  # a writer applies the migrations added since the fixture was built
+    return root
+
+
+@pytest.mark.parametrize("fmt", ["md", "json", "csv"])
+def test_report_is_byte_identical_to_the_committed_one(project: Path, fmt: str) -> None:
+    config = project / "batchrun.json"
+    r = CliRunner().invoke(cli, ["--config", str(config), "-q", "report", "--format", fmt], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    expected = (FIXTURE / f"expected-report.{fmt}").read_text(encoding="utf-8")
+    expected = expected.replace("{CONFIG}", str(config)).replace("{VERSION}", __version__)
+    assert r.stdout == expected
+
+
+def test_the_fixture_holds_every_cell_state() -> None:
+    import json
+
+    data = json.loads((FIXTURE / "expected-report.json").read_text(encoding="utf-8"))
+    statuses = {t["status"] for r in data["routes"] for t in r["tasks"]}
+    assert {"ok", "pending", "refusal", "empty", "blocked", "waiting", "out_of_context_scope"} <= statuses
+    assert {r["complete"] for r in data["routes"]} == {True, False}
+    assert all(len(t["judges"]) == 3 for r in data["routes"] for t in r["tasks"] if t["status"] == "ok")
+
+
+def test_the_views_evaluated_once_equal_the_views(project: Path) -> None:
+    """snapshot_cells runs request_outcomes', request_status's and cell_status's own SQL once each,
+    over the current requests and their results, and leaderboard() the leaderboard view's over
+    that: row for row (and in the same order) what the views give."""
+    from batchrun.outputs import leaderboard
+
+    with Store(project / "state.db") as store:
+        board = leaderboard(store)  # fills cells_now and requests_now
+        assert store.rows("SELECT * FROM cells_now") == store.rows("SELECT * FROM cell_status")
+        # request_status of the requests the current config wants (history is not evaluated).
+        from batchrun.ledger import current_requests_sql
+
+        wanted = store.rows(f"SELECT * FROM request_status WHERE custom_id IN ({current_requests_sql()}) ORDER BY custom_id")
+        assert store.rows("SELECT * FROM requests_now ORDER BY custom_id") == wanted
+        assert len(wanted) < store.scalar("SELECT count(*) FROM requests")  # the fixture has history
+        view = store.rows("SELECT * FROM leaderboard")
+        assert [r["route"] for r in board] == [r["route"] for r in view]
+        for mine, theirs in zip(board, view):
+            assert {k: mine[k] for k in theirs if k not in ("complete",) and not k.endswith("_n")} == {
+                k: v for k, v in theirs.items() if k not in ("complete",) and not k.endswith("_n")}
+            assert mine["complete"] == bool(theirs["complete"])
+            assert all(mine[k] == (theirs[k] or 0) for k in theirs if k.endswith("_n"))
+
+
+def test_queue_judgments_with_nothing_new_queues_nothing(project: Path) -> None:
+    import shutil as sh
+
+    from batchrun.config_file import load_config
+    from batchrun.ledger import queue_judgments
+
+    copy = project.parent / "queue-copy"
+    copy.mkdir(exist_ok=True)
+    for name in ("batchrun.json", "state.db"):
+        sh.copyfile(project / name, copy / name)
+    config = load_config(copy / "batchrun.json")
+    with Store(copy / "state.db") as store:
+        before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'")
+        with store.db.atomic():
+            assert queue_judgments(store, config) == 0
+        assert store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") == before
+        # Every ok answer of a current cell has a request from each judge of the panel.
+        missing = store.scalar(
+            """SELECT count(*) FROM cell_status cs JOIN config_routes j ON j.role = 'judge'
+               JOIN request_status s ON s.custom_id = cs.custom_id AND s.state = 'ok'
+               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = cs.custom_id
+                                 AND jr.route = j.route AND jr.parent_result_id = s.ok_result_id)""")
+        assert missing == 0
+        # A judge request that goes missing is queued again exactly as it was (same id, answer,
+        # prompt size and estimates): the answer found by index is the view's ok_result_id.
+        gone = store.rows(
+            """SELECT jr.* FROM requests jr JOIN cell_status cs ON cs.custom_id = jr.parent_custom_id AND cs.result_id = jr.parent_result_id
+               JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
+               WHERE jr.stage = 'judge' AND cs.status = 'ok' ORDER BY jr.custom_id LIMIT 3""")
+        assert len(gone) == 3
+        with store.db.atomic():
+            store.db.conn.executemany("DELETE FROM requests WHERE custom_id = ?", [(g["custom_id"],) for g in gone])
+            assert queue_judgments(store, config) == 3
+        for g in gone:
+            again = store.one("SELECT * FROM requests WHERE custom_id = ?", [g["custom_id"]])
+            assert again is not None
+            assert {k: v for k, v in again.items() if k != "created_at"} == {k: v for k, v in g.items() if k != "created_at"}
