@@ -618,6 +618,9 @@ def schema_markdown() -> str:
         "Generated from the migrations in `batchrun/schema.py` by `python -m batchrun.schema_doc`;",
         "do not edit by hand (a test checks it is current).",
         "",
+        "Scores are fractions 0–1 in every table and view (`judgments.score`, `leaderboard.all_tasks_overall`,",
+        "`leaderboard.scored_overall`, `cell_status.score`...), as in JSON and CSV; Markdown and HTML show 0–100.",
+        "",
     ]
     for kind in ("table", "view"):
         for (name, sql) in db.execute(
