@@ -226,7 +226,7 @@ class AnthropicAdapter:
         return BatchStatus(
             provider_batch_id=raw["id"], state=state, raw_status=processing, counts=dict(counts),
             result_refs=refs, created_at=created_ts, raw=raw, n_requests=total,
-            requests_done=(total - int(counts.get("processing") or 0)) if total else None,
+            requests_done=min(max(total - int(counts.get("processing") or 0), 0), total) if total > 0 else None,
         )
 
 

@@ -239,7 +239,7 @@ class OpenAIAdapter:
         completed, failed = counts.get("completed"), counts.get("failed")
         requests_done = None
         if isinstance(total, int) and total > 0 and isinstance(completed, int) and isinstance(failed, int):
-            requests_done = completed + failed
+            requests_done = min(max(completed + failed, 0), total)  # provider output: never "9/4" or "-1/4"
         return BatchStatus(
             provider_batch_id=raw["id"], state=state, raw_status=status, counts=dict(counts),
             result_refs=refs, error=message, quota=quota, tag=metadata.get("batchrun_batch"),
