@@ -223,19 +223,20 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
 
     routes: dict[str, Route] = {}
     broken: set[str] = set()  # routes with a problem: not named again as "not defined" below
-    rraw = c.section(lambda: c.table(raw.get("routes"), "routes")) or {}
-    for name, r in rraw.items():
+    rraw = c.section(lambda: c.table(raw.get("routes"), "routes"))
+    for name, r in (rraw or {}).items():
         if not name or not printable_line(name):
             # Route names become folder names, SQL values, log lines and Markdown table cells.
             c.problems.append(c.fail(f"routes.{name!r}", "is not a usable route name: it must be non-empty, printable and on one line",
                                      'Rename the route, e.g. [routes."gpt-5.5"].'))
+            broken.add(name)
             continue
         route = c.section(functools.partial(_parse_route, c, name, r))
         if route is None:
             broken.add(name)
         else:
             routes[name] = route
-    if not rraw:
+    if rraw == {}:  # (None: [routes] is not a table, said above)
         c.problems.append(c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.'))
     if judging is not None:
         for judge in judging.panel:
