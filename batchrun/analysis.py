@@ -257,7 +257,7 @@ def compare(store: Store, config: Config, a: str, b: str, settings: Settings = S
     rows = {r["route"]: r for r in board}
     notes = [f"{r} is incomplete ({rows[r]['pending_n']} open cell(s)): only its finished cells are compared; "
              "the result is provisional" for r in (a, b) if not rows[r]["complete"]]
-    return {"a": a, "b": b, "scale": "fractions 0-1 (differences a - b)",
+    return {"a": a, "b": b, "score_scale": "0-1", "scale": "fractions 0-1 (differences a - b)",
             "headline": {r: {"all_tasks_overall": rows[r]["all_tasks_overall"], "scored_overall": rows[r]["scored_overall"],
                              "complete": bool(rows[r]["complete"])} for r in (a, b)},
             "variants": VARIANTS, "all_tasks": entry["all_tasks"], "both_scored": entry["both_scored"],

@@ -74,33 +74,50 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
         _print_plan(config, result, as_json, quiet=ctx.quiet)
 
 
+def _sum_known(values: list[float | None]) -> float | None:
+    """A total, unknown if any part is (a route without a price)."""
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
 def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = False,
                 unsent: list[dict[str, Any]] | None = None) -> None:
-    from .cost import fmt_money
+    from .cost import EXPECTED_OUTPUT_PRIOR, fmt_money
 
     rows = [vars(r).copy() for r in result.routes]
     if as_json:
         click.echo(json.dumps({"routes": rows, "batches": result.batches, "warnings": result.warnings}, indent=2))
         return
+    # Two costs: `expected` from the output answers really use (observed, or the stated prior
+    # before any answer: cost.EXPECTED_OUTPUT_PRIOR), and `bound`, every answer using its whole
+    # max_tokens, which --budget checks (at the batch rate; `online` is the bound without discount).
     header = (f"{'route':24} {'stage':5} {'tasks':>5} {'ooc':>4} {'to send':>7} {'files':>5} {'bytes':>13} "
-              f"{'est in tok':>11} {'est out tok':>11} {'judge req':>9} {'est batch':>10} {'online':>10}")
+              f"{'est in tok':>11} {'exp out tok':>11} {'max out tok':>11} {'judge req':>9} {'expected':>10} {'bound':>10} {'online':>10}")
     click.echo(header)
     for d in rows:
         click.echo(f"{d['route'][:24]:24} {d['stage']:5} {d['tasks']:>5} {d['out_of_context']:>4} {d['to_send']:>7} {d['files']:>5} "
-                   f"{d['bytes']:>13,} {d['est_input_tokens']:>11,} {d['est_output_tokens']:>11,} {d['judge_requests_expected']:>9} "
-                   f"{fmt_money(d['est_cost_batch']):>10} {fmt_money(d['est_cost_online']):>10}")
-    known = [d["est_cost_batch"] for d in rows if d["est_input_tokens"]]
-    total = None if any(c is None for c in known) else sum(known)
-    click.echo(f"total estimated: {fmt_money(total)} at the batch rate"
+                   f"{d['bytes']:>13,} {d['est_input_tokens']:>11,} {d['expected_output_tokens']:>11,} {d['est_output_tokens']:>11,} "
+                   f"{d['judge_requests_expected']:>9} {fmt_money(d['est_cost_expected']):>10} {fmt_money(d['est_cost_batch']):>10} "
+                   f"{fmt_money(d['est_cost_online']):>10}")
+    sending = [d for d in rows if d["est_input_tokens"]]
+    total = _sum_known([d["est_cost_batch"] for d in sending])
+    expected = _sum_known([d["est_cost_expected"] for d in sending])
+    click.echo(f"total estimated at the batch rate: {fmt_money(expected)} expected, {fmt_money(total)} bound (what --budget checks)"
                + ("" if total is not None else " (some routes have no price: set price to know)"))
+    if sending:
+        prior = sorted({d["route"] for d in sending if d["expected_basis"].startswith("prior")})
+        seen = sorted({d["route"] for d in sending if d["expected_basis"].startswith("observed")})
+        click.echo("expected output: " + "; ".join(
+            part for part in (f"the mean of the answers so far ({', '.join(seen)})" if seen else "",
+                              f"{EXPECTED_OUTPUT_PRIOR:.0%} of max_tokens before any answer ({', '.join(prior)})" if prior else "")
+            if part) + "; bound: every answer uses its whole max_tokens")
     if unsent:
         # Planned earlier (by `plan`, or a submit that held them): the next submit sends these.
-        costs = [b["est_cost"] for b in unsent]
-        total_unsent = None if any(c is None for c in costs) else sum(costs)
         click.echo(f"{len(unsent)} batch(es) planned and not sent yet, {sum(b['n_requests'] or 0 for b in unsent)} request(s), "
-                   f"est. {fmt_money(total_unsent)}: the next submit will send them")
+                   f"expected {fmt_money(_sum_known([b['expected_cost'] for b in unsent]))}, "
+                   f"bound {fmt_money(_sum_known([b['est_cost'] for b in unsent]))}: the next submit will send them")
         for b in unsent:
-            click.echo(f"  {b['id']}  {b['route']} {b['stage']}  {b['status']}  {b['n_requests']} request(s)  est. {fmt_money(b['est_cost'])}")
+            click.echo(f"  {b['id']}  {b['route']} {b['stage']}  {b['status']}  {b['n_requests']} request(s)  "
+                       f"expected {fmt_money(b['expected_cost'])}, bound {fmt_money(b['est_cost'])}")
     if not result.batches and not any(d["to_send"] for d in rows) and not unsent and not quiet:
         click.echo("Nothing new to write.", err=True)
 
@@ -431,12 +448,27 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"{'night':10} {'route':24} {'stage':5} {'batches':>7} {'in tok':>12} {'out tok':>12} {'estimate':>10} {'actual':>10}")
+    click.echo(f"{'night':10} {'route':24} {'stage':5} {'batches':>7} {'in tok':>12} {'out tok':>12} {'expected':>10} {'bound':>10} {'actual':>10}")
     for r in data["rows"]:
         click.echo(f"{r['night']:10} {r['route'][:24]:24} {r['stage']:5} {r['batches']:>7} {r['input_tokens']:>12,} {r['output_tokens']:>12,} "
-                   f"{fmt_money(r['estimated_cost']):>10} {fmt_money(r['actual_cost']):>10}")
+                   f"{fmt_money(r['expected_cost']):>10} {fmt_money(r['estimated_cost']):>10} {fmt_money(r['actual_cost']):>10}")
     for n in data["nights"]:
-        click.echo(f"{n['night']:10} {'TOTAL':24} {'':5} {n['batches']:>7} {'':>12} {'':>12} {fmt_money(n['estimated_cost']):>10} {fmt_money(n['actual_cost']):>10}")
+        unpriced = n["unpriced_routes"]
+        click.echo(f"{n['night']:10} {'TOTAL':24} {'':5} {n['batches']:>7} {'':>12} {'':>12} {fmt_money(n['expected_cost']):>10} "
+                   f"{fmt_money(n['estimated_cost']):>10} {fmt_money(n['actual_cost']):>10}"
+                   + (f"  priced routes only: {len(unpriced)} route(s) unpriced ({', '.join(unpriced)})" if unpriced else ""))
+    if data["nights"]:
+        click.echo("Nights run noon to noon, local time (a night is labelled by the date it starts). expected: from the "
+                   "output answers really used (or a prior before any); bound: every answer using its whole max_tokens, "
+                   "what --budget checks.")
+    if data["routes"]:
+        click.echo("")
+        click.echo("Estimate vs actual per route (collected batches):")
+        click.echo(f"{'route':24} {'stage':5} {'batches':>7} {'expected':>10} {'bound':>10} {'actual':>10} {'vs expected':>11}")
+        for r in data["routes"]:
+            error = "—" if r["error"] is None else f"{100 * r['error']:+.0f}%"
+            click.echo(f"{r['route'][:24]:24} {r['stage']:5} {r['batches']:>7} {fmt_money(r['expected_cost']):>10} "
+                       f"{fmt_money(r['estimated_cost']):>10} {fmt_money(r['actual_cost']):>10} {error:>11}")
 
 
 @cli.command()

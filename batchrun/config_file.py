@@ -8,6 +8,8 @@ its base URL, its file limits, its API versions) is its adapter's to say.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import json
 import math
 import os
@@ -111,6 +113,33 @@ class _Checker:
 
     def __init__(self, path: Path):
         self.path = path
+        # Problems found so far: a config is read whole and every problem reported at once, so a
+        # night is not lost to fix-rerun-fix. A section stops at its first hard problem (later
+        # checks in it would only repeat it); unknown keys and bad values never stop it.
+        self.problems: list[ConfigError] = []
+
+    def section(self, parse: Callable[[], Any]) -> Any:
+        """Run one section's parse; a problem it raises is noted (None returned) and reading goes on."""
+        try:
+            return parse()
+        except ConfigError as e:
+            self.problems.append(e)
+            return None
+
+    def soft(self, error: ConfigError, default: Any) -> Any:
+        """Note a problem with a value that nothing else depends on, and read on with the default."""
+        self.problems.append(error)
+        return default
+
+    def raise_problems(self) -> None:
+        if len(self.problems) == 1:
+            raise self.problems[0]
+        if self.problems:
+            lines = [f"{self.path}: {len(self.problems)} problems in the config:"]
+            for i, p in enumerate(self.problems, 1):
+                what = p.message.removeprefix(f"{self.path}: ")
+                lines.append(f"  {i}. {what}" + (f" Fix: {p.hint}" if p.hint else ""))
+            raise ConfigError("\n".join(lines), "Fix them all, then run the command again.")
 
     def fail(self, key: str, problem: str, fix: str) -> ConfigError:
         return ConfigError(f"{self.path}: `{key.removeprefix('.')}` {problem}.", fix)  # ".budget": a top-level key
@@ -126,7 +155,10 @@ class _Checker:
         for k in raw:
             if k not in allowed:
                 near = ", ".join(sorted(allowed))
-                raise self.fail(f"{where}.{k}" if where else k, "is not a known key", f"Remove it or correct the spelling; known keys here: {near}.")
+                guess = difflib.get_close_matches(str(k), sorted(allowed), n=1)
+                mean = f"Did you mean `{guess[0]}`? " if guess else ""
+                self.problems.append(self.fail(f"{where}.{k}" if where else k, "is not a known key",
+                                               f"{mean}Remove it or correct the spelling; known keys here: {near}."))
 
     def number(self, raw: dict[str, Any], key: str, where: str, default: Any, *, integer: bool = False, minimum: float | None = 0,
                maximum: float | None = None, allow_none: bool = False) -> Any:
@@ -138,31 +170,38 @@ class _Checker:
         ok = isinstance(v, int) if integer else isinstance(v, (int, float))
         if isinstance(v, bool) or not ok:
             kind = "an integer" if integer else "a number"
-            raise self.fail(f"{where}.{key}", f"must be {kind} (got {v!r})", f"Set {key} = <{kind}>.")
+            return self.soft(self.fail(f"{where}.{key}", f"must be {kind} (got {v!r})", f"Set {key} = <{kind}>."), default)
         # JSON's NaN/Infinity and TOML's nan/inf compare false with every bound, so they would
         # pass the checks below and poison every estimate and score computed from them.
         if isinstance(v, float) and not math.isfinite(v):
-            raise self.fail(f"{where}.{key}", f"must be a finite number (got {v!r})", f"Set {key} to a finite number.")
+            return self.soft(self.fail(f"{where}.{key}", f"must be a finite number (got {v!r})", f"Set {key} to a finite number."), default)
         if minimum is not None and v < minimum:
-            raise self.fail(f"{where}.{key}", f"must be at least {minimum} (got {v!r})", f"Use a value >= {minimum}.")
+            return self.soft(self.fail(f"{where}.{key}", f"must be at least {minimum} (got {v!r})", f"Use a value >= {minimum}."), default)
         # Past 2**53 an integer no longer survives a round trip through JSON or a float, and past
         # 2**63 SQLite cannot store it: no count or size in a config comes near either.
         limit = maximum if maximum is not None else (MAX_CONFIG_INT if integer else None)
         if limit is not None and v > limit:
-            raise self.fail(f"{where}.{key}", f"must be at most {limit:,} (got {v!r})", f"Use a value <= {limit:,}.")
+            return self.soft(self.fail(f"{where}.{key}", f"must be at most {limit:,} (got {v!r})", f"Use a value <= {limit:,}."), default)
         return v
 
     def string(self, raw: dict[str, Any], key: str, where: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
         if key not in raw:
             return default
         v = raw[key]
+
+        def bad(problem: str, fix: str) -> Any:
+            error = self.fail(f"{where}.{key}", problem, fix)
+            if default is None:
+                raise error  # a required value (provider, model): the rest of its section depends on it
+            return self.soft(error, default)
+
         if not isinstance(v, str) or not v:
-            raise self.fail(f"{where}.{key}", f"must be a non-empty string (got {v!r})", f'Set {key} = "...".')
+            return bad(f"must be a non-empty string (got {v!r})", f'Set {key} = "...".')
         if not printable_line(v):
             # A NUL breaks every path and SQL call it reaches; a line break forges log and table lines.
-            raise self.fail(f"{where}.{key}", f"contains a control character or line break ({v!r})", f"Write {key} on one line, without control characters.")
+            return bad(f"contains a control character or line break ({v!r})", f"Write {key} on one line, without control characters.")
         if choices and v not in choices:
-            raise self.fail(f"{where}.{key}", f"must be one of {', '.join(choices)} (got {v!r})", f"Use one of: {', '.join(choices)}.")
+            return bad(f"must be one of {', '.join(choices)} (got {v!r})", f"Use one of: {', '.join(choices)}.")
         return v
 
     def boolean(self, raw: dict[str, Any], key: str, where: str, default: Any) -> Any:
@@ -170,7 +209,7 @@ class _Checker:
             return default
         v = raw[key]
         if not isinstance(v, bool):
-            raise self.fail(f"{where}.{key}", f"must be true or false (got {v!r})", f"Set {key} = true or {key} = false.")
+            return self.soft(self.fail(f"{where}.{key}", f"must be true or false (got {v!r})", f"Set {key} = true or {key} = false."), default)
         return v
 
 
@@ -178,7 +217,47 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     c = _Checker(path)
     c.unknown(raw, _TOP_KEYS, "")
     root = path.resolve().parent
+    paths = c.section(lambda: _parse_paths(c, raw, root))
+    generation = c.section(lambda: _parse_generation(c, raw))
+    judging = c.section(lambda: _parse_judging(c, raw))
 
+    routes: dict[str, Route] = {}
+    broken: set[str] = set()  # routes with a problem: not named again as "not defined" below
+    rraw = c.section(lambda: c.table(raw.get("routes"), "routes"))
+    for name, r in (rraw or {}).items():
+        if not name or not printable_line(name):
+            # Route names become folder names, SQL values, log lines and Markdown table cells.
+            c.problems.append(c.fail(f"routes.{name!r}", "is not a usable route name: it must be non-empty, printable and on one line",
+                                     'Rename the route, e.g. [routes."gpt-5.5"].'))
+            broken.add(name)
+            continue
+        route = c.section(functools.partial(_parse_route, c, name, r))
+        if route is None:
+            broken.add(name)
+        else:
+            routes[name] = route
+    if rraw == {}:  # (None: [routes] is not a table, said above)
+        c.problems.append(c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.'))
+    if judging is not None:
+        for judge in judging.panel:
+            if judge not in routes and judge not in broken:
+                c.problems.append(c.fail(
+                    "judging.panel",
+                    f"names route {judge!r}, which is not defined",
+                    f'Add a [routes."{judge}"] table or remove it from the panel (defined routes: {", ".join(routes)}).',
+                ))
+        _check_roles(c, judging, routes)
+    budget = c.number(raw, "budget", "", None, allow_none=True)
+    c.raise_problems()
+    config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
+    # Every key variable the config names is redacted from whatever batchrun stores or prints, and
+    # every variable a provider's SDK reads a key from besides (Adapter.alt_key_env).
+    know_key_variables(r.api_key_env for r in routes.values())
+    know_key_variables(name for name in (get_adapter(p).alt_key_env for p in PROVIDER_NAMES) if name)
+    return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
+
+
+def _parse_paths(c: _Checker, raw: dict[str, Any], root: Path) -> Paths:
     praw = c.table(raw.get("paths"), "paths")
     c.unknown(praw, set(DEFAULT_PATHS), "paths")
     resolved = {}
@@ -187,11 +266,14 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         resolved[key] = (root / value) if not Path(value).is_absolute() else Path(value)
     paths = Paths(**resolved)
     _check_paths(c, paths)
+    return paths
 
+
+def _parse_generation(c: _Checker, raw: dict[str, Any]) -> Generation:
     graw = c.table(raw.get("generation"), "generation")
     c.unknown(graw, {"temperature", "max_tokens", "reasoning_max_tokens", "max_retries", "max_resubmits"}, "generation")
     g = Generation()  # the defaults
-    generation = Generation(
+    return Generation(
         temperature=c.number(graw, "temperature", "generation", g.temperature, maximum=MAX_TEMPERATURE),
         max_tokens=c.number(graw, "max_tokens", "generation", g.max_tokens, integer=True, minimum=1),
         reasoning_max_tokens=c.number(graw, "reasoning_max_tokens", "generation", g.reasoning_max_tokens, integer=True, minimum=1),
@@ -199,6 +281,8 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         max_resubmits=c.number(graw, "max_resubmits", "generation", g.max_resubmits, integer=True),
     )
 
+
+def _parse_judging(c: _Checker, raw: dict[str, Any]) -> Judging:
     jraw = c.table(raw.get("judging"), "judging")
     c.unknown(jraw, {"panel", "temperature", "max_tokens", "max_retries_per_run"}, "judging")
     panel = jraw.get("panel", [])
@@ -207,38 +291,12 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     if len(set(panel)) != len(panel):
         raise c.fail("judging.panel", "names a route twice", "List each judge route once.")
     j = Judging()  # the defaults
-    judging = Judging(
+    return Judging(
         panel=tuple(panel),
         temperature=c.number(jraw, "temperature", "judging", j.temperature, maximum=MAX_TEMPERATURE),
         max_tokens=c.number(jraw, "max_tokens", "judging", j.max_tokens, integer=True, minimum=1),
         max_retries_per_run=c.number(jraw, "max_retries_per_run", "judging", j.max_retries_per_run, integer=True),
     )
-
-    rraw = c.table(raw.get("routes"), "routes")
-    routes: dict[str, Route] = {}
-    for name, r in rraw.items():
-        if not name or not printable_line(name):
-            # Route names become folder names, SQL values, log lines and Markdown table cells.
-            raise c.fail(f"routes.{name!r}", "is not a usable route name: it must be non-empty, printable and on one line",
-                         'Rename the route, e.g. [routes."gpt-5.5"].')
-        routes[name] = _parse_route(c, name, r)
-    if not routes:
-        raise c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.')
-    for judge in panel:
-        if judge not in routes:
-            raise c.fail(
-                "judging.panel",
-                f"names route {judge!r}, which is not defined",
-                f'Add a [routes."{judge}"] table or remove it from the panel (defined routes: {", ".join(routes)}).',
-            )
-    _check_roles(c, judging, routes)
-    budget = c.number(raw, "budget", "", None, allow_none=True)
-    config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
-    # Every key variable the config names is redacted from whatever batchrun stores or prints, and
-    # every variable a provider's SDK reads a key from besides (Adapter.alt_key_env).
-    know_key_variables(r.api_key_env for r in routes.values())
-    know_key_variables(name for name in (get_adapter(p).alt_key_env for p in PROVIDER_NAMES) if name)
-    return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
 
 
 def _check_paths(c: _Checker, paths: Paths) -> None:
@@ -262,24 +320,24 @@ def _check_roles(c: _Checker, judging: Judging, routes: dict[str, Route]) -> Non
     """The WildTrace protocol's panel is non-contestant. A judge is never a contestant, and no contestant is
     graded by its own model, however the two routes spell it or whoever serves them."""
     for name in judging.panel:
-        if routes[name].role == "contestant":
-            raise c.fail(
+        if name in routes and routes[name].role == "contestant":
+            c.problems.append(c.fail(
                 f'routes."{name}".role',
                 'is "contestant", but the route is in judging.panel (a judge is never a contestant, spec §4)',
                 f'Set role = "judge" to keep it judging, or remove "{name}" from judging.panel to put it on the leaderboard.',
-            )
+            ))
     for name, route in routes.items():
         if name in judging.panel or route.role == "judge":
             continue
         for judge in judging.panel:
-            if capslib.same_model(route.model, routes[judge].model):
-                raise c.fail(
+            if judge in routes and capslib.same_model(route.model, routes[judge].model):
+                c.problems.append(c.fail(
                     f'routes."{name}".model',
                     f"is {route.model!r}, the same model as judge route {judge!r} ({routes[judge].model!r}) of judging.panel; "
                     "the panel must not grade its own model (spec §4: non-contestant panel)",
                     f'Remove route "{name}" (or set role = "judge" on it to keep it idle), or replace "{judge}" in '
                     "judging.panel with a judge of another model.",
-                )
+                ))
 
 
 def _route_warning(config: Config, name: str) -> ConfigWarning | None:

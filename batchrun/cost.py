@@ -7,13 +7,22 @@ cost: None all the way to the report, never $0.
 Billed output tokens: most providers' output token counts already include reasoning tokens; a
 provider that reports reasoning apart and bills it as output (`Adapter.reasoning_billed_apart`)
 has it added.
+
+Two estimates of what is not sent yet. The **bound** assumes every answer uses its whole
+max_tokens: it cannot be exceeded, so `--budget` checks it (`batches.est_cost`). The **expected**
+cost uses the output a route really writes: the mean billed output tokens of the answers it has
+returned so far for that stage (capped at max_tokens), or, before it has returned any, the stated
+prior EXPECTED_OUTPUT_PRIOR of max_tokens (`batches.expected_cost`). Input tokens are the same
+estimate in both.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
-from .config import Route
+from .config import Config, Route
 from .errors import BatchrunError
 from .lifecycle import Status
 from .providers import get_adapter
@@ -46,6 +55,50 @@ def billed_output(route: Route, output_tokens: int | None, reasoning_tokens: int
     return output_tokens
 
 
+# Before a route has returned any answer of a stage, an answer is expected to use this fraction of
+# its max_tokens. A guess, said as one: answers to a question about a document run to hundreds of
+# tokens, a judge's verdict to fewer, against budgets of thousands (the demo's judges used ~0.4%);
+# a quarter keeps the first night's expected figure on the high side of what is usual.
+EXPECTED_OUTPUT_PRIOR = 0.25
+
+
+@dataclass(frozen=True)
+class ExpectedOutput:
+    """Expected billed output tokens per request, per (route, stage): observed, or the prior."""
+
+    observed: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)  # mean tokens, answers seen
+
+    def tokens(self, route: str, stage: str, bound: int) -> int:
+        seen = self.observed.get((route, stage))
+        if seen is None:
+            return math.ceil(bound * EXPECTED_OUTPUT_PRIOR)
+        return min(bound, math.ceil(seen[0]))
+
+    def basis(self, route: str, stage: str) -> str:
+        seen = self.observed.get((route, stage))
+        if seen is None:
+            return f"prior: {EXPECTED_OUTPUT_PRIOR:.0%} of max_tokens"
+        return f"observed: mean of {seen[1]} answer(s)"
+
+
+def expected_output(store: Store, config: Config) -> ExpectedOutput:
+    """The mean billed output of each route's answers so far (lines with usage: answers, refusals,
+    empty ones; failed lines bill nothing and say nothing of answer length)."""
+    observed: dict[tuple[str, str], tuple[float, int]] = {}
+    for r in store.rows(
+        """SELECT q.route, q.stage, count(*) AS n, avg(r.output_tokens) AS output_tokens,
+                  avg(coalesce(r.reasoning_tokens, 0)) AS reasoning_tokens
+           FROM results r JOIN requests q ON q.custom_id = r.custom_id
+           WHERE r.output_tokens IS NOT NULL GROUP BY q.route, q.stage"""):
+        route = config.routes.get(r["route"])
+        if route is None or not r["n"]:
+            continue
+        billed = billed_output(route, r["output_tokens"], r["reasoning_tokens"])
+        if billed is not None:
+            observed[(r["route"], r["stage"])] = (float(billed), int(r["n"]))
+    return ExpectedOutput(observed)
+
+
 def fmt_money(value: float | None) -> str:
     if value is None:
         return "unknown"
@@ -70,7 +123,11 @@ def _bad_date(text: str) -> str:
 
 
 def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
-    """Per night and route: estimate vs actual, from the `cost` view."""
+    """Per night and route: the expected estimate, the bound and the actual spend (the `cost` view);
+    per route over those nights, how far the actual spend was from the expected estimate.
+
+    A night's total is the sum over its priced routes; the routes without a price are named beside
+    it (`unpriced_routes`), not turned into an unknown total."""
     # A batch the provider refused for a queue quota never ran (its requests went again in another batch).
     where = "WHERE batch_id NOT IN (SELECT id FROM batches WHERE status = ?)"
     params: list[Any] = [Status.REFUSED]
@@ -79,12 +136,29 @@ def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
     rows = store.rows(
         f"""SELECT night, route, stage, count(*) AS batches, coalesce(sum(input_tokens), 0) AS input_tokens,
                coalesce(sum(output_tokens), 0) AS output_tokens,
+               CASE WHEN count(expected_cost) = count(*) THEN sum(expected_cost) END AS expected_cost,
                CASE WHEN count(estimated_cost) = count(*) THEN sum(estimated_cost) END AS estimated_cost,
                CASE WHEN count(actual_cost) = count(*) THEN sum(actual_cost) END AS actual_cost
             FROM cost {where} GROUP BY night, route, stage ORDER BY night, route, stage""", params)
-    nights = store.rows(
-        f"""SELECT night, count(*) AS batches,
-               CASE WHEN count(estimated_cost) = count(*) THEN sum(estimated_cost) END AS estimated_cost,
-               CASE WHEN count(actual_cost) = count(*) THEN sum(actual_cost) END AS actual_cost
-            FROM cost {where} GROUP BY night ORDER BY night""", params)
-    return {"rows": rows, "nights": nights}
+    nights: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        n = nights.setdefault(r["night"], {"night": r["night"], "batches": 0, "expected_cost": 0.0, "estimated_cost": 0.0,
+                                           "actual_cost": 0.0, "unpriced_routes": []})
+        n["batches"] += r["batches"]
+        if r["estimated_cost"] is None and r["actual_cost"] is None:
+            if r["route"] not in n["unpriced_routes"]:
+                n["unpriced_routes"].append(r["route"])
+            continue
+        for key in ("expected_cost", "estimated_cost", "actual_cost"):
+            n[key] = None if (n[key] is None or r[key] is None) else n[key] + r[key]
+    # Estimate vs actual per route: only batches whose actual cost is known (collected), so the
+    # error compares like with like; older batches (before expected costs were kept) have none.
+    routes = store.rows(
+        f"""SELECT route, stage, count(*) AS batches, sum(expected_cost) AS expected_cost,
+               sum(estimated_cost) AS estimated_cost, sum(actual_cost) AS actual_cost
+            FROM cost {where} AND actual_cost IS NOT NULL AND expected_cost IS NOT NULL
+            GROUP BY route, stage ORDER BY route, stage""", params)
+    for r in routes:
+        r["error"] = (r["actual_cost"] - r["expected_cost"]) / r["expected_cost"] if r["expected_cost"] else None
+    return {"rows": rows, "nights": list(nights.values()), "routes": routes,
+            "nights_run": "noon to noon, local time (a night is labelled by the date it starts)"}

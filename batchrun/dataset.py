@@ -100,7 +100,7 @@ def load_dataset(path: Path) -> Dataset:
                     break
         if not isinstance(raw, list):
             raise DataError(f"{path}: expected a JSON list of task records.", "Use the released nested .json file or the .jsonl file.")
-        records = [(f"{path}, record {i}", r) for i, r in enumerate(raw)]
+        records = [(f"{path}, record {i}", r) for i, r in enumerate(raw, start=1)]  # counted as people count: the first is record 1
 
     tasks: list[Task] = []
     seen: dict[str, str] = {}

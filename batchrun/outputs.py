@@ -229,7 +229,7 @@ def route_scores(store: Store, config: Config, board_row: dict[str, Any],
         tasks.append({"task_id": cs["task_id"], "status": status, "score": score, "judges": judges.get(cs["task_id"], {})})
     keys = ("overall", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks", "out_of_context_n", "failed_n", "pending_n",
             "waiting_n", "blocked_n", "accepted_n", "complete")
-    return {"route": route, "model": board_row["model"], "provider": board_row["provider"],
+    return {"route": route, "model": board_row["model"], "provider": board_row["provider"], "score_scale": "0-1",
             **{k: board_row[k] for k in keys}, "tasks": tasks, "provenance": provenance(store, config, route)}
 
 
@@ -302,6 +302,6 @@ def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None
     routes = [route_scores(store, config, row, details) for row in board if row["route"] in config.routes]
     from .diagnosis import open_problems
 
-    return {"rehearsal": rehearsal_of(store, config), "routes": routes, "matched_panel": matched_panel(store),
+    return {"rehearsal": rehearsal_of(store, config), "score_scale": "0-1", "routes": routes, "matched_panel": matched_panel(store),
             "dataset_sha256": store.meta("dataset_sha256"), "batchrun_version": __version__,
             "problems": [p.as_json() for p in open_problems(store, config, requests="requests_now")]}

@@ -24,7 +24,7 @@ from typing import Any
 from . import jsonl
 from .config import Config, Route
 from .corpus import Corpus, EscapedDocument
-from .cost import online_cost, request_cost
+from .cost import ExpectedOutput, expected_output, online_cost, request_cost
 from .dataset import RubricItem
 from .errors import DataError
 from .ledger import Pending, pending_requests, sync_state
@@ -51,10 +51,13 @@ class RouteSummary:
     files: int = 0
     bytes: int = 0
     est_input_tokens: int = 0
-    est_output_tokens: int = 0
+    est_output_tokens: int = 0  # the bound: every answer uses its whole max_tokens
+    expected_output_tokens: int = 0  # what the route's answers are expected to use (cost.ExpectedOutput)
+    expected_basis: str = ""  # where that expectation comes from: observed answers, or the prior
     judge_requests_expected: int = 0  # judge prompts the answers to send will need (if all are valid)
-    est_cost_batch: float | None = 0.0  # summed per request (long-context tiers are per request); None = unknown price
-    est_cost_online: float | None = 0.0
+    est_cost_expected: float | None = 0.0  # the expected cost at the batch rate; None = unknown price
+    est_cost_batch: float | None = 0.0  # the bound (--budget checks it), summed per request (long-context tiers are per request)
+    est_cost_online: float | None = 0.0  # the bound at the online rate
 
 
 @dataclass
@@ -118,8 +121,10 @@ class _BackgroundSha256:
 class ShardWriter:
     """Request files for one route and stage, cut at the route's request and byte limits."""
 
-    def __init__(self, store: Store, config: Config, route: Route, stage: str, result: PlanResult, summary: RouteSummary):
+    def __init__(self, store: Store, config: Config, route: Route, stage: str, result: PlanResult, summary: RouteSummary,
+                 expected: ExpectedOutput):
         self.store, self.config, self.route, self.stage = store, config, route, stage
+        self.expected = expected
         self.result, self.summary = result, summary
         self.batch_id: str | None = None
         self.file: Any = None
@@ -130,6 +135,7 @@ class ShardWriter:
         self.est_in = 0
         self.est_out = 0
         self.est_cost: float | None = 0.0
+        self.expected_cost: float | None = 0.0
 
     def write(self, custom_id: str, parts: list[bytes | EscapedDocument], est_in: int, est_out: int) -> None:
         size = sum(len(p) for p in parts)
@@ -156,6 +162,8 @@ class ShardWriter:
         self.est_out += est_out
         c = request_cost(self.route, est_in, est_out)
         self.est_cost = None if (c is None or self.est_cost is None) else self.est_cost + c
+        e = request_cost(self.route, est_in, self.expected.tokens(self.route.name, self.stage, est_out))
+        self.expected_cost = None if (e is None or self.expected_cost is None) else self.expected_cost + e
 
     def _open(self) -> None:
         db = self.store.db
@@ -174,7 +182,7 @@ class ShardWriter:
         self.file = open(self.tmp, "wb", buffering=1 << 20)
         self.sha = _BackgroundSha256()
         self.n = self.bytes = self.est_in = self.est_out = 0
-        self.est_cost = 0.0
+        self.est_cost = self.expected_cost = 0.0
         self.ids = []
 
     def abort(self) -> None:
@@ -200,7 +208,7 @@ class ShardWriter:
         db = self.store.db
         with db.atomic():
             move(self.store, self.batch_id, Status.PLANNED, sha256=self.sha.hexdigest(), bytes=self.bytes, n_requests=self.n,
-                 est_input_tokens=self.est_in, est_output_tokens=self.est_out, est_cost=est_cost)
+                 est_input_tokens=self.est_in, est_output_tokens=self.est_out, est_cost=est_cost, expected_cost=self.expected_cost)
             db.conn.executemany(
                 "INSERT INTO batch_requests (batch_id, custom_id, position) VALUES (?, ?, ?)",
                 [(self.batch_id, cid, i) for i, cid in enumerate(self.ids)],
@@ -273,13 +281,14 @@ def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dat
     summaries = _route_summaries(store, config)
     result.routes = list(summaries.values())
     pending = pending_requests(store, config, routes=routes, stages=stages)
-    _add_estimates(config, summaries, pending)
+    expected = expected_output(store, config)
+    _add_estimates(config, summaries, pending, expected)
     if not write:
         for p in pending:
             summaries[(p.route, p.stage)].to_send += 1
         return result
     if pending:
-        files = _Files(store, config, result, summaries)
+        files = _Files(store, config, result, summaries, expected)
         try:
             _write_judge_requests(files, tasks, [p for p in pending if p.stage == "judge"])
             _write_generation_requests(files, tasks, dataset_path, doc_paths, [p for p in pending if p.stage == "gen"])
@@ -295,7 +304,7 @@ def _route_summaries(store: Store, config: Config) -> dict[tuple[str, str], Rout
     for route in config.contestants:
         s = RouteSummary(route.name, "gen", route.provider, route.transport)
         if not route.price.known:  # unknown, even with nothing to send: never shown as $0
-            s.est_cost_batch = s.est_cost_online = None
+            s.est_cost_batch = s.est_cost_online = s.est_cost_expected = None
         row = store.one(
             """SELECT count(*) AS tasks, sum(scope = 'out_of_context_scope') AS ooc, sum(scope = 'send') AS send
                FROM cells c JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp
@@ -305,7 +314,7 @@ def _route_summaries(store: Store, config: Config) -> dict[tuple[str, str], Rout
     for route in config.judges:
         s = RouteSummary(route.name, "judge", route.provider, route.transport)
         if not route.price.known:
-            s.est_cost_batch = s.est_cost_online = None
+            s.est_cost_batch = s.est_cost_online = s.est_cost_expected = None
         s.requests = store.scalar(
             "SELECT count(*) FROM requests r JOIN config_routes j ON j.route = r.route AND j.policy_fp = r.policy_fp WHERE r.stage = 'judge' AND j.role = 'judge' AND r.route = ?",
             [route.name]) or 0
@@ -313,10 +322,13 @@ def _route_summaries(store: Store, config: Config) -> dict[tuple[str, str], Rout
     return summaries
 
 
-def _add_estimates(config: Config, summaries: dict[tuple[str, str], RouteSummary], pending: list[Pending]) -> None:
-    """Add each pending request's estimated tokens and cost to its route's summary, and the judge
-    requests every answer to send will need (if it is valid)."""
+def _add_estimates(config: Config, summaries: dict[tuple[str, str], RouteSummary], pending: list[Pending],
+                   expected: ExpectedOutput) -> None:
+    """Add each pending request's estimated tokens and costs (expected and bound) to its route's
+    summary, and the judge requests every answer to send will need (if it is valid)."""
     panel = len(config.judging.panel)
+    for summary in summaries.values():
+        summary.expected_basis = expected.basis(summary.route, summary.stage)
     for p in pending:
         s = summaries.get((p.route, p.stage))
         if s is None:
@@ -328,6 +340,10 @@ def _add_estimates(config: Config, summaries: dict[tuple[str, str], RouteSummary
         online = online_cost(route, p.est_input_tokens, p.est_output_tokens)
         s.est_cost_batch = None if (batch is None or s.est_cost_batch is None) else s.est_cost_batch + batch
         s.est_cost_online = None if (online is None or s.est_cost_online is None) else s.est_cost_online + online
+        out = expected.tokens(p.route, p.stage, p.est_output_tokens)
+        s.expected_output_tokens += out
+        e = request_cost(route, p.est_input_tokens, out)
+        s.est_cost_expected = None if (e is None or s.est_cost_expected is None) else s.est_cost_expected + e
         if p.stage == "gen":
             s.judge_requests_expected += panel
 
@@ -341,10 +357,11 @@ class _Files:
     config: Config
     result: PlanResult
     summaries: dict[tuple[str, str], RouteSummary]
+    expected: ExpectedOutput
     opened: list[ShardWriter] = field(default_factory=list)
 
     def writer(self, route: Route, stage: str) -> ShardWriter:
-        writer = ShardWriter(self.store, self.config, route, stage, self.result, self.summaries[(route.name, stage)])
+        writer = ShardWriter(self.store, self.config, route, stage, self.result, self.summaries[(route.name, stage)], self.expected)
         self.opened.append(writer)
         return writer
 

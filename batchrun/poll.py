@@ -41,6 +41,19 @@ DOWNLOAD_ATTEMPTS = 3  # fetches of a truncated result file per poll
 MAX_DOWNLOAD_ATTEMPTS = 5 * DOWNLOAD_ATTEMPTS
 
 
+@dataclass(frozen=True)
+class BatchProgress:
+    """How far a running batch is, where its provider says (BatchStatus.requests_done)."""
+
+    batch_id: str
+    done: int
+    total: int
+    seconds_left: float | None  # None until a request has finished: no rate to go by yet
+
+    def words(self) -> str:
+        return f"{self.batch_id} {self.done}/{self.total}"
+
+
 @dataclass
 class PollResult:
     in_flight: int = 0
@@ -48,6 +61,19 @@ class PollResult:
     downloaded: list[str] = field(default_factory=list)
     requests_in_flight: int = 0
     provider_errors: int = 0
+    running: list[BatchProgress] = field(default_factory=list)
+
+    def in_flight_words(self) -> str:
+        """The live line's account of the batches in flight: counts per batch where the providers
+        report them, and the longest time left estimated from them."""
+        text = f"{self.in_flight} batch(es) in flight ({self.requests_in_flight} requests)"
+        if self.running:
+            shown = [p.words() for p in self.running[:4]] + ([f"+{len(self.running) - 4} more"] if len(self.running) > 4 else [])
+            text += ": " + ", ".join(shown) + " done"
+            lefts = [p.seconds_left for p in self.running if p.seconds_left is not None]
+            if lefts:
+                text += f", about {duration_words(max(lefts))} left"
+        return text
 
     def waiting(self, b: dict[str, Any]) -> None:
         """Count a batch as still in flight (running, or results not yet fetched)."""
@@ -58,6 +84,22 @@ class PollResult:
 # Provider words that only restate a terminal state (after dropping Gemini's JOB_STATE_/
 # BATCH_STATE_ prefix): an event line shows batchrun's word alone for these.
 _PLAIN_PROVIDER_WORDS = {"ended", "completed", "succeeded", "canceled", "cancelled", "failed", "expired", "done"}
+
+
+def duration_words(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def time_left(started: float | None, done: int, total: int, now: float) -> float | None:
+    """Time left at the rate so far (requests done since the batch was submitted): None before the
+    first request is done, or once all are."""
+    if started is None or done <= 0 or done >= total or now <= started:
+        return None
+    return (now - started) * (total - done) / done
 
 
 def state_words(status: BatchStatus) -> str:
@@ -109,8 +151,12 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
     # An 'ended' batch whose download did not finish is simply retrieved again (idempotent).
     status = adapter.retrieve(client, route, b["provider_batch_id"])
     faults.point("poll.after_retrieve")
+    counts_json = json.dumps(status.counts)
+    # One line per change of a batch's counts (compared with what the last poll recorded, in this
+    # run or an earlier one), not one per poll: a cron log reads as a list of events.
+    counts_moved = b["status"] == Status.IN_FLIGHT and counts_json != b["counts_json"]
     if b["status"] == Status.IN_FLIGHT:
-        fields: dict[str, Any] = dict(provider_status=status.raw_status, counts_json=json.dumps(status.counts),
+        fields: dict[str, Any] = dict(provider_status=status.raw_status, counts_json=counts_json,
                                       last_seen_json=json.dumps(status.raw, default=str))
         if status.state in TERMINAL_STATES:
             move(store, b["id"], Status.ENDED, **fields, ended_at=time.time(), error=status.error, provider_state=status.state,
@@ -121,6 +167,12 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
             record(store, b["id"], **fields)
     if status.state not in TERMINAL_STATES:
         result.waiting(b)
+        if status.requests_done is not None and status.n_requests:
+            left = time_left(b["submitted_at"] or status.created_at, status.requests_done, status.n_requests, time.time())
+            running = BatchProgress(b["id"], status.requests_done, status.n_requests, left)
+            result.running.append(running)
+            if counts_moved and running.done > 0:
+                progress.event(f"{running.words()} requests done" + (f", about {duration_words(left)} left" if left is not None else ""))
         return
     files, attempts, complete = _download(store, b, adapter, client, route, status)
     names = ", ".join(f.name for f in files)
@@ -294,8 +346,8 @@ def poll(store: Store, config: Config, *, wait: bool = False, interval: float = 
         if timeout is not None and waited + interval > timeout:
             progress.done()
             return result
-        progress.status(f"{result.in_flight} batch(es) in flight ({result.requests_in_flight} requests), waited {waited:.0f}s")
+        progress.status(f"{result.in_flight_words()}; waited {waited:.0f}s")
         time.sleep(interval)
 
 
-__all__ = ["poll", "poll_once", "PollResult", "ProviderError"]
+__all__ = ["poll", "poll_once", "BatchProgress", "PollResult", "ProviderError"]

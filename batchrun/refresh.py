@@ -114,7 +114,7 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
             while waited < interval:
                 progress.status(
                     f"{progress.counters['files_written']} file(s) written, {progress.counters['bytes_uploaded']:,} bytes uploaded; "
-                    f"{p.in_flight} batch(es) in flight ({p.requests_in_flight} requests); "
+                    f"{p.in_flight_words()}; "
                     f"waited {time.time() - started:.0f}s, next check in {interval - waited:.0f}s")
                 step = min(1.0, interval - waited)
                 time.sleep(step)

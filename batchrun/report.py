@@ -3,7 +3,9 @@
 With the statistics of analysis.full_report (`data["statistics"]`), Markdown and CSV gain the 95%
 intervals, coverage and indistinguishable groups, and Markdown the adjacent-rank comparisons,
 breakdowns by language and document length, the judge panel's agreement and what changed since
-the last refresh; JSON carries all of it. Markdown shows scores 0-100; CSV and JSON fractions 0-1.
+the last refresh; JSON carries all of it. One scale per medium, labelled where it is read: Markdown
+(like the HTML site and the terminal) shows 0-100 in headers that say so; CSV and JSON carry
+fractions 0-1 (as state.db does), in a `score_scale` column / field that says "0-1".
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import json
 from typing import Any
 
 from .providers import get_adapter
+
+# The scale of every score in JSON and CSV (and state.db): fractions. Said in the output itself.
+SCORE_SCALE = "0-1"
 
 
 def _pct(value: float | None) -> str:
@@ -42,7 +47,7 @@ def _statistics_md(st: dict[str, Any]) -> list[str]:
     ranked = pw["routes"]
     index = {(p["a"], p["b"]): p for p in pw["pairs"]}
     if len(ranked) > 1:
-        lines += ["", "Adjacent ranks (a − b; All-tasks: every task, zero-filled; Both scored: the tasks both scored):", "",
+        lines += ["", "Adjacent ranks (a − b in points, 0–100; All-tasks: every task, zero-filled; Both scored: the tasks both scored):", "",
                   "| a | b | Δ All-tasks (95% CI) | W/L/T | sign p | Holm p | perm. p | Δ Both scored (95% CI) | n | Holm p |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for a, b in zip(ranked, ranked[1:]):
@@ -61,7 +66,7 @@ def _statistics_md(st: dict[str, Any]) -> list[str]:
         if d["dimension"] not in ("language", "doc_length") or not ranked:
             continue
         values = d["values"]
-        lines += ["", f"{d['title']} ({d['rule']}): All-tasks (95% CI)", "",
+        lines += ["", f"{d['title']} ({d['rule']}): All-tasks 0–100 (95% CI)", "",
                   "| Route | " + " | ".join(f"{v['value']} (n={v['n_tasks']})" for v in values) + " |",
                   "|---|" + "---:|" * len(values)]
         for r in ranked:
@@ -74,7 +79,7 @@ def _statistics_md(st: dict[str, Any]) -> list[str]:
     if j["panel"]:
         alpha = j["krippendorff_alpha_interval"]
         lines += ["", f"Judge panel: Krippendorff's alpha (interval) {'—' if alpha is None else f'{alpha:.3f}'} over "
-                      f"{j['alpha_units']} answers; " + "; ".join(
+                      f"{j['alpha_units']} answers; scores 0–100: " + "; ".join(
                           f"{x['judge']} mean {_pct(x['mean_score'])}, retries {_pct(x['retry_rate'])}%, "
                           f"parse failures {x['parse_failures']}" for x in j["judges"]) + "."]
         if j["agreement"]:
@@ -147,7 +152,7 @@ def render(data: dict[str, Any], fmt: str) -> str:
                  "bootstrap_resamples", "bootstrap_seed"] if st else []
         # `rehearsal` stays the last column.
         w.writerow(["rank", "route", "model", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks",
-                    "out_of_context_n", "failed_n", "pending_n", "complete", *extra, "rehearsal"])
+                    "out_of_context_n", "failed_n", "pending_n", "complete", *extra, "score_scale", "rehearsal"])
         for i, r in enumerate(routes, 1):
             row = [i, r["route"], r["model"], r["all_tasks_overall"], r["scored_overall"], r["scored_n"], r["n_tasks"],
                    r["out_of_context_n"], r["failed_n"], r["pending_n"], r["complete"]]
@@ -156,13 +161,13 @@ def render(data: dict[str, Any], fmt: str) -> str:
                 a, sc = s.get("all_tasks") or {}, s.get("scored") or {}
                 row += [a.get("low"), a.get("high"), sc.get("low"), sc.get("high"), s.get("group"), r.get("waiting_n"),
                         r.get("blocked_n"), r.get("accepted_n"), st["bootstrap"]["resamples"], st["bootstrap"]["seed"]]
-            w.writerow([*row, rehearsal or ""])
+            w.writerow([*row, SCORE_SCALE, rehearsal or ""])
         return buf.getvalue()
     lines = [f"# {rehearsal_title(rehearsal)}", ""] if rehearsal else []
     st = data.get("statistics")
     lines += [
-        "| # | Route | Model | All-tasks | Scored (n) | Out of context | Failed | Pending |"
-        + (" All-tasks 95% CI | Scored 95% CI | Group |" if st else ""),
+        "| # | Route | Model | All-tasks (0–100) | Scored (0–100) (n) | Out of context | Failed | Pending |"
+        + (" All-tasks 95% CI (0–100) | Scored 95% CI (0–100) | Group |" if st else ""),
         "|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|:---:|" if st else ""),
     ]
     for i, r in enumerate(routes, 1):
@@ -194,7 +199,7 @@ def render(data: dict[str, Any], fmt: str) -> str:
     if st:
         lines += _statistics_md(st)
     mp = data["matched_panel"]
-    lines += ["", f"Matched panel ({mp['n_tasks']} tasks scored by every route; robustness view only): "
+    lines += ["", f"Matched panel ({mp['n_tasks']} tasks scored by every route; robustness view only; 0–100): "
               + ", ".join(f"{k} {_pct(v)}" for k, v in mp["routes"].items())]
     lines += ["", "Provenance:"]
     for r in routes:

@@ -642,6 +642,28 @@ def m013_probes(db: Database) -> None:
 
 
 @migrations()
+def m014_expected_cost(db: Database) -> None:
+    # Two estimates per batch: est_cost, the bound (every answer uses its whole max_tokens; what
+    # --budget checks), and expected_cost, from the output the route really writes (cost.py). The
+    # cost view shows both beside the actual spend. Older batches have no expected cost (NULL).
+    db.execute("ALTER TABLE batches ADD COLUMN expected_cost REAL")
+    db.execute("DROP VIEW cost")
+    db.execute(
+        """CREATE VIEW cost AS
+        SELECT b.route, b.stage, b.provider, b.transport,
+          date(coalesce(b.ended_at, b.submitted_at, b.created_at), 'unixepoch', 'localtime', '-12 hours') AS night,
+          b.id AS batch_id, count(r.id) AS results,
+          sum(r.input_tokens) AS input_tokens, sum(r.output_tokens) AS output_tokens,
+          sum(r.reasoning_tokens) AS reasoning_tokens, sum(r.cached_tokens) AS cached_tokens,
+          b.est_cost AS estimated_cost, b.expected_cost AS expected_cost,
+          CASE WHEN count(r.id) > 0 AND count(r.cost) = count(r.id) THEN sum(r.cost) END AS actual_cost
+        FROM batches b LEFT JOIN results r ON r.batch_id = b.id
+        WHERE b.status NOT IN ('writing', 'abandoned', 'superseded', 'planned')
+        GROUP BY b.id"""
+    )
+
+
+@migrations()
 def m016_result_file_checksums(db: Database) -> None:
     # The sha256 of each result file as downloaded (or, for the sync transport, as written when
     # its last answer arrived), in the order of result_files_json: collect reads a file only if it
@@ -659,6 +681,9 @@ def schema_markdown() -> str:
         "",
         "Generated from the migrations in `batchrun/schema.py` by `python -m batchrun.schema_doc`;",
         "do not edit by hand (a test checks it is current).",
+        "",
+        "Scores are fractions 0–1 in every table and view (`judgments.score`, `leaderboard.all_tasks_overall`,",
+        "`leaderboard.scored_overall`, `cell_status.score`...), as in JSON and CSV; Markdown and HTML show 0–100.",
         "",
     ]
     for kind in ("table", "view"):

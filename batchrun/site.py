@@ -188,8 +188,8 @@ def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
     return (
         '<section id="leaderboard"><h2>Leaderboard</h2>'
         '<div class="scroll"><table class="leaderboard"><thead><tr><th class="num"># <span class="ci">group</span></th><th>Route</th>'
-        '<th class="num">All-tasks<span class="ci">95% CI</span></th><th class="plot">● All-tasks ◇ Scored, 95% CI'
-        f'{axis()}</th><th class="num">Scored (n)<span class="ci">95% CI</span></th><th>Coverage</th></tr></thead><tbody>'
+        '<th class="num">All-tasks (0–100)<span class="ci">95% CI</span></th><th class="plot">● All-tasks ◇ Scored, 95% CI'
+        f'{axis()}</th><th class="num">Scored (0–100) (n)<span class="ci">95% CI</span></th><th>Coverage</th></tr></thead><tbody>'
         + "".join(rows) + "</tbody></table></div>"
         f'<p class="note">{coverage_legend()}</p>'
         f'<p class="note">Scores are 0–100. <b>All-tasks</b> counts every task ({e(data["routes"][0]["n_tasks"] if routes else 0)}), '
@@ -349,7 +349,7 @@ def _judges(st: dict[str, Any]) -> str:
     return (
         '<section id="judges"><h2>Judge panel</h2>'
         f'<p><b>Krippendorff\'s alpha (interval)</b> for the panel: {fmt(alpha, 3)} over {j["alpha_units"]} answers.</p>'
-        '<div class="scroll"><table class="judges"><thead><tr><th>Judge</th><th class="num">Mean score</th><th class="num">Scored</th>'
+        '<div class="scroll"><table class="judges"><thead><tr><th>Judge</th><th class="num">Mean score (0–100)</th><th class="num">Scored</th>'
         '<th class="num">Attempts</th><th class="num">Retry rate</th><th class="num">Parse failures</th></tr></thead><tbody>'
         + rows + '</tbody></table></div><h3>Pairwise agreement (per-answer scores)</h3><div class="scroll"><table><thead><tr>'
         '<th>Judges</th><th class="num">n</th><th class="num">Pearson</th><th class="num">Spearman</th>'

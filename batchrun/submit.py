@@ -134,7 +134,7 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         progress.event(f"wrote {bid}: {b['n_requests']} requests, {b['bytes']:,} bytes")
     batches = _unsent(store, config, routes, stages)
     if dry_run:
-        result.unsent = [{k: b[k] for k in ("id", "route", "stage", "status", "n_requests", "est_cost")} for b in batches]
+        result.unsent = [{k: b[k] for k in ("id", "route", "stage", "status", "n_requests", "expected_cost", "est_cost")} for b in batches]
         return result
 
     resolve_uncertain_creations(store, config, result, progress)

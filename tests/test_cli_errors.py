@@ -118,6 +118,37 @@ CONFIG_ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]
 }
 
 
+def test_every_config_problem_is_reported_at_once_with_a_did_you_mean(project: Project) -> None:
+    before = prepare(project, False)
+
+    def many(cfg: dict[str, Any]) -> None:
+        cfg.update(budgt=5, budget="lots", generation={"max_token": 100, "temperature": "hot"})
+        cfg["routes"]["gpt"].update(reasoning="yes", caps={"en": -5})
+        cfg["routes"]["claude"].update(temprature=0.1)
+
+    edit_config(project, many)
+    result = project.run("plan")
+    assert_clean_error(result, str(project.config_path), "7 problems in the config",
+                       "`budgt` is not a known key", "Did you mean `budget`?",
+                       "`budget` must be a number (got 'lots')",
+                       "`generation.max_token` is not a known key", "Did you mean `max_tokens`?",
+                       "`generation.temperature` must be a number",
+                       '`routes."gpt".reasoning` must be true or false', '`routes."gpt".caps.en` must be at least 1',
+                       '`routes."claude".temprature` is not a known key', "Did you mean `send_temperature`?")
+    # Numbered one per line, and a top-level key never prints with a stray dot.
+    assert "  1. " in result.stderr and "  7. " in result.stderr
+    assert "`.budg" not in result.output
+    assert snapshot(project) == before
+    # One problem alone reads as before: no list.
+    edit_config(project, lambda cfg: (cfg.pop("budgt"), cfg.pop("budget"), cfg.pop("generation"),
+                                      cfg["routes"]["gpt"].pop("reasoning"), cfg["routes"]["gpt"].pop("caps"),
+                                      cfg["routes"]["claude"].pop("temprature")) and None)
+    edit_config(project, lambda cfg: cfg.update(budgt=5))
+    result = project.run("plan")
+    assert_clean_error(result, "`budgt` is not a known key", "Did you mean `budget`?")
+    assert "problems in the config" not in result.output
+
+
 @WITH_STATE
 @pytest.mark.parametrize("case", list(CONFIG_ERRORS))
 def test_config_errors_are_clear_and_leave_state_untouched(project: Project, case: str, with_state: bool) -> None:
@@ -256,11 +287,11 @@ DATA_ERRORS: dict[str, tuple[Callable[[Project], None], tuple[str, ...]]] = {
     "json_syntax_multiline": (_write_json_text('[\n {"task_id": "t1"},\n {"task_id": }\n]'), ("invalid JSON", "line 3")),
     "jsonl_line_3_broken": (_broken_jsonl_line3, ("tasks.jsonl, line 3", "invalid JSON", "fix or remove that line")),
     "jsonl_ground_truth_not_json": (_bad_ground_truth_string, ("line 2", "task t2", "`ground_truth`", "not valid JSON")),
-    "missing_question_text": (_mutate_records(_delete(1, "question_text")), ("record 1", "task t2", "`question_text`")),
-    "empty_question_text": (_mutate_records(_set(2, question_text="  ")), ("record 2", "task t3", "`question_text`")),
+    "missing_question_text": (_mutate_records(_delete(1, "question_text")), ("record 2", "task t2", "`question_text`")),
+    "empty_question_text": (_mutate_records(_set(2, question_text="  ")), ("record 3", "task t3", "`question_text`")),
     "missing_question_text_jsonl": (_mutate_records(_delete(1, "question_text"), "jsonl"), ("line 2", "task t2", "`question_text`")),
-    "missing_corpus_file": (_mutate_records(_delete(0, "corpus_file")), ("record 0", "task t1", "`corpus_file`")),
-    "missing_task_id": (_mutate_records(_delete(3, "task_id")), ("record 3", "`task_id`")),
+    "missing_corpus_file": (_mutate_records(_delete(0, "corpus_file")), ("record 1", "task t1", "`corpus_file`")),
+    "missing_task_id": (_mutate_records(_delete(3, "task_id")), ("record 4", "`task_id`")),
     "missing_rubric": (_mutate_records(_gt(1, scoring_rubric=None)), ("task t2", "`ground_truth.scoring_rubric`", "missing")),
     "missing_ground_truth": (_mutate_records(_delete(1, "ground_truth")), ("task t2", "`ground_truth`")),
     "rubric_not_a_list": (_mutate_records(_gt(2, scoring_rubric={"points": 50, "correct_criterion": "x"})),
@@ -276,7 +307,7 @@ DATA_ERRORS: dict[str, tuple[Callable[[Project], None], tuple[str, ...]]] = {
     "points_negative": (_mutate_records(_gt(0, scoring_rubric=[{"points": -5, "correct_criterion": "a"}])),
                         ("task t1", "scoring_rubric[0].points", "negative")),
     "criterion_missing": (_mutate_records(_gt(0, scoring_rubric=[{"points": 5}])), ("task t1", "scoring_rubric[0].correct_criterion")),
-    "duplicate_ids": (_mutate_records(_set(3, task_id="t1")), ("record 3", "duplicate task id 't1'", "first seen at", "record 0")),
+    "duplicate_ids": (_mutate_records(_set(3, task_id="t1")), ("record 4", "duplicate task id 't1'", "first seen at", "record 1")),
     "duplicate_ids_jsonl": (_mutate_records(_set(3, task_id="t1"), "jsonl"), ("line 4", "duplicate task id 't1'", "line 1")),
     "missing_corpus_document": (lambda p: (p.root / "corpus" / "lab.txt").unlink(), ("task t3", "lab.txt", "does not exist")),
     "document_not_utf8": (_not_utf8, ("task t3", "lab.txt", "not UTF-8", "offset", "iconv")),

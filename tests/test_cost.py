@@ -103,7 +103,7 @@ def table(stdout: str) -> dict[tuple[str, str], list[str]]:
     rows = {}
     for line in stdout.splitlines():
         parts = line.split()
-        if len(parts) == 12 and parts[1] in ("gen", "judge"):
+        if len(parts) == 14 and parts[1] in ("gen", "judge"):
             rows[(parts[0], parts[1])] = parts
     return rows
 
@@ -191,7 +191,11 @@ def test_estimate_by_hand_matches_plan_json_and_dry_run(project: Project, emulat
     for name, (ins, out, price, discount) in expected.items():
         batch = sum(cost(price, ins[t], out, discount) for t in ins)
         online = sum(cost(price, ins[t], out, 1.0) for t in ins)
-        hand[name] = {"in": sum(ins.values()), "out": out * len(ins), "batch": batch, "online": online}
+        # Expected: before any answer, the prior (a quarter of max_tokens) per request.
+        expected_out = math.ceil(out * 0.25)
+        hand_expected = sum(cost(price, ins[t], expected_out, discount) for t in ins)
+        hand[name] = {"in": sum(ins.values()), "out": out * len(ins), "batch": batch, "online": online,
+                      "exp_out": expected_out * len(ins), "expected": hand_expected}
     # The tiers by hand: t1 (203) is above 190 but not above 204, t2 (205) above 204, t3 (183) base,
     # t4 (192) above 190 -- so gem's estimate is not the base price applied to its total.
     assert hand["gem"]["batch"] == pytest.approx(
@@ -206,11 +210,15 @@ def test_estimate_by_hand_matches_plan_json_and_dry_run(project: Project, emulat
     for name, h in hand.items():
         r = rows[(name, "gen")]
         assert r[4] == "4", r  # to send
-        assert r[7:12] == [f"{h['in']:,}", f"{h['out']:,}", "8", money(h["batch"]), money(h["online"])], r
+        assert r[7:14] == [f"{h['in']:,}", f"{h['exp_out']:,}", f"{h['out']:,}", "8", money(h["expected"]), money(h["batch"]),
+                           money(h["online"])], r
     for judge in ("judge-a", "judge-g"):
-        assert rows[(judge, "judge")][7:10] == ["0", "0", "0"]
+        assert rows[(judge, "judge")][7:11] == ["0", "0", "0", "0"]
     total = sum(h["batch"] for h in hand.values())
-    assert f"total estimated: {money(total)} at the batch rate" in dry.stdout
+    expected_total = sum(h["expected"] for h in hand.values())
+    assert (f"total estimated at the batch rate: {money(expected_total)} expected, {money(total)} bound (what --budget checks)"
+            in dry.stdout)
+    assert "expected output: 25% of max_tokens before any answer (claude, gem, gpt); bound: every answer uses its whole max_tokens" in dry.stdout
 
     # plan --json: exact numbers per route.
     data = plan_rows(ok(project.run("plan", "--json", emulator=emulator)).stdout)
@@ -219,6 +227,7 @@ def test_estimate_by_hand_matches_plan_json_and_dry_run(project: Project, emulat
         assert (r["to_send"], r["est_input_tokens"], r["est_output_tokens"]) == (4, h["in"], h["out"]), r
         assert r["est_cost_batch"] == pytest.approx(h["batch"], rel=1e-12)
         assert r["est_cost_online"] == pytest.approx(h["online"], rel=1e-12)
+        assert r["est_cost_expected"] == pytest.approx(h["expected"], rel=1e-12) and r["expected_basis"] == "prior: 25% of max_tokens"
         assert r["judge_requests_expected"] == 4 * 2  # requests to send x panel size
     assert data[("claude", "gen")]["est_cost_batch"] == data[("claude", "gen")]["est_cost_online"]  # sync: no discount
     assert data[("gpt", "gen")]["est_cost_online"] == pytest.approx(2 * data[("gpt", "gen")]["est_cost_batch"])
@@ -537,7 +546,7 @@ def test_actual_cost_from_usage_matches_hand_computation(project: Project) -> No
         assert line.split()[-2:] == [money(acc["estimated_cost"]), money(acc["actual_cost"])]
     # --since: a later night has nothing yet.
     later = json.loads(ok(project.run("cost", "--json", "--since", "9999-01-01", emulator=emu)).stdout)
-    assert later == {"rows": [], "nights": []}
+    assert later["rows"] == [] and later["nights"] == [] and later["routes"] == []
 
 
 def test_failed_request_lines_cost_nothing_not_unknown(project: Project, emulator: Emulator) -> None:
@@ -593,14 +602,15 @@ def test_unknown_price_is_unknown_everywhere_never_zero(project: Project, emulat
     }
     setup(project, routes, ["jx"])
     gpt_batch = sum(cost(GPT_PRICE, est_in(q, f), BUDGET_PLAIN, 0.5) for _, q, f in TASKS)
+    gpt_expected = sum(cost(GPT_PRICE, est_in(q, f), BUDGET_PLAIN // 4, 0.5) for _, q, f in TASKS)
 
     def check_table(stdout: str, pending: bool = True) -> None:
         rows = table(stdout)
-        assert rows[("anon", "gen")][10:] == ["unknown", "unknown"]
-        assert rows[("jx", "judge")][10:] == ["unknown", "unknown"]
+        assert rows[("anon", "gen")][11:] == ["unknown", "unknown", "unknown"]
+        assert rows[("jx", "judge")][11:] == ["unknown", "unknown", "unknown"]
         if pending:
-            assert rows[("gpt", "gen")][10:] == [money(gpt_batch), money(2 * gpt_batch)]
-            assert "total estimated: unknown at the batch rate" in stdout
+            assert rows[("gpt", "gen")][11:] == [money(gpt_expected), money(gpt_batch), money(2 * gpt_batch)]
+            assert "total estimated at the batch rate: unknown expected, unknown bound" in stdout
         assert not any("$0" in line for line in stdout.splitlines() if line.startswith(("anon ", "jx ")))
 
     check_table(ok(project.run("submit", "--dry-run", emulator=emulator)).stdout)
@@ -627,12 +637,19 @@ def test_unknown_price_is_unknown_everywhere_never_zero(project: Project, emulat
     assert rows["jx"]["estimated_cost"] is None and rows["jx"]["actual_cost"] is None
     assert rows["gpt"]["actual_cost"] == pytest.approx(sum(r["cost"] for r in by_route["gpt"]), rel=1e-12)
     (night,) = data["nights"]
-    assert night["estimated_cost"] is None and night["actual_cost"] is None  # a total with an unknown part is unknown
+    # A night's total is the priced routes' sum, with the unpriced ones named: not an unknown total.
+    assert night["actual_cost"] == pytest.approx(rows["gpt"]["actual_cost"], rel=1e-12)
+    assert night["estimated_cost"] == pytest.approx(rows["gpt"]["estimated_cost"], rel=1e-12)
+    assert sorted(night["unpriced_routes"]) == ["anon", "jx"]
     text = ok(project.run("cost", emulator=emulator)).stdout
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) > 2 and parts[1] in ("anon", "jx", "TOTAL"):
-            assert parts[-2:] == ["unknown", "unknown"], line
+        if len(parts) > 2 and parts[1] in ("anon", "jx"):
+            assert parts[-3:] == ["unknown", "unknown", "unknown"], line
+    (total,) = [line for line in text.splitlines() if " TOTAL " in line]
+    assert "unknown" not in total and money(rows["gpt"]["actual_cost"]) in total
+    assert "priced routes only: 2 route(s) unpriced (anon, jx)" in total
+    assert "Nights run noon to noon, local time" in text
     assert "unknown" not in next(line for line in text.splitlines() if " gpt " in line)
 
 
@@ -742,3 +759,46 @@ def test_provider_quota_refusal_leaves_requests_pending_and_a_later_submit_sends
     (night,) = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)["nights"]
     spent = sum(r["cost"] for r in project.sql("SELECT cost FROM results"))
     assert night["actual_cost"] == pytest.approx(spent, rel=1e-12)
+
+
+# --- expected cost and bound ------------------------------------------------------------------
+
+
+def test_expected_cost_learns_from_answers_and_cost_shows_its_error(project: Project, emulator: Emulator) -> None:
+    """Before any answer the expected cost uses the stated prior (a quarter of max_tokens); once a
+    route has answered, the mean of its answers. `cost` puts the expected estimate beside the bound
+    and the actual spend, per route, with the error."""
+    routes = {"gpt": route("openai", "gpt-5.5", price=GPT_PRICE), "judge-a": route("anthropic", "claude-sonnet-4-6", price=CLAUDE_PRICE)}
+    setup(project, routes, ["judge-a"])
+    # plan then submit --dry-run: the planned, unsent batches are listed with both figures.
+    ok(project.run("plan", emulator=emulator))
+    dry = ok(project.run("submit", "--dry-run", emulator=emulator)).stdout
+    (planned,) = project.sql("SELECT id, expected_cost, est_cost FROM batches WHERE stage = 'gen'")
+    assert 0 < planned["expected_cost"] < planned["est_cost"]
+    assert (f"  {planned['id']}  gpt gen  planned  4 request(s)  expected {money(planned['expected_cost'])}, "
+            f"bound {money(planned['est_cost'])}") in dry
+    ok(project.run("refresh", "--interval", "0.05", emulator=emulator))
+
+    data = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)
+    per_route = {(r["route"], r["stage"]): r for r in data["routes"]}
+    gen = per_route[("gpt", "gen")]
+    batches = project.sql("SELECT sum(expected_cost) AS expected, sum(est_cost) AS bound FROM batches WHERE route = 'gpt' AND stage = 'gen'")[0]
+    actual = project.sql("SELECT sum(r.cost) AS c FROM results r JOIN requests q USING (custom_id) WHERE q.route = 'gpt'")[0]["c"]
+    assert gen["expected_cost"] == pytest.approx(batches["expected"]) and gen["estimated_cost"] == pytest.approx(batches["bound"])
+    assert gen["actual_cost"] == pytest.approx(actual) and gen["error"] == pytest.approx((actual - batches["expected"]) / batches["expected"])
+    assert data["nights_run"].startswith("noon to noon")
+    text = ok(project.run("cost", emulator=emulator)).stdout
+    assert "Estimate vs actual per route (collected batches):" in text
+    (line,) = [ln for ln in text.splitlines() if ln.split()[:3] == ["gpt", "gen", "1"]]
+    assert line.split()[-4:] == [money(batches["expected"]), money(batches["bound"]), money(actual), f"{100 * gen['error']:+.0f}%"]
+
+    # New tasks: gpt has answered, so its expected output is the mean of its answers (not the prior).
+    setup(project, routes, ["judge-a"], tasks=TASKS + EXTRA_TASKS)
+    seen = project.sql("SELECT count(*) AS n, avg(r.output_tokens) AS out FROM results r JOIN requests q USING (custom_id) "
+                       "WHERE q.route = 'gpt' AND q.stage = 'gen' AND r.output_tokens IS NOT NULL")[0]
+    plan = plan_rows(ok(project.run("plan", "--json", emulator=emulator)).stdout)[("gpt", "gen")]
+    assert plan["to_send"] == 2 and plan["expected_basis"] == f"observed: mean of {seen['n']} answer(s)"
+    assert plan["expected_output_tokens"] == 2 * math.ceil(seen["out"])
+    ins = [est_in(q, f) for _, q, f in EXTRA_TASKS]
+    assert plan["est_cost_expected"] == pytest.approx(sum(cost(GPT_PRICE, n, math.ceil(seen["out"]), 0.5) for n in ins), rel=1e-12)
+    assert plan["est_cost_batch"] == pytest.approx(sum(cost(GPT_PRICE, n, BUDGET_PLAIN, 0.5) for n in ins), rel=1e-12)

@@ -228,6 +228,36 @@ def test_batch_processed_once_under_concurrent_polls(tmp_path):
         assert sorted(calls) == sorted(f"r{i}" for i in range(20))
 
 
+def test_openai_request_counts_move_truthfully_while_the_batch_runs(tmp_path):
+    """OpenAI's request_counts move while a batch is in_progress: the emulator answers requests as
+    time passes and reports exactly those, never taking one back, each answered once."""
+    calls = []
+
+    def counting(request):
+        calls.append(request["custom_id"])
+        return "x"
+
+    with Emulator(latency=3.0, responder=counting).start() as emu:
+        emu.add_fault({"kind": "request_error", "status": 500, "custom_id": "r1"})
+        client = oai(emu)
+        batch = openai_batch(client, tmp_path, [chat_line(f"r{i}", "x") for i in range(8)])
+        seen = []
+        while batch.status != "completed":
+            time.sleep(0.05)
+            batch = client.batches.retrieve(batch.id)
+            c = batch.request_counts
+            seen.append((c.completed, c.failed))
+            assert c.total == 8 and c.completed + c.failed <= 8
+            # What the counts say is done was answered by then, and nothing more (the faulted r1
+            # fails before the responder is asked).
+            assert len(calls) == c.completed
+        assert seen == sorted(seen) and all(b[0] >= a[0] and b[1] >= a[1] for a, b in zip(seen, seen[1:]))
+        assert any(0 < done + failed < 8 for done, failed in seen), seen  # seen part-way, not only 0 then all
+        assert seen[-1] == (7, 1) and sorted(calls) == sorted(f"r{i}" for i in range(8) if i != 1)
+        assert len(jsonl(client.files.content(batch.output_file_id).text)) == 7
+        assert [line["custom_id"] for line in jsonl(client.files.content(batch.error_file_id).text)] == ["r1"]
+
+
 def test_openai_online_chat_and_responses(emu):
     client = oai(emu)
     chat = client.chat.completions.create(model=OPENAI_MODEL, messages=[{"role": "user", "content": gen_prompt()}])

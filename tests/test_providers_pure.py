@@ -493,3 +493,31 @@ def test_error_kind_for_status() -> None:
 ])
 def test_gemini_state_of(raw: str, state: str) -> None:
     assert state_of(raw) == state
+
+
+def test_requests_done_is_read_from_each_providers_counts_and_kept_in_range() -> None:
+    """Progress comes from the providers' own counts, read by their adapters; a count out of range
+    (provider output is untrusted) is clamped, never shown as 9/4."""
+    from google.genai import types
+
+    openai = get_adapter("openai")
+    base = {"id": "batch_1", "status": "in_progress", "created_at": 1}
+    done = openai._status({**base, "request_counts": {"total": 4, "completed": 2, "failed": 1}})  # type: ignore[attr-defined]
+    assert (done.requests_done, done.n_requests) == (3, 4)
+    assert openai._status({**base, "request_counts": {"total": 0, "completed": 0, "failed": 0}}).requests_done is None  # type: ignore[attr-defined]
+    assert openai._status({**base, "request_counts": {"total": 4, "completed": 9, "failed": 0}}).requests_done == 4  # type: ignore[attr-defined]
+
+    anthropic = get_adapter("anthropic")
+    counts = {"processing": 4, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+    running = anthropic._status({"id": "msgbatch_1", "processing_status": "in_progress", "request_counts": counts})  # type: ignore[attr-defined]
+    assert (running.requests_done, running.n_requests) == (0, 4)  # processing until the whole batch ends
+    ended = anthropic._status({"id": "msgbatch_1", "processing_status": "ended",  # type: ignore[attr-defined]
+                               "request_counts": {**counts, "processing": 0, "succeeded": 3, "errored": 1}})
+    assert (ended.requests_done, ended.n_requests) == (4, 4)
+
+    gemini = get_adapter("gemini")
+    plain = gemini._status(types.BatchJob(name="batches/1", state=types.JobState.JOB_STATE_RUNNING))  # type: ignore[attr-defined]
+    assert plain.requests_done is None  # the SDK exposes no counts for the Gemini API
+    stats = types.CompletionStats(successful_count=5, failed_count=1, incomplete_count=4)
+    vertex = gemini._status(types.BatchJob(name="batches/2", state=types.JobState.JOB_STATE_RUNNING, completion_stats=stats))  # type: ignore[attr-defined]
+    assert (vertex.requests_done, vertex.n_requests) == (6, 10)

@@ -146,3 +146,42 @@ def test_generation_only_config_completes_without_headline_numbers(project: Proj
     assert row["complete"] == 1 and row["all_tasks_overall"] is None and row["scored_overall"] is None
     report = json.loads(project.run("report", "--format", "json", emulator=emulator).output)
     assert report["routes"][0]["overall"] is None
+
+
+def test_progress_reports_per_batch_counts_and_time_left(project: Project) -> None:
+    """A running batch's request counts (here OpenAI's, which move while it runs) show as one line
+    per change off a terminal, with the time left at the rate so far, and in the live line on one."""
+    import io
+    import re
+
+    from batchrun.progress import Progress
+    from batchrun.refresh import refresh
+
+    small_project(project, panel=[], routes={"gpt": DEFAULT_ROUTES["gpt"]})
+    # 4 s for 4 requests: one finishes about every second, and polls every 0.3 s see it happen.
+    emu = Emulator(port=0, latency=4.0).start()
+    try:
+        result = project.run("refresh", "--interval", "0.3", emulator=emu)
+        assert result.exit_code == 0, result.output
+        lines = [ln for ln in result.stderr.splitlines() if "requests done" in ln]
+        found = [re.search(r"\] (\S+) (\d+)/(\d+) requests done(, about \d+ s left)?$", ln) for ln in lines]
+        assert lines and all(found), result.stderr
+        done = [int(m.group(2)) for m in found if m]
+        assert all(m.group(1).endswith("-gpt-gen") and m.group(3) == "4" for m in found if m)
+        # One line per change: each count once, rising; a time left while some are still to do.
+        assert done == sorted(set(done)) and all(0 < d < 4 for d in done)
+        assert all(m.group(4) for m in found if m)
+        assert "\r" not in result.stderr
+
+        # On a terminal the live line carries the same counts.
+        project.state_path.unlink()
+        for f in project.area.glob("state.db*"):
+            f.unlink()
+        buf = io.StringIO()
+        store = project.store()
+        store.start_run("refresh")
+        refresh(store, project.load(emu), interval=0.3, progress=Progress(buf, live=True))
+        store.close()
+        assert re.search(r"1 batch\(es\) in flight \(4 requests\): \S+-gpt-gen [1-3]/4 done, about \d+ s left", buf.getvalue()), buf.getvalue()
+    finally:
+        emu.stop()

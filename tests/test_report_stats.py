@@ -20,7 +20,7 @@ import statistics as pystats
 from typing import Any
 
 import pytest
-from test_judging import HAND, JUDGE_A, JUDGE_G, ORDER, board, run  # noqa: F401  (board is a fixture)
+from test_judging import HAND, JUDGE_A, JUDGE_G, ORDER, board, results, run  # noqa: F401  (board is a fixture)
 
 ALL = {"big": [0.9, 0.4, 0.75, 0.85], "small": [1.0, 0.9, 0.5, 0.0], "flaky": [0.65, 0.0, 0.0, 0.0]}
 SCORED = {"big": [0.9, 0.4, 0.75, 0.85], "small": [1.0, 0.9, 0.5, None], "flaky": [0.65, None, None, None]}
@@ -160,7 +160,7 @@ def test_report_md_and_csv_carry_intervals_coverage_and_groups(board: Any, repor
     md = run(project, s, "report").stdout
     rows = [ln for ln in md.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [ln.split("|")[2].strip() for ln in rows] == ORDER
-    assert "| All-tasks 95% CI | Scored 95% CI | Group |" in md
+    assert "| All-tasks 95% CI (0–100) | Scored 95% CI (0–100) | Group |" in md
     assert rows[0].endswith("| 68.3–85.0 | 68.3–85.0 | A |")
     assert rows[1].endswith("| 0.0–80.0 | 80.0–80.0 | A |")
     assert "Scores are 0-100. 95% intervals: percentile bootstrap over documents" in md and "2000 resamples, seed 20261130" in md
@@ -175,6 +175,30 @@ def test_report_md_and_csv_carry_intervals_coverage_and_groups(board: Any, repor
     assert float(big["all_tasks_low"]) == pytest.approx(0.683333, abs=1e-6) and float(big["all_tasks_high"]) == pytest.approx(0.85)
     assert rows[2]["accepted_n"] == "1" and rows[1]["out_of_context_n"] == "1"
     assert list(rows[0])[-1] == "rehearsal"
+
+
+def test_one_score_scale_per_medium_labelled_in_each(board: Any, report: dict[str, Any], tmp_path: Any) -> None:  # noqa: F811
+    """Markdown and HTML: 0-100, said in the column headers; JSON, CSV (and state.db): 0-1, said
+    in a `score_scale` field / column; the same score in each, only scaled."""
+    project, s = board
+    assert report["score_scale"] == "0-1"
+    big = next(r for r in report["routes"] if r["route"] == "big")
+    assert big["all_tasks_overall"] == pytest.approx(0.725) and big["score_scale"] == "0-1"
+    assert results(project, "big", "scores")["score_scale"] == "0-1"
+    md = run(project, s, "report").stdout
+    assert "| # | Route | Model | All-tasks (0–100) | Scored (0–100) (n) |" in md
+    assert next(ln for ln in md.splitlines() if ln.startswith("| 1 | big |")).split("|")[4].strip() == "72.5"
+    rows = list(csv.DictReader(io.StringIO(run(project, s, "report", "--format", "csv").stdout)))
+    assert {r["score_scale"] for r in rows} == {"0-1"} and float(rows[0]["all_tasks_overall"]) == pytest.approx(0.725)
+    site = tmp_path / "site"
+    assert run(project, s, "report", "--format", "html", "--out", str(site)).exit_code == 0
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert "All-tasks (0–100)" in index and "Scored (0–100) (n)" in index
+    assert json.loads(run(project, s, "compare", "big", "small", "--json").stdout)["score_scale"] == "0-1"
+    assert "in points, 0-100" in run(project, s, "compare", "big", "small").stdout
+    # state.db: fractions, as documented in docs/schema.md.
+    (row,) = project.sql("SELECT all_tasks_overall FROM leaderboard WHERE route = 'big'")
+    assert row["all_tasks_overall"] == pytest.approx(0.725)
 
     # Seeded: the same settings give the same statistics; the settings asked for are recorded.
     again = json.loads(run(project, s, "report", "--format", "json").stdout)

@@ -96,6 +96,9 @@ class BatchRec:
     ended_at: float | None = None
     cancel_at: float | None = None
     counts: dict = field(default_factory=dict)  # the provider's request counts, once done
+    # Outcomes of the first requests, answered while the batch runs (Provider.progress), in file
+    # order: reported in the provider's running counts, and kept, not answered again, at the end.
+    answered: list = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -149,6 +152,11 @@ class Provider(ABC):
     def too_long(self, model: str, tokens: int, window: int, params: Any) -> Outcome:
         """How the provider refuses a request of ``tokens`` input tokens over a ``window``-token
         model (see windows.py), online and as a batch line alike."""
+
+    def progress(self, rec: BatchRec, fraction: float) -> None:
+        """A look at a running batch ``fraction`` of the way to ready (with ``rec.lock`` held): a
+        provider whose batches report running counts answers its first requests now, so the counts
+        it reports are true. The default answers nothing until the end."""
 
     def reset(self) -> None:
         """Forget provider-specific state (see ``Core.reset``)."""
@@ -348,8 +356,12 @@ class Core:
                 self._finish(rec, now)
             elif now >= rec.ready_at:
                 self._finish(rec, now)
-            elif rec.looks >= 2 and rec.in_progress_at is None:
-                rec.in_progress_at = now
+            else:
+                if rec.looks >= 2 and rec.in_progress_at is None:
+                    rec.in_progress_at = now
+                if rec.in_progress_at is not None and not rec.invalid:
+                    span = rec.ready_at - rec.created
+                    self.providers[rec.provider].progress(rec, (now - rec.created) / span if span > 0 else 1.0)
 
     def request_cancel(self, rec: BatchRec) -> None:
         """A user cancel (with ``rec.lock`` held): the next look ends the batch, unprocessed.
@@ -366,7 +378,7 @@ class Core:
         end: End = "completed"
         limit = rec.n
         if cancelled_by_user:
-            limit, end = 0, "cancelled"
+            limit, end = len(rec.answered), "cancelled"  # what ran before the cancel stays answered
         elif rec.quota or rec.invalid:
             limit, end = 0, "failed"
         elif rec.expire_fraction is not None:

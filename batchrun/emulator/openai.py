@@ -18,6 +18,7 @@ set only when it has a line.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -258,7 +259,12 @@ class OpenAI(Provider):
             status = "cancelling"
         else:
             status = "validating" if rec.looks <= 1 else "in_progress"
-        counts = rec.counts if rec.state == "done" else {"total": rec.n, "completed": 0, "failed": 0}
+        if rec.state == "done":
+            counts = rec.counts
+        else:
+            # Running counts move as requests finish (Provider.progress answered these).
+            completed = sum(1 for o in rec.answered if o.ok)
+            counts = {"total": rec.n, "completed": completed, "failed": len(rec.answered) - completed}
         ended = int(rec.ended_at) if rec.ended_at else None
         usage = rec.usage
         return {
@@ -301,7 +307,9 @@ class OpenAI(Provider):
                 line = json.loads(raw)
                 custom_id, url, body = line.get("custom_id"), str(line.get("url") or rec.endpoint), line["body"]
                 model = str(body.get("model") or "")
-                if i < limit:
+                if i < len(rec.answered) and i < limit:
+                    outcome = rec.answered[i]  # answered while the batch ran
+                elif i < limit:
                     outcome = self.answer(model, body, custom_id, url)
                 elif end == "expired":
                     # Expired requests go to the error file with code batch_expired
@@ -328,6 +336,26 @@ class OpenAI(Provider):
             else:
                 os.unlink(path)
         rec.counts = {"total": rec.n, "completed": completed, "failed": failed}
+
+    def progress(self, rec: BatchRec, fraction: float) -> None:
+        """OpenAI's request_counts {completed, failed} move while a batch is in_progress: answer the
+        first `fraction` of the requests now (never more than an expire/cancel fault lets finish)."""
+        assert isinstance(rec, OpenAIBatch)
+        limit = rec.n
+        for part in (rec.expire_fraction, rec.cancel_fraction):
+            if part is not None:
+                limit = math.floor(part * rec.n)
+        target = min(limit, math.floor(fraction * rec.n))
+        if target <= len(rec.answered):
+            return
+        for i, (_number, raw) in enumerate(iter_jsonl(rec.source_path)):
+            if i >= target:
+                break
+            if i < len(rec.answered):
+                continue
+            line = json.loads(raw)
+            body = line["body"]
+            rec.answered.append(self.answer(str(body.get("model") or ""), body, line.get("custom_id"), str(line.get("url") or rec.endpoint)))
 
     def fail(self, rec: BatchRec) -> None:
         assert isinstance(rec, OpenAIBatch)

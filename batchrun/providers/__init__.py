@@ -116,6 +116,9 @@ class BatchStatus:
     created_at: float | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     n_requests: int | None = None  # requests in the batch, where the provider says (adoption without a tag compares it)
+    # Requests the provider has finished (answered or failed) so far, of n_requests: None where the
+    # provider (or its SDK) does not say. Progress lines and the time-left estimate read it.
+    requests_done: int | None = None
 
 
 # -- reading result lines that may not have the documented shape ------------------------------

@@ -255,9 +255,14 @@ class AnthropicAdapter:
         created = raw.get("created_at")
         created_ts = _ts(created)
         refs = (raw.get("results_url") or "",) if processing == "ended" else ()
+        # request_counts: every request counts as `processing` until the whole batch has ended, and
+        # only then moves to succeeded/errored/canceled/expired (Anthropic's Message Batches docs),
+        # so an in-progress batch reads 0 done: true, and no time-left estimate can be made.
+        total = total_requests(counts)
         return BatchStatus(
             provider_batch_id=raw["id"], state=state, raw_status=processing, counts=dict(counts),
-            result_refs=refs, created_at=created_ts, raw=raw, n_requests=total_requests(counts),
+            result_refs=refs, created_at=created_ts, raw=raw, n_requests=total,
+            requests_done=min(max(total - int(counts.get("processing") or 0), 0), total) if total > 0 else None,
         )
 
 

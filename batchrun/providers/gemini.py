@@ -295,8 +295,20 @@ class GeminiAdapter:
             # google-genai does not expose the batch operation's error on the Developer API.
             message = getattr(error, "message", None) or f"Gemini reported {raw_state} (no error detail exposed by the SDK)"
         raw = job.model_dump(mode="json", exclude_none=True) if hasattr(job, "model_dump") else {}
+        # Progress: google-genai maps Vertex's completionStats to `completion_stats`, but drops the
+        # Gemini Developer API's metadata.batchStats (request/pending/successful/failed counts), so
+        # there the SDK exposes no progress and none is claimed.
+        stats = getattr(job, "completion_stats", None)
+        numbers = [getattr(stats, k, None) for k in ("successful_count", "failed_count", "incomplete_count")]
+        counts: dict[str, Any] = {}
+        done = total = None
+        if all(isinstance(x, int) and x >= 0 for x in numbers):
+            ok_n, failed_n, left_n = (int(x or 0) for x in numbers)
+            counts = {"successful": ok_n, "failed": failed_n, "incomplete": left_n}
+            done, total = ok_n + failed_n, ok_n + failed_n + left_n
         return BatchStatus(
-            provider_batch_id=job.name, state=state, raw_status=raw_state,
+            provider_batch_id=job.name, state=state, raw_status=raw_state, counts=counts,
+            n_requests=total or None, requests_done=done if total else None,
             result_refs=(file_name,) if (file_name and state in ("done", "cancelled", "expired")) else (),
             error=message, tag=getattr(job, "display_name", None),
             created_at=created.timestamp() if isinstance(created, datetime) else None, raw=raw,

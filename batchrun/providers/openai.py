@@ -261,10 +261,17 @@ class OpenAIAdapter:
             refs = (raw.get("output_file_id") or "", raw.get("error_file_id") or "")
         metadata = raw.get("metadata") or {}
         total = counts.get("total")
+        # request_counts {total, completed, failed} move while the batch is in_progress; total is
+        # 0 until validation has counted the file, so progress is only known past that.
+        completed, failed = counts.get("completed"), counts.get("failed")
+        requests_done = None
+        if isinstance(total, int) and total > 0 and isinstance(completed, int) and isinstance(failed, int):
+            requests_done = min(max(completed + failed, 0), total)  # provider output: never "9/4" or "-1/4"
         return BatchStatus(
             provider_batch_id=raw["id"], state=state, raw_status=status, counts=dict(counts),
             result_refs=refs, error=message, quota=quota, tag=metadata.get("batchrun_batch"),
             created_at=raw.get("created_at"), raw=raw, n_requests=total if isinstance(total, int) else None,
+            requests_done=requests_done,
         )
 
 
