@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +94,22 @@ class _Inputs:
         for route in config.judges:
             self.policies[route.name] = ("judge", config.judge_policy(route))
         self.fps = {name: fingerprint(p) for name, (_, p) in self.policies.items()}
+        self._policy_changes: dict[tuple[str, str], Change] = {}
 
     def policy_change(self, route: str, stage: str, old_fp: str) -> Change | None:
         """The route's settings (or this batchrun's prompt template) differ from the request's."""
         cur = self.policies.get(route)
         if cur is None or cur[0] != stage or self.fps[route] == old_fp:
             return None
+        key = (route, old_fp)
+        if key not in self._policy_changes:  # once per route and old policy, not per request
+            self._policy_changes[key] = self._policy_change(route, stage, old_fp, cur[1])
+        return self._policy_changes[key]
+
+    def _policy_change(self, route: str, stage: str, old_fp: str, policy: dict[str, Any]) -> Change:
         row = self.store.one("SELECT policy_json FROM policies WHERE fingerprint = ?", [old_fp])
         old = _flatten(json.loads(row["policy_json"])) if row else {}
-        new = _flatten(cur[1])
+        new = _flatten(policy)
         what = "generation" if stage == "gen" else "judge"
         if old.get("prompt_template_sha256") != new.get("prompt_template_sha256"):
             return Change(
@@ -139,6 +146,12 @@ class _Inputs:
             what = "its question changed"
         elif old is not None and old["corpus_file"] != t.corpus_file:
             what = f"its corpus_file changed ({old['corpus_file']} then, {t.corpus_file} now)"
+        elif info.newlines_translated and generation_custom_id(self.fps[route], t, replace(info, newlines_translated=False)) == custom_id:
+            # Same bytes, same question, read differently: planned by a batchrun before corpus.READING.
+            doc = _rel(self.corpus.paths[t.corpus_file], self.root)
+            return Change(f"the reading of the document {doc}", "this batchrun reads its line ends as the reference harness "
+                          "does (\\r\\n as \\n), the batchrun that planned them did not",
+                          "finish these batches with the batchrun version that planned them")
         else:
             # state.db already records the new inputs (a sync ran since): which of the two is unknown.
             doc = _rel(self.corpus.paths[t.corpus_file], self.root)
