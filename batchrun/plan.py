@@ -131,7 +131,7 @@ class ShardWriter:
         self.est_out = 0
         self.est_cost: float | None = 0.0
 
-    def write(self, custom_id: str, parts: list[bytes | EscapedDocument], est_in: int, est_out: int) -> None:
+    def write(self, custom_id: str, parts: list[bytes], est_in: int, est_out: int) -> None:
         size = sum(len(p) for p in parts)
         if size > self.route.max_bytes_per_file:
             raise DataError(
@@ -145,10 +145,11 @@ class ShardWriter:
             self.finish()
         if self.file is None:
             self._open()
-        for p in parts:
-            for data in (p,) if isinstance(p, bytes) else p.chunks():
-                self.file.write(data)
-                self.sha.update(data)
+        for data in parts:
+            # A document (~1 MB) goes past the 1 MiB buffer straight to the file, and the checksum
+            # thread hashes the same bytes object: neither copies it.
+            self.file.write(data)
+            self.sha.update(data)
         self.n += 1
         self.bytes += size
         self.ids.append(custom_id)
@@ -214,7 +215,8 @@ class ShardWriter:
 
 
 def recover_interrupted_writes(store: Store, config: Config) -> None:
-    """Batches left 'writing' by a crash: their files are incomplete; drop them (and stale scratch files)."""
+    """Batches left 'writing' by a crash: their files are incomplete; drop them (and the scratch
+    files of escaped documents that earlier versions of plan spooled to disk)."""
     for stale in (config.paths.jobs / ".scratch").glob("*.escaped"):
         stale.unlink(missing_ok=True)
     for row in store.rows("SELECT id, dir FROM batches WHERE status = ?", [Status.WRITING]):
@@ -224,15 +226,15 @@ def recover_interrupted_writes(store: Store, config: Config) -> None:
         move(store, row["id"], Status.ABANDONED, error="interrupted while writing")
 
 
-def _line_parts(adapter: Adapter, route: Route, spec: RequestSpec, document_escaped: EscapedDocument | None) -> list[bytes | EscapedDocument]:
+def _line_parts(adapter: Adapter, route: Route, spec: RequestSpec, document_escaped: EscapedDocument | None) -> list[bytes]:
     line = jsonl.dumps(adapter.build_line(route, spec))
     if document_escaped is None:
-        return [line.encode(), b"\n"]
+        return [line.encode() + b"\n"]
     # The document is the last part of the prompt: splice at the last occurrence, so a question
     # that happens to contain the placeholder text cannot move the document.
     head, sep, tail = line.rpartition(_DOC_SENTINEL_ESCAPED)
     assert sep, "document placeholder missing from the request line"
-    return [head.encode(), document_escaped, tail.encode(), b"\n"]
+    return [head.encode(), document_escaped.data, tail.encode() + b"\n"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,9 +382,8 @@ def _write_generation_requests(files: _Files, tasks: dict[str, _TaskText], datas
         by_doc[tasks[p.task_id].corpus_file].append(p)
     config = files.config
     writers: dict[str, ShardWriter] = {}
-    scratch = config.paths.jobs / ".scratch"
     for corpus_file in sorted(by_doc):
-        escaped = EscapedDocument(doc_paths[corpus_file], scratch, where=f"{dataset_path} (corpus_file {corpus_file})")
+        escaped = EscapedDocument(doc_paths[corpus_file], where=f"{dataset_path} (corpus_file {corpus_file})")
         for p in by_doc[corpus_file]:
             route = config.routes[p.route]
             writer = writers.get(route.name)
@@ -394,6 +395,6 @@ def _write_generation_requests(files: _Files, tasks: dict[str, _TaskText], datas
                 config.generation_max_tokens(route), config.generation_temperature(route),
             )
             writer.write(p.custom_id, _line_parts(get_adapter(route.provider), route, spec, escaped), p.est_input_tokens, p.est_output_tokens)
-        escaped.close()
+        del escaped  # one document in memory at a time
     for writer in writers.values():
         writer.finish()
