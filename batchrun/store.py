@@ -23,7 +23,14 @@ from .schema import known_migrations, migrations  # first: it imports sqlite-uti
 from sqlite_utils import Database  # noqa: E402, I001
 
 from .errors import StateError, damaged_database  # noqa: E402
-from .version import __version__
+
+
+def _version() -> str:
+    # Imported when a writer records it, not with this module: reading the installed metadata
+    # (importlib.metadata) would add to every read-only command's start-up (bench/startup.py).
+    from .version import __version__
+
+    return __version__
 
 
 def sql_list(values: tuple[str, ...]) -> str:
@@ -128,7 +135,7 @@ class Store:
             if self.meta("store_id") is None:
                 with self.db.atomic():
                     self.set_meta("store_id", uuid.uuid4().hex[:12])
-                    self.set_meta("created_by", __version__)
+                    self.set_meta("created_by", _version())
                     if rehearsal:
                         self.set_meta("rehearsal", rehearsal)
         self.run_id: int | None = None
@@ -191,7 +198,7 @@ class Store:
         unknown = sorted(applied - known_migrations())
         if unknown:
             raise StateError(
-                f"{self.path} was written by a newer batchrun (it has migrations this version {__version__} "
+                f"{self.path} was written by a newer batchrun (it has migrations this version {_version()} "
                 f"does not know: {', '.join(unknown)}).",
                 "Upgrade batchrun (pip install -U batchrun), or point [paths] state at another file. Nothing was changed.",
             )
@@ -215,7 +222,7 @@ class Store:
         with self.db.atomic():
             cur = self.db.execute(
                 "INSERT INTO runs (command, started_at, pid, batchrun_version) VALUES (?, ?, ?, ?)",
-                [command, time.time(), os.getpid(), __version__],
+                [command, time.time(), os.getpid(), _version()],
             )
         assert cur.lastrowid is not None  # an INSERT into a rowid table
         self.run_id = cur.lastrowid
