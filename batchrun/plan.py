@@ -81,19 +81,29 @@ def _slug(name: str) -> str:
 # --- writing ------------------------------------------------------------------------------
 
 
+# Pieces smaller than _DIRECT_BYTES (request lines without a document, the text around one) are
+# gathered up to _GATHER_BYTES and handed to the checksum thread together: a hand-off costs a lock
+# round trip and a GIL switch, more than hashing a judge line. Documents go as they are (no copy).
+_DIRECT_BYTES = 64 << 10
+_GATHER_BYTES = 1 << 20
+
+
 class _BackgroundSha256:
     """sha256 fed from the writing thread, computed on another one.
 
     Every byte plan writes is hashed (the checksum submit verifies), ~1 s per 1.75 GB at
     WildTrace scale; hashlib releases the GIL for updates over 2 KiB, so on a second core the
     checksum overlaps the escaping and writing instead of adding to them (full-scale plan
-    4.1 -> 3.4 s, bench/plan.py). The queue is bounded: at most four pieces (< 0.5 MB) wait, so
-    memory does not grow if hashing falls behind.
+    4.1 -> 3.4 s, bench/plan.py). The queue is bounded: at most four pieces wait (a piece is a
+    gathered 1 MiB or one document's bytes, which the writer holds anyway), so memory does not
+    grow if hashing falls behind.
     """
 
     def __init__(self) -> None:
         self._sha = hashlib.sha256()
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        self._small: list[bytes] = []
+        self._small_bytes = 0
         self._thread = threading.Thread(target=self._run, name="batchrun-sha256", daemon=True)
         self._thread.start()
 
@@ -102,11 +112,27 @@ class _BackgroundSha256:
             self._sha.update(data)
 
     def update(self, data: bytes) -> None:
-        self._queue.put(data)  # bytes are immutable: safe to hash after the caller moves on
+        # bytes are immutable: safe to hash after the caller moves on. Order is kept: gathered
+        # small pieces go before the next big one.
+        if len(data) >= _DIRECT_BYTES:
+            self._hand_off_small()
+            self._queue.put(data)
+            return
+        self._small.append(data)
+        self._small_bytes += len(data)
+        if self._small_bytes >= _GATHER_BYTES:
+            self._hand_off_small()
+
+    def _hand_off_small(self) -> None:
+        if self._small:
+            self._queue.put(b"".join(self._small))
+            self._small = []
+            self._small_bytes = 0
 
     def close(self) -> None:
         """Hash what is queued and stop the thread."""
         if self._thread.is_alive():
+            self._hand_off_small()
             self._queue.put(None)
             self._thread.join()
 
@@ -366,12 +392,31 @@ def _write_judge_requests(files: _Files, tasks: dict[str, _TaskText], pending: l
         adapter = get_adapter(route.provider)
         writer = files.writer(route, "judge")
         temperature = config.judge_temperature(route)
-        for p in reqs:
-            task = tasks[p.task_id]
-            answer = store.scalar("SELECT text FROM results WHERE id = ?", [p.parent_result_id]) or ""
-            spec = RequestSpec(p.custom_id, route.model, judge_prompt(task.question, task.rubric, answer), config.judging.max_tokens, temperature)
-            writer.write(p.custom_id, _line_parts(adapter, route, spec, None), p.est_input_tokens, p.est_output_tokens)
+        for start in range(0, len(reqs), _ANSWERS_PER_QUERY):
+            chunk = reqs[start:start + _ANSWERS_PER_QUERY]
+            answers = _answer_texts(store, [p.parent_result_id for p in chunk if p.parent_result_id is not None])
+            for p in chunk:
+                task = tasks[p.task_id]
+                answer = answers.get(p.parent_result_id or 0) or ""
+                spec = RequestSpec(p.custom_id, route.model, judge_prompt(task.question, task.rubric, answer), config.judging.max_tokens,
+                                   temperature)
+                writer.write(p.custom_id, _line_parts(adapter, route, spec, None), p.est_input_tokens, p.est_output_tokens)
         writer.finish()
+
+
+# Answers are read this many at a time (one query each, under SQLite's 999-variable limit of
+# older versions): a query per judge request cost more than building and writing its line
+# (0.17 ms each, 40,578 of them at 30 routes x 3 judges), and a few hundred answers of 2-6 KB
+# stay a small, bounded part of plan's memory.
+_ANSWERS_PER_QUERY = 500
+
+
+def _answer_texts(store: Store, ids: list[int]) -> dict[int, str | None]:
+    if not ids:
+        return {}
+    unique = sorted(set(ids))
+    rows = store.db.execute(f"SELECT id, text FROM results WHERE id IN ({','.join('?' * len(unique))})", unique)
+    return dict(rows.fetchall())
 
 
 def _write_generation_requests(files: _Files, tasks: dict[str, _TaskText], dataset_path: Path, doc_paths: dict[str, Path],
