@@ -22,7 +22,8 @@ Timed, in this order in every repeat, for each stage:
 
 - batchrun: `python -m batchrun plan --json` in a child process, spawn to exit (interpreter
   start-up, sync, the corpus scan against state.db's cache, writing, checksums, fsync); peak
-  RSS is that child's ru_maxrss.
+  RSS is that child's ru_maxrss. The child keeps compiled bytecode (bench/_common.compiled_env),
+  as an installed batchrun does, even where PYTHONDONTWRITEBYTECODE is set.
 - copy: the request files batchrun just wrote, copied byte for byte (1 MiB reads and writes,
   like `dd bs=1M conv=fsync`), each copy fsync'ed before close: the same bytes, on the same disk,
   in the same minute. Copies are deleted as they are made (not timed), so the disk holds one set.
@@ -54,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
-    MB, MiB, bench_corpus, child_env, lib, load1, load_line, machine_line, mb, median, note, print_table, refuse_inside_repo,
+    MB, MiB, bench_corpus, compiled_env, lib, load1, load_line, machine_line, mb, median, note, print_table, refuse_inside_repo,
     remove_state, remove_tree, run_measured, warm_page_cache,
 )
 from _lines import Lines, download_planned
@@ -104,7 +105,8 @@ def write_config(work: Path, corpus_root: Path, n_routes: int) -> Path:
 
 def batchrun(config: Path, *args: str, profile: bool = False) -> Any:
     prefix = [sys.executable, "-m", "cProfile", "-s", "tottime"] if profile else [sys.executable]
-    return run_measured([*prefix, "-m", "batchrun", "--config", config, "-q", *args], env=child_env(), cwd=config.parent,
+    # With compiled bytecode kept (in the work folder), as an installed batchrun has: the setup plan fills it.
+    return run_measured([*prefix, "-m", "batchrun", "--config", config, "-q", *args], env=compiled_env(config.parent / "pycache"), cwd=config.parent,
                         ok_codes=(0, 2))
 
 
