@@ -21,7 +21,8 @@ alike), each in a child process, spawn to exit (bench/_common.run_measured):
   --help    `batchrun --help` (the console script pip installed beside that interpreter)
   status    `batchrun status` in the project folder
 
-Output: a table (median, min-max, peak RSS), then, last, `ratio=<the slower of the two commands'
+Output: a table (median wall time, min-max, CPU time: user + system, which a loaded machine
+inflates less than wall time; peak RSS), then, last, `ratio=<the slower of the two commands'
 median seconds / the baseline's median seconds>` (target <= 3).
 `--profile` prints `python -X importtime` of both commands, the 25 costliest imports, to stderr.
 """
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         "status": ([*br, "status"], "batchrun status (fresh project, after a plan)"),
     }
     walls: dict[str, list[float]] = {k: [] for k in commands}
+    cpus: dict[str, list[float]] = {k: [] for k in commands}
     rss: dict[str, list[int]] = {k: [] for k in commands}
     loads: list[str] = []
     try:
@@ -97,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             for key, (cmd, _) in commands.items():
                 run = run_measured(cmd, env=env, cwd=project)
                 walls[key].append(run.wall)
+                cpus[key].append(run.cpu_user + run.cpu_sys)
                 rss[key].append(run.maxrss)
         if args.profile:
             for key in ("help", "status"):
@@ -111,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for key, (_, label) in commands.items():
         m = median(walls[key])
+        cpu = median(cpus[key])
         rows.append([label, f"{m * 1000:.0f}", f"{min(walls[key]) * 1000:.0f}-{max(walls[key]) * 1000:.0f}", f"{m / base:.2f}",
-                     mb(max(rss[key]))])
-    print_table(["command", "median ms", "min-max ms", "x baseline", "peak RSS"], rows)
+                     f"{cpu * 1000:.0f}", f"{cpu / median(cpus['baseline']):.2f}", mb(max(rss[key]))])
+    print_table(["command", "median ms", "min-max ms", "x baseline", "CPU ms", "CPU x baseline", "peak RSS"], rows)
     ratio = max(median(walls["help"]), median(walls["status"])) / base
     print(f"median of {args.repeat} interleaved rounds; target: each command within {TARGET:.0f}x of the baseline: "
           f"{ratio:.2f} ({'met' if ratio <= TARGET else 'MISSED'})")
