@@ -8,27 +8,50 @@ The library under the CLI, for scripts and notebooks::
     outcome = refresh(store, config)
 """
 
-from .collect import collect
-from .config import Config, Route
-from .config_file import load_config
-from .errors import (
-    BatchrunError,
-    ConfigError,
-    DataError,
-    LockError,
-    ProviderError,
-    StateError,
-)
-from .plan import plan
-from .poll import poll
-from .refresh import refresh
-from .outputs import leaderboard, report_data
-from .store import Store
-from .submit import submit
-from .version import __version__
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .collect import collect
+    from .config import Config, Route
+    from .config_file import load_config
+    from .errors import BatchrunError, ConfigError, DataError, LockError, ProviderError, StateError
+    from .outputs import leaderboard, report_data
+    from .plan import plan
+    from .poll import poll
+    from .refresh import refresh
+    from .store import Store
+    from .submit import submit
+    from .version import __version__
+
+# Each name is imported from its module when first used, not when the package is: every
+# `batchrun` command imports this package first, and importing the whole library here made
+# `batchrun --help` pay for state.db, the planner and the report (~0.2 s) before printing a line.
+_HOMES = {
+    "collect": "collect", "Config": "config", "Route": "config", "load_config": "config_file",
+    "BatchrunError": "errors", "ConfigError": "errors", "DataError": "errors", "LockError": "errors",
+    "ProviderError": "errors", "StateError": "errors", "leaderboard": "outputs", "report_data": "outputs",
+    "plan": "plan", "poll": "poll", "refresh": "refresh", "Store": "store", "submit": "submit",
+    "__version__": "version",
+}
 
 __all__ = [
     "BatchrunError", "Config", "ConfigError", "DataError", "LockError", "ProviderError", "Route", "StateError",
     "Store", "collect", "leaderboard", "load_config", "plan", "poll", "refresh", "report_data", "submit",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'batchrun' has no attribute {name!r}")
+    value = getattr(import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -32,15 +32,30 @@ from .cli_support import (  # the plumbing the commands share
     wait_lock_option,
     writer,
 )
-from .config import Config
 from .errors import BatchrunError
 from .redaction import redact
-from .store import Store
-from .version import __version__
+
+if TYPE_CHECKING:
+    from .config import Config
+
+# Nothing heavy is imported at the top of this module: `batchrun --help` loads click and this
+# file (each command imports what it runs), and the package __init__ is lazy too. SDKs, numpy and
+# sqlite-utils load only in the commands that use them (tests/test_startup.py keeps it so).
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    # Not click.version_option(__version__): reading the version from the installed metadata
+    # (importlib.metadata, ~20 ms) would then happen on every command, not only on --version.
+    if not value or ctx.resilient_parsing:
+        return
+    from .version import __version__
+
+    click.echo(f"batchrun, version {__version__}")
+    ctx.exit()
 
 
 @click.group(cls=BatchrunGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="batchrun")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version, help="Show the version and exit.")
 @click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default ./batchrun.toml; env BATCHRUN_CONFIG).")
 @click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Rehearse: send every route to a local emulator at URL, keeping state.db, jobs/ and results/ under rehearsal/ (env BATCHRUN_EMULATOR).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or notices on stderr.")
@@ -291,6 +306,8 @@ def verify(ctx: Context, directory: str | None) -> None:
     manifest_path = folder / MANIFEST_NAME
     if not manifest_path.is_file():
         raise BatchrunError(f"No {MANIFEST_NAME} in {folder}.", "It is written by `batchrun collect` and `batchrun refresh` beside the results files.")
+    from .store import Store
+
     # Either kind of store: verify only compares checksums, and says below if it was a rehearsal.
     store = Store(config.paths.state, readonly=True) if config.paths.state.exists() else None
     try:
@@ -422,6 +439,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, resamples: 
     from .analysis import Settings
     from .analysis import compare as do_compare
     from .report import render_comparison
+    from .store import Store
 
     config = ctx.config()
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)

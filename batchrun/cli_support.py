@@ -10,16 +10,17 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import Config
-from .config_file import load_config
 from .errors import BatchrunError, environment_error, read_only
 from .progress import Progress
 from .redaction import redact
-from .store import Store
+
+if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
+    from .config import Config
+    from .store import Store
 
 EXIT_INCOMPLETE = 2
 
@@ -32,6 +33,8 @@ class Context:
         self.state_path: Any = None  # known once the config is read: errors from SQLite name no file
 
     def config(self) -> Config:
+        from .config_file import load_config
+
         config = load_config(self.config_path)
         if self.emulator:
             config = config.with_emulator(self.emulator)
@@ -78,9 +81,10 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 @contextmanager
 def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
     """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
-    from .lock import WriterLock
     from .corpus import scan_corpus
     from .ledger import check_role_changes
+    from .lock import WriterLock
+    from .store import Store
 
     _check_writable(config)
     if not config.paths.state.exists():
@@ -129,6 +133,8 @@ def _check_writable(config: Config) -> None:
 @contextmanager
 def reader(config: Config) -> Iterator[Store]:
     """state.db opened read-only (works on read-only media and while a writer runs), closed after."""
+    from .store import Store
+
     with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True) as store:
         yield store
 

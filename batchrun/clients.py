@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,9 +71,30 @@ def api_key(route: Route) -> str:
     return value
 
 
+# Clients built by this process, one per route (and key, timeout and environment). Building one
+# costs ~25 ms, most of it the SDK's HTTP client loading the CA certificate bundle: the demo
+# built 20 of them for 8 routes (0.49 s, issue 15), one per batch submitted or polled. The
+# environment is part of the key because the SDKs read their own variables when a client is
+# built (a *_BASE_URL when the route has no base_url, proxies, CA bundles): a process that
+# changes them gets a client that sees the change. Bounded, for long-lived processes (tests).
+_clients: dict[tuple[Any, ...], Any] = {}
+_clients_lock = threading.Lock()
+_MAX_CLIENTS = 64
+
+
 def make_client(route: Route, *, timeout: float = 600.0) -> Any:
-    """The route's SDK client (built by its adapter), with the key read now and SDK retries off."""
-    return get_adapter(route.provider).make_client(route, api_key(route), timeout=timeout)
+    """The route's SDK client (built by its adapter), with the key read now and SDK retries off.
+
+    Shared within the process: the SDK clients are safe to use from several threads."""
+    key = api_key(route)
+    cache_key = (repr(route), key, timeout, frozenset(os.environ.items()))
+    with _clients_lock:
+        client = _clients.get(cache_key)
+        if client is None:
+            if len(_clients) >= _MAX_CLIENTS:
+                _clients.pop(next(iter(_clients)))  # the oldest; whoever still holds it keeps using it
+            client = _clients[cache_key] = get_adapter(route.provider).make_client(route, key, timeout=timeout)
+        return client
 
 
 def client_host(client: Any, route: Route) -> str:

@@ -15,7 +15,6 @@ import codecs
 import hashlib
 import io
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,14 +28,11 @@ from .inputs import NotRegularFile, open_regular
 from .jsonl import escape_str
 from .store import Store
 
-# Documents are read, decoded and escaped in pieces of 32 KiB, so memory does not grow with the
-# document. The pieces and their decoded and escaped copies stay below glibc's 128 KiB mmap
+# Documents are read, decoded and escaped in pieces of 32 KiB, so measuring one does not hold it
+# in memory (plan holds one escaped document: EscapedDocument). The pieces and their decoded and escaped copies stay below glibc's 128 KiB mmap
 # threshold: larger ones are mmapped and unmapped, which raises the threshold and fragments the
 # heap (peak RSS grew with the largest document at 256 KiB pieces).
 CHUNK_BYTES = 1 << 15
-# The escaped document is streamed into request lines in bigger pieces (fewer hand-offs to the
-# checksum thread), still just under the mmap threshold.
-STREAM_BYTES = 120 << 10
 
 # The reading rule above, by name: state.db caches measurements per reading (document_readings),
 # so a change of rule re-measures every document once instead of serving counts made under the
@@ -138,33 +134,22 @@ def read_document(path: Path, *, where: str, limit: int | None = None) -> str:
 
 
 class EscapedDocument:
-    """A document JSON-escaped once (line-safe, UTF-8) into a scratch file, spliced into request
-    lines by streaming it: no whole document is ever held in memory, however many lines carry it.
+    """A document JSON-escaped once (line-safe, UTF-8) and kept in memory while plan writes every
+    line that carries it, for every route.
 
-    Escaping is per character, so escaping the pieces separately gives the escaping of the whole."""
+    Escaping is per character, so escaping the pieces separately gives the escaping of the whole.
+    One document at a time is held (the largest WildTrace document escapes to ~3 MB). An earlier
+    version spooled it to a scratch file and read it back for every line: at 30 routes that was
+    30 reads of each document through the page cache, and plan's system time grew faster than
+    the bytes it wrote (issue 15; docs/performance.md)."""
 
-    def __init__(self, path: Path, scratch_dir: Path, *, where: str):
-        scratch_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=scratch_dir, suffix=".escaped")
-        self.path = Path(tmp)
-        self.size = 0
-        with os.fdopen(fd, "wb") as f:
-            for _, text in _decoded_chunks(path, where=where):
-                if text:
-                    data = escape_str(text).encode()
-                    f.write(data)
-                    self.size += len(data)
+    __slots__ = ("data",)
+
+    def __init__(self, path: Path, *, where: str):
+        self.data = b"".join([escape_str(text).encode() for _, text in _decoded_chunks(path, where=where) if text])
 
     def __len__(self) -> int:
-        return self.size
-
-    def chunks(self) -> Iterator[bytes]:
-        with open(self.path, "rb") as f:
-            while data := f.read(STREAM_BYTES):
-                yield data
-
-    def close(self) -> None:
-        self.path.unlink(missing_ok=True)
+        return len(self.data)
 
 
 # --- scanning the corpus a dataset names ------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import sqlite3
 
 
@@ -83,6 +82,8 @@ def damaged_database(path: object, detail: str, *, untouched: bool = False) -> S
 
 
 def _nearly_full(path: object) -> bool:
+    import shutil  # here: it loads bz2 and lzma, and every command imports this module
+
     try:
         return shutil.disk_usage(os.path.dirname(os.path.abspath(str(path)))).free < (1 << 20)
     except OSError:

@@ -13,8 +13,14 @@ store.Store applies the pending ones when it opens state.db for writing.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:  # imported by `database()` and `_Migrations` when a writer needs them
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
 
 
 def _import_sqlite_utils() -> None:
@@ -34,18 +40,70 @@ def _import_sqlite_utils() -> None:
         del sys.modules["numpy"]
 
 
-_import_sqlite_utils()
+def database(conn: sqlite3.Connection | None = None) -> Database:
+    """sqlite-utils' Database on `conn` (in memory without one): what writers and migrations use."""
+    _import_sqlite_utils()
+    from sqlite_utils import Database
 
-from sqlite_utils import Database  # noqa: E402
-from sqlite_utils.migrations import Migrations  # noqa: E402
+    return Database(conn, execute_plugins=False) if conn is not None else Database(memory=True, execute_plugins=False)
 
-migrations = Migrations("batchrun")
+
+class _Migrations:
+    """The migrations, registered in order with the same decorator as sqlite-utils' `Migrations`
+    (`@migrations()`), which is built from them only when a writer applies them.
+
+    Importing sqlite-utils costs about as much as the rest of a read-only command's start-up
+    (issue 15: `batchrun status` within 3x of `python -c "import click, sqlite3"`); a reader
+    only needs the names, to compare with those a state.db has applied (`applied_names`)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._registered: list[tuple[str, Callable[[Database], None]]] = []
+        self._built: Migrations | None = None
+
+    def __call__(self, *, name: str | None = None) -> Callable[[Callable[[Database], None]], Callable[[Database], None]]:
+        def register(fn: Callable[[Database], None]) -> Callable[[Database], None]:
+            self._registered.append((name or fn.__name__, fn))
+            self._built = None
+            return fn
+
+        return register
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self._registered]
+
+    def _sqlite_utils(self) -> Migrations:
+        if self._built is None:
+            _import_sqlite_utils()
+            from sqlite_utils.migrations import Migrations
+
+            built = Migrations(self.name)
+            for name, fn in self._registered:
+                built(name=name)(fn)
+            self._built = built
+        return self._built
+
+    def pending(self, db: Database) -> list[Any]:
+        return self._sqlite_utils().pending(db)
+
+    def apply(self, db: Database) -> None:
+        self._sqlite_utils().apply(db)
+
+
+migrations = _Migrations("batchrun")
 
 
 def known_migrations() -> set[str]:
-    """The names of the migrations this version defines: all of them are pending on an empty
-    database (Migrations.pending is public and read-only; the list it reads is not public)."""
-    return {m.name for m in migrations.pending(Database(memory=True, execute_plugins=False))}
+    """The names of the migrations this version defines."""
+    return set(migrations.names())
+
+
+def applied_names(conn: sqlite3.Connection) -> set[str] | None:
+    """The migrations a state.db has applied (None: it has no migrations table), read with plain
+    SQL from sqlite-utils' table (`_sqlite_migrations`: migration_set, name, applied_at)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'").fetchone() is None:
+        return None
+    return {r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations WHERE migration_set = ?", [migrations.name])}
 
 
 # The views below are frozen with the migration that created them: every batch status and result
@@ -674,7 +732,7 @@ def m016_result_file_checksums(db: Database) -> None:
 
 def schema_markdown() -> str:
     """docs/schema.md, generated from the migrations so it cannot drift."""
-    db = Database(memory=True, execute_plugins=False)
+    db = database()
     migrations.apply(db)
     out = [
         "# state.db schema",

@@ -19,7 +19,6 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 CONFIDENCE = 0.95
@@ -96,6 +95,8 @@ def sign_test(wins: int, losses: int) -> float:
     n = wins + losses
     if n == 0:
         return 1.0
+    from fractions import Fraction  # here: it loads decimal, and every command's --help loads this module
+
     k = min(wins, losses)
     tail = sum(math.comb(n, i) for i in range(k + 1))
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))

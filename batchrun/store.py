@@ -16,14 +16,21 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from .schema import known_migrations, migrations  # first: it imports sqlite-utils without numpy (see there)
+from .errors import StateError, damaged_database
+from .schema import applied_names, database, known_migrations, migrations
 
-from sqlite_utils import Database  # noqa: E402, I001
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
-from .errors import StateError, damaged_database  # noqa: E402
-from .version import __version__
+
+def _version() -> str:
+    # Imported when a writer records it, not with this module: reading the installed metadata
+    # (importlib.metadata) would add to every read-only command's start-up (bench/startup.py).
+    from .version import __version__
+
+    return __version__
 
 
 def sql_list(values: tuple[str, ...]) -> str:
@@ -90,6 +97,29 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
 
 
+class _ReadOnlyDatabase:
+    """What readers use of sqlite-utils' `Database` (execute, table_names, atomic, conn, close),
+    on a plain connection: a read-only command does not import sqlite-utils, which cost about as
+    much as the rest of `batchrun status`'s start-up (issue 15, bench/startup.py)."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def execute(self, sql: str, parameters: Any = None) -> sqlite3.Cursor:
+        return self.conn.execute(sql) if parameters is None else self.conn.execute(sql, parameters)
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+
+    @contextmanager
+    def atomic(self) -> Iterator["_ReadOnlyDatabase"]:
+        with self.conn:  # a reader's temporary tables; its connection cannot write state.db
+            yield self
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class Store:
     """An open state.db with migrations applied.
 
@@ -113,7 +143,8 @@ class Store:
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
-        self.db = Database(conn, execute_plugins=False)
+        # Typed as sqlite-utils' Database: a reader's stand-in has the part of it readers use.
+        self.db: Database = cast("Database", _ReadOnlyDatabase(conn)) if readonly else database(conn)
         self._check_version()
         if readonly and not any_schema:
             self.check_schema()
@@ -128,7 +159,7 @@ class Store:
             if self.meta("store_id") is None:
                 with self.db.atomic():
                     self.set_meta("store_id", uuid.uuid4().hex[:12])
-                    self.set_meta("created_by", __version__)
+                    self.set_meta("created_by", _version())
                     if rehearsal:
                         self.set_meta("rehearsal", rehearsal)
         self.run_id: int | None = None
@@ -157,7 +188,7 @@ class Store:
     def check_schema(self) -> None:
         """A reader never changes the file, and on an older schema its views would be the old
         version's: refuse until a writer has upgraded it."""
-        if migrations.pending(self.db):
+        if known_migrations() - (applied_names(self.db.conn) or set()):
             raise StateError(
                 f"{self.path} was written by an older batchrun and needs its schema upgraded.",
                 "Run a writing command once (batchrun collect, or batchrun plan): it upgrades state.db in place, "
@@ -185,13 +216,13 @@ class Store:
             )
 
     def _check_version(self) -> None:
-        if "_sqlite_migrations" not in self.db.table_names():
+        applied = applied_names(self.db.conn)
+        if applied is None:
             return
-        applied = {m.name for m in migrations.applied(self.db)}
         unknown = sorted(applied - known_migrations())
         if unknown:
             raise StateError(
-                f"{self.path} was written by a newer batchrun (it has migrations this version {__version__} "
+                f"{self.path} was written by a newer batchrun (it has migrations this version {_version()} "
                 f"does not know: {', '.join(unknown)}).",
                 "Upgrade batchrun (pip install -U batchrun), or point [paths] state at another file. Nothing was changed.",
             )
@@ -215,7 +246,7 @@ class Store:
         with self.db.atomic():
             cur = self.db.execute(
                 "INSERT INTO runs (command, started_at, pid, batchrun_version) VALUES (?, ?, ?, ?)",
-                [command, time.time(), os.getpid(), __version__],
+                [command, time.time(), os.getpid(), _version()],
             )
         assert cur.lastrowid is not None  # an INSERT into a rowid table
         self.run_id = cur.lastrowid

@@ -22,7 +22,8 @@ Timed, in this order in every repeat, for each stage:
 
 - batchrun: `python -m batchrun plan --json` in a child process, spawn to exit (interpreter
   start-up, sync, the corpus scan against state.db's cache, writing, checksums, fsync); peak
-  RSS is that child's ru_maxrss.
+  RSS is that child's ru_maxrss. The child keeps compiled bytecode (bench/_common.compiled_env),
+  as an installed batchrun does, even where PYTHONDONTWRITEBYTECODE is set.
 - copy: the request files batchrun just wrote, copied byte for byte (1 MiB reads and writes,
   like `dd bs=1M conv=fsync`), each copy fsync'ed before close: the same bytes, on the same disk,
   in the same minute. Copies are deleted as they are made (not timed), so the disk holds one set.
@@ -34,7 +35,10 @@ Timed, in this order in every repeat, for each stage:
   interpreter start-up: all of which favour the cookbook.
 
 Output: a table per stage and in total; then the targets (issue 15: plan >= 0.8x the copy's
-throughput, >= 3x the cookbook's per request, peak RSS <= 300 MB at 30 routes); then, last,
+throughput, >= 3x the cookbook's per request, peak RSS <= 300 MB at 30 routes); the CPU seconds
+of each writer (plan's child, both threads; the copy's and the cookbook's own, from getrusage):
+on a loaded machine wall time follows CPU time, and plan spends more of it than the copy (it
+escapes, builds and checksums what the copy only moves); then, last,
 `ratio=<plan throughput / copy throughput>` over both stages (= copy seconds / plan seconds).
 `--profile` reruns the generation plan under cProfile and prints its top entries to stderr.
 """
@@ -44,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import sys
 import tempfile
@@ -54,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
-    MB, MiB, bench_corpus, child_env, lib, load1, load_line, machine_line, mb, median, note, print_table, refuse_inside_repo,
+    MB, MiB, bench_corpus, compiled_env, lib, load1, load_line, machine_line, mb, median, note, print_table, refuse_inside_repo,
     remove_state, remove_tree, run_measured, warm_page_cache,
 )
 from _lines import Lines, download_planned
@@ -76,7 +81,9 @@ class Stage:
     plan_cpu: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
     copy: list[float] = field(default_factory=list)
+    copy_cpu: list[float] = field(default_factory=list)
     cookbook: list[float] = field(default_factory=list)
+    cookbook_cpu: list[float] = field(default_factory=list)
     loads: list[float] = field(default_factory=list)
     bytes: int = 0
     files: int = 0
@@ -104,7 +111,8 @@ def write_config(work: Path, corpus_root: Path, n_routes: int) -> Path:
 
 def batchrun(config: Path, *args: str, profile: bool = False) -> Any:
     prefix = [sys.executable, "-m", "cProfile", "-s", "tottime"] if profile else [sys.executable]
-    return run_measured([*prefix, "-m", "batchrun", "--config", config, "-q", *args], env=child_env(), cwd=config.parent,
+    # With compiled bytecode kept (in the work folder), as an installed batchrun has: the setup plan fills it.
+    return run_measured([*prefix, "-m", "batchrun", "--config", config, "-q", *args], env=compiled_env(config.parent / "pycache"), cwd=config.parent,
                         ok_codes=(0, 2))
 
 
@@ -149,6 +157,13 @@ def _batches(state: Path, ids: list[str]) -> list[dict[str, Any]]:
         con.close()
 
 
+def _cpu() -> float:
+    """This process's CPU seconds (user + system, every thread): what the copy and the cookbook
+    cost the machine, beside their wall time (on a loaded machine wall time follows CPU time)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 # --- copy --------------------------------------------------------------------------------------
 
 
@@ -159,10 +174,11 @@ def run_copy(work: Path, files: list[Path], s: Stage) -> None:
     folder.mkdir()
     buf = bytearray(MiB)
     view = memoryview(buf)
-    timed = 0.0
+    timed = cpu = 0.0
     copied = 0
     for i, src in enumerate(files):
         dst = folder / f"copy-{i:04d}.jsonl"
+        c0 = _cpu()
         t0 = time.perf_counter()
         with open(src, "rb", buffering=0) as fin, open(dst, "wb", buffering=0) as fout:
             while n := fin.readinto(buf):
@@ -170,10 +186,12 @@ def run_copy(work: Path, files: list[Path], s: Stage) -> None:
                 copied += n
             os.fsync(fout.fileno())
         timed += time.perf_counter() - t0
+        cpu += _cpu() - c0
         dst.unlink()  # not timed: only one set of files on the disk at a time
     if copied != s.bytes:
         raise RuntimeError(f"copied {copied} bytes of {s.bytes}")
     s.copy.append(timed)
+    s.copy_cpu.append(cpu)
     remove_tree(folder)
 
 
@@ -214,11 +232,12 @@ def run_cookbook(work: Path, config_path: Path, stage: str, items: list[tuple], 
         by_route[item[0]].append(item)
     adapters = {name: L.get_adapter(r.provider) for name, r in config.routes.items()}
     docs: dict[str, str] = {}
-    timed = 0.0
+    timed = cpu = 0.0
     n = nbytes = 0
     for route_name, work_items in by_route.items():
         route = config.routes[route_name]
         path = folder / f"{route_name}.jsonl"
+        c0 = _cpu()
         t0 = time.perf_counter()
         with open(path, "w", encoding="utf-8") as f:
             for item in work_items:
@@ -241,11 +260,13 @@ def run_cookbook(work: Path, config_path: Path, stage: str, items: list[tuple], 
             f.flush()
             os.fsync(f.fileno())
         timed += time.perf_counter() - t0
+        cpu += _cpu() - c0
         nbytes += path.stat().st_size
         path.unlink()  # not timed
     if n != s.lines:
         raise RuntimeError(f"cookbook wrote {n} requests, plan {s.lines}")
     s.cookbook.append(timed)
+    s.cookbook_cpu.append(cpu)
     s.cookbook_bytes = nbytes
     remove_tree(folder)
 
@@ -348,9 +369,12 @@ def main(argv: list[str] | None = None) -> int:
         rng = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
         rows.append([st, "batchrun plan (child, CLI)", f"{lines:,}", files, f"{nbytes:,}", f"{p:.2f}", rng(plan_t), f"{nbytes / p / MB:,.1f}",
                      "1.00", mb(rss), f"{cpu:.2f}" if cpu is not None else "-"])
+        copy_cpu = median(s.copy_cpu) if s is not None else None
+        cook_cpu = median(s.cookbook_cpu) if s is not None else None
         rows.append([st, "copy of its files (1 MiB, fsync)", "-", files, f"{nbytes:,}", f"{c:.2f}", rng(copy_t), f"{nbytes / c / MB:,.1f}",
-                     f"{c / p:.2f}", "-", "-"])
-        rows.append([st, "cookbook (dict, json.dumps, text)", f"{lines:,}", "-", "-", f"{k:.2f}", rng(cook_t), "-", f"{k / p:.2f}", "-", "-"])
+                     f"{c / p:.2f}", "-", f"{copy_cpu:.2f}" if copy_cpu is not None else "-"])
+        rows.append([st, "cookbook (dict, json.dumps, text)", f"{lines:,}", "-", "-", f"{k:.2f}", rng(cook_t), "-", f"{k / p:.2f}", "-",
+                     f"{cook_cpu:.2f}" if cook_cpu is not None else "-"])
     print_table(["stage", "writer", "requests", "files", "bytes", "median s", "min-max s", "MB/s", "plan x", "peak RSS", "CPU s"], rows)
     print("('plan x' = plan's throughput ÷ that writer's: bytes per second against the copy, requests per second against the "
           "cookbook, whose JSON escapes non-ASCII and so writes other bytes)")
@@ -361,6 +385,12 @@ def main(argv: list[str] | None = None) -> int:
           f"plan/cookbook >= {TARGET_VS_COOKBOOK}: {vs_cook:.2f} ({'met' if vs_cook >= TARGET_VS_COOKBOOK else 'MISSED'}); "
           f"peak RSS {mb(rss)} at {n_routes} routes (<= 300 MB at 30 routes: "
           f"{('met' if rss <= TARGET_RSS else 'MISSED') if n_routes >= 30 else 'n/a at this route count'})")
+    plan_cpu = sum(median(stages[x].plan_cpu) for x in STAGES)
+    copy_cpu = sum(median(stages[x].copy_cpu) for x in STAGES)
+    cook_cpu = sum(median(stages[x].cookbook_cpu) for x in STAGES)
+    print(f"CPU seconds, both stages (medians): plan {plan_cpu:.2f} (its child, both threads, start-up included), copy {copy_cpu:.2f}, "
+          f"cookbook {cook_cpu:.2f}; on a loaded machine wall time follows CPU time, so with these loads plan/copy tends "
+          f"towards {copy_cpu / plan_cpu:.2f}")
     print(f"ratio={vs_copy:.3f}")
     return 0
 

@@ -583,3 +583,59 @@ def test_a_same_size_edit_within_the_same_mtime_tick_is_still_seen(project: Proj
     after = cells(project, "gpt")["t3"]
     assert after["doc_sha256"] != before["doc_sha256"]
     assert after["custom_id"] != before["custom_id"]
+
+
+# --- request files stay byte-identical across changes to how plan writes them -------------------
+
+
+def _golden_corpus(project: Project) -> None:
+    """Documents that exercise every path of reading and escaping: pieces bigger than the 32 KiB
+    read size with a CRLF and multi-byte characters across piece edges, line separators, quotes
+    and backslashes, Chinese, astral characters, a BOM, a lone CR."""
+    import random
+
+    rng = random.Random(15)
+    words = ["crane", "harbor", "relay", "起重机", "故障", "\u2028", "\u0085", '"q"', "C:\\path", "😀", "\t", "e\u0301", "\x7f"]
+    big = "".join(rng.choice(words) + (" " if rng.random() < 0.9 else "\r\n") for _ in range(40_000))
+    project.doc("a-big.txt", "")
+    (project.root / "corpus" / "a-big.txt").write_bytes(big.encode("utf-8"))
+    (project.root / "corpus" / "b-bom-cr.txt").write_bytes("\ufeffFirst line\rsecond line\r\nthird 中文\n".encode("utf-8"))
+    project.doc("c-plain.txt", "The freezer alarm sounded at 22:05. Dr. Ilse Varga moved 340 samples.\n" * 50)
+    project.tasks([
+        task("g1", "When did the crane fail?", "a-big.txt"),
+        task("g2", 'Who said "stop"\u2028 and where? 问题\\?', "a-big.txt"),
+        task("g3", "What is on the second line?", "b-bom-cr.txt"),
+        task("g4", "Who moved the samples?", "c-plain.txt"),
+        task("g5", "At what time?", "c-plain.txt"),
+    ])
+
+
+# sha256 of every request file of the plan below, in batch order, as written by plan before it kept
+# escaped documents in memory (it spooled them to a scratch file and streamed them back): how plan
+# writes may change, what it writes may not.
+GOLDEN_REQUEST_FILES: list[tuple[str, str]] = [
+    ('000001-anth-gen', '2f2b7e1bf21db1cf223d84e88e213478b23f8c7cb95fe50472b3977f9bc6eabb'),
+    ('000002-compat-gen', '97dc763f6b8193a0554f7e39f4b2cbdb2839e5beb2d3252dc158fa4912fee321'),
+    ('000003-gem-gen', '8a9707dd802f4450371642e54e80367d941b9ac9a24754573bca17325cb2ee39'),
+    ('000004-oa-chat-gen', '18b4168dbafdccbf023ca031b6e558eb220acfe88aa330d9763755a91cf1dbed'),
+    ('000005-oa-resp-gen', '997c1a7b74cddb7470f9e250a048c9d6137de95ca830fd2cf021c21227c28b74'),
+    ('000006-oa-chat-gen', '72c651a870a117ed85a88457be00818d086842b0a55960f025148c5b91e61319'),
+    ('000007-oa-chat-gen', 'c2ac6a1498647d5a15668346b17d0ef1bd1f8010b99472eb42790609d05c552d'),
+]
+
+
+def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project) -> None:
+    import hashlib
+
+    _golden_corpus(project)
+    routes = dict(ALL_PROVIDER_ROUTES)
+    routes["oa-chat"] = route("openai", "gpt-5.5", max_requests_per_file=2)
+    project.config(routes=routes, panel=[])
+    ok(project.run("plan"))
+    written = []
+    for b in project.sql("SELECT id, request_file, sha256, bytes FROM batches WHERE status = 'planned' ORDER BY seq"):
+        data = Path(b["request_file"]).read_bytes()
+        assert b["sha256"] == hashlib.sha256(data).hexdigest() and b["bytes"] == len(data)
+        written.append((b["id"], b["sha256"]))
+    assert len(written) == 7  # oa-chat in three files, every other route in one
+    assert written == GOLDEN_REQUEST_FILES

@@ -1,0 +1,129 @@
+"""Benchmark: how long `batchrun --help` and `batchrun status` take to start, against Python itself.
+
+    python bench/startup.py [--repeat N] [--profile]
+
+Issue 15's start-up target: `batchrun --help` and `batchrun status` on a fresh project within 3x of
+`python -c "import click, sqlite3"` (the interpreter plus the two libraries every command needs).
+
+The project is the built-in demo's (batchrun/demo: 5 contestant routes and a 3-judge panel, 30
+tasks) copied to a temporary folder, after one `batchrun plan` (not timed): state.db exists and
+nothing has been sent, so `status` opens state.db read-only and prints every route's cells and the
+planned batches, as on the morning after a first plan. No network, no keys.
+
+Every child keeps compiled bytecode (bench/_common.compiled_env): this machine sets
+PYTHONDONTWRITEBYTECODE, which would make each batchrun command compile its own modules from
+source again, as no installed batchrun does; the baseline runs with the same setting.
+
+Timed, interleaved in every round (so a burst of load on this shared machine hits all three
+alike), each in a child process, spawn to exit (bench/_common.run_measured):
+
+  baseline  `python -c "import click, sqlite3"` (the same interpreter as batchrun's)
+  --help    `batchrun --help` (the console script pip installed beside that interpreter)
+  status    `batchrun status` in the project folder
+
+Output: a table (median wall time, min-max, CPU time: user + system, which a loaded machine
+inflates less than wall time; peak RSS), then, last, `ratio=<the slower of the two commands'
+median seconds / the baseline's median seconds>` (target <= 3).
+`--profile` prints `python -X importtime` of both commands, the 25 costliest imports, to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import REPO_ROOT, child_env, compiled_env, load_line, machine_line, mb, median, note, print_table, remove_tree, run_measured
+
+TARGET = 3.0
+
+
+def batchrun_argv() -> list[str]:
+    """The console script a user runs; `python -m batchrun` where none is installed."""
+    script = Path(sys.executable).parent / "batchrun"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "batchrun"]
+
+
+def make_project(work: Path) -> Path:
+    demo = REPO_ROOT / "batchrun" / "demo"
+    project = work / "project"
+    (project / "data").mkdir(parents=True)
+    shutil.copy(demo / "batchrun.toml", project / "batchrun.toml")
+    shutil.copy(demo / "dataset.json", project / "data" / "dataset.json")
+    shutil.copytree(demo / "corpus", project / "corpus")
+    run_measured([*batchrun_argv(), "-q", "plan"], env=child_env(), cwd=project)
+    return project
+
+
+def import_profile(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=cwd, env=env, capture_output=True, text=True)
+    rows = []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            _, cumulative, name = line.split("|", 2)
+            if cumulative.strip().isdigit():
+                rows.append((int(cumulative), name.rstrip()))
+    rows.sort(reverse=True)
+    return "\n".join(f"{us / 1000:8.1f} ms  {name}" for us, name in rows[:25])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=15, help="rounds (default 15); medians reported")
+    ap.add_argument("--profile", action="store_true", help="also print each command's costliest imports to stderr")
+    args = ap.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="batchrun-bench-startup-"))
+    br = batchrun_argv()
+    commands = {
+        "baseline": ([sys.executable, "-c", "import click, sqlite3"], 'python -c "import click, sqlite3"'),
+        "help": ([*br, "--help"], "batchrun --help"),
+        "status": ([*br, "status"], "batchrun status (fresh project, after a plan)"),
+    }
+    walls: dict[str, list[float]] = {k: [] for k in commands}
+    cpus: dict[str, list[float]] = {k: [] for k in commands}
+    rss: dict[str, list[int]] = {k: [] for k in commands}
+    loads: list[str] = []
+    try:
+        project = make_project(work)
+        env = compiled_env(work / "pycache")
+        for cmd, _ in commands.values():  # fills the bytecode cache (not timed)
+            run_measured(cmd, env=env, cwd=project)
+        for i in range(args.repeat):
+            if i % 5 == 0:
+                loads.append(load_line())
+                note(f"round {i + 1}/{args.repeat} ({loads[-1]})")
+            for key, (cmd, _) in commands.items():
+                run = run_measured(cmd, env=env, cwd=project)
+                walls[key].append(run.wall)
+                cpus[key].append(run.cpu_user + run.cpu_sys)
+                rss[key].append(run.maxrss)
+        if args.profile:
+            for key in ("help", "status"):
+                note(f"\n`python -X importtime` of {commands[key][1]}: cumulative, costliest first")
+                note(import_profile(["-m", "batchrun", *commands[key][0][len(br):]], project, env))
+    finally:
+        remove_tree(work)
+
+    print(f"bench/startup.py — {machine_line(Path(tempfile.gettempdir()))}")
+    print("load during the rounds: " + "; ".join(loads))
+    base = median(walls["baseline"])
+    rows = []
+    for key, (_, label) in commands.items():
+        m = median(walls[key])
+        cpu = median(cpus[key])
+        rows.append([label, f"{m * 1000:.0f}", f"{min(walls[key]) * 1000:.0f}-{max(walls[key]) * 1000:.0f}", f"{m / base:.2f}",
+                     f"{cpu * 1000:.0f}", f"{cpu / median(cpus['baseline']):.2f}", mb(max(rss[key]))])
+    print_table(["command", "median ms", "min-max ms", "x baseline", "CPU ms", "CPU x baseline", "peak RSS"], rows)
+    ratio = max(median(walls["help"]), median(walls["status"])) / base
+    print(f"median of {args.repeat} interleaved rounds; target: each command within {TARGET:.0f}x of the baseline: "
+          f"{ratio:.2f} ({'met' if ratio <= TARGET else 'MISSED'})")
+    print(f"ratio={ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
