@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import cliproc
 from conftest import KEY_ENV, Project, route, small_project
 from test_cli_errors import _gt, _mutate_records, _set, assert_clean_error, edit_config, prepare, set_route, snapshot
 
@@ -25,10 +26,10 @@ WITH_STATE = pytest.mark.parametrize("with_state", [False, True], ids=["no-state
 
 
 def run_subprocess(project: Project, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """The CLI in a child process: where the bug is a hang or a traceback only a real process shows."""
+    """The CLI in a child process: where the bug is a hang or a traceback only a real process shows
+    (forked warm: see tests/cliproc.py)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "batchrun", "--config", str(project.config_path), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=project.root)
+    return cliproc.run(["--config", str(project.config_path), *args], timeout=timeout, env=env, cwd=project.root)
 
 
 # --- the dataset ----------------------------------------------------------------------------------
