@@ -23,6 +23,15 @@ from batchrun.store import Store
 KEY_ENV = "BATCHRUN_TEST_KEY"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _warm_batchrun_processes() -> Any:
+    """tests/cliproc.py runs batchrun child processes forked from a warm server: stop it at the end."""
+    yield
+    import cliproc
+
+    cliproc.stop()
+
+
 @pytest.fixture(autouse=True)
 def env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Isolate every test from the machine's provider settings; fast backoff."""

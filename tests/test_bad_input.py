@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import cliproc
 from conftest import KEY_ENV, Project, route, small_project
 from test_cli_errors import _gt, _mutate_records, _set, assert_clean_error, edit_config, prepare, set_route, snapshot
 
@@ -25,10 +26,10 @@ WITH_STATE = pytest.mark.parametrize("with_state", [False, True], ids=["no-state
 
 
 def run_subprocess(project: Project, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """The CLI in a child process: where the bug is a hang or a traceback only a real process shows."""
+    """The CLI in a child process: where the bug is a hang or a traceback only a real process shows
+    (forked warm: see tests/cliproc.py)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "batchrun", "--config", str(project.config_path), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=project.root)
+    return cliproc.run(["--config", str(project.config_path), *args], timeout=timeout, env=env, cwd=project.root)
 
 
 # --- the dataset ----------------------------------------------------------------------------------
@@ -469,7 +470,7 @@ def _leaderboard(project: Project) -> list[dict[str, Any]]:
 
 
 def test_disk_full_at_any_moment_is_a_clear_error_and_the_rerun_completes(tmp_path: Path, emulator: Any) -> None:
-    """A real full disk: the project on a 3 MiB tmpfs, with a filler file leaving less and less
+    """A real full disk: the project on a small tmpfs, with a filler file leaving less and less
     room, so refresh runs out of space at a different moment each time (request files, state.db,
     downloads, results/). Each run ends with the full-disk message and exit 1, or makes progress;
     once there is room, the next refresh completes with the leaderboard of an undisturbed run,
@@ -484,7 +485,11 @@ def test_disk_full_at_any_moment_is_a_clear_error_and_the_rerun_completes(tmp_pa
 
     disk = tmp_path / "disk"
     disk.mkdir()
-    _mount("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk))
+    # The room refresh needs varies with timing (how far the WAL grows before a checkpoint): on a
+    # loaded machine a 3 MiB disk was sometimes too small even with no filler at all. The filler
+    # still leaves only `free` bytes, so the moments exercised are the same on a bigger disk.
+    size = 8 << 20
+    _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk))
     try:
         project = Project(disk / "proj")
         small_project(project)
@@ -510,7 +515,7 @@ def test_disk_full_at_any_moment_is_a_clear_error_and_the_rerun_completes(tmp_pa
             assert error.startswith("Error: The disk is full") and "\nHint: Free space" in error, result.output
             assert "run the same command again" in error
             free += 24 << 10
-            assert free < (3 << 20), "refresh never completed"
+            assert free < size, "refresh never completed"
         assert 1 in outcomes, "the disk never filled up: the test proves nothing"
         assert len(outcomes) >= 4, f"too few moments exercised: {outcomes}"
         filler.unlink(missing_ok=True)  # the last round may have had room enough without one

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import cliproc
 from conftest import KEY_ENV, Project, route, small_project
 from test_reliability import EmulatorProcess, hold_writer_lock, integrity_ok, run_batchrun
 
@@ -215,10 +216,8 @@ def test_deleting_the_lock_file_does_not_let_a_second_writer_in(project: Project
     small_project(project)
     project.point_at(emu)  # real runs (the rehearsal paths aside), answered by the emulator
     emu.fault({"kind": "slow", "latency": 60, "count": -1})  # the first writer stays in flight
-    cmd = [sys.executable, "-m", "batchrun", "--config", str(project.config_path),
-           "refresh", "--interval", "0.2", "--timeout", "60s"]
-    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env={**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001"})
+    cmd = ["--config", str(project.config_path), "refresh", "--interval", "0.2", "--timeout", "60s"]
+    first = cliproc.start(cmd, env={**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001"})
     try:
         note = Path(str(project.state_path) + ".lock")
         deadline = time.monotonic() + 30

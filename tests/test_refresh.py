@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from batchrun.cli import cli
@@ -112,28 +113,43 @@ def test_progress_is_one_line_per_event_off_a_terminal_and_live_on_one(project: 
     from batchrun.progress import Progress
     from batchrun.refresh import refresh
 
+    class Seen(Exception):
+        pass
+
+    class StopAtFirstStatus(Progress):
+        """Ends the refresh at its first status update: the first round in which nothing ended."""
+
+        def status(self, message: str) -> None:
+            super().status(message)
+            raise Seen(message)
+
     small_project(project)
-    # Each batch takes 2 s: however slow this machine, some polling round sees nothing end and
-    # shows the live status line (0.6 s was sometimes outrun by rounds on a loaded machine).
-    emu = Emulator(port=0, latency=2.0).start()
+    # No batch ever ends, so the round after the batches are created has nothing to show but the
+    # status: reached however slow this machine is (a 2 s latency was outrun on a loaded machine,
+    # and no round waited). The test stops there instead of waiting out a whole refresh.
+    emu = Emulator(port=0, latency=3600).start()
     try:
         config = project.load(emu)
         for live in (False, True):
             buf = io.StringIO()
             store = project.store()
             store.start_run("refresh")
-            refresh(store, config, interval=0.2, progress=Progress(buf, live=live))
+            with pytest.raises(Seen) as seen:
+                refresh(store, config, interval=0.2, progress=StopAtFirstStatus(buf, live=live))
             store.close()
+            assert "batch(es) in flight" in str(seen.value)
             out = buf.getvalue()
+            lines = out.splitlines()
+            assert any("created" in line for line in lines)
             if live:
                 assert "\r" in out and "batch(es) in flight" in out and "bytes uploaded" in out and "waited" in out
             else:
-                assert "\r" not in out
-                lines = out.splitlines()
-                assert any("created" in line for line in lines) and all(line.startswith("[") for line in lines)
+                assert "\r" not in out and "in flight" not in out
+                assert all(line.startswith("[") for line in lines)
             project.state_path.unlink()
             for f in project.area.glob("state.db*"):
                 f.unlink()
+            emu.reset()
     finally:
         emu.stop()
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import cliproc
 from batchrun import faults as fault_points
 from conftest import KEY_ENV, Project, route, small_project
 
@@ -84,14 +85,15 @@ def emu(emu_proc: EmulatorProcess) -> EmulatorProcess:
 
 def run_batchrun(project: Project, *args: str, emu: EmulatorProcess | None = None, env: dict[str, str] | None = None,
                  timeout: float = 120) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "batchrun", "--config", str(project.config_path)]
+    """`python -m batchrun ARGS` as a real child process (forked warm: see tests/cliproc.py)."""
+    cmd = ["--config", str(project.config_path)]
     if emu is not None:
         cmd += ["--emulator", emu.url]
         project.rehearsing = True  # its state is under rehearsal/ (see conftest.Project)
     # Module-scoped fixtures run before the autouse `env` fixture: set what it would.
     full_env = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001", **(env or {})}
     full_env.pop("BATCHRUN_DIE_AT", None) if "BATCHRUN_DIE_AT" not in (env or {}) else None
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, env=full_env, timeout=timeout)
+    return cliproc.run(cmd + list(args), env=full_env, timeout=timeout)
 
 
 def board(project: Project) -> list[tuple]:
@@ -149,10 +151,10 @@ def test_sigkill_at_random_moments(seed: int, project: Project, emu: EmulatorPro
     process dies cannot be known to have arrived, so it may be sent again — see README.)"""
     make(project)
     rng = random.Random(seed)
-    cmd = [sys.executable, "-m", "batchrun", "--config", str(project.config_path), "--emulator", emu.url, "refresh", "--interval", "0.05"]
+    cmd = ["--config", str(project.config_path), "--emulator", emu.url, "refresh", "--interval", "0.05"]
     project.rehearsing = True
     for _ in range(4):
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = cliproc.start(cmd)
         time.sleep(rng.uniform(0.3, 1.5))
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -1,0 +1,162 @@
+"""batchrun as a real child process, forked from an interpreter that has already imported it.
+
+`python -m batchrun` spends 1.5-3 s of CPU importing the three provider SDKs before it does
+anything, and the crash, fault and lock suites start well over a hundred such processes: on 2
+cores that start-up alone was about half of the suite's CPU. Here each run is still its own OS
+process, with its own pid, memory, file descriptors and state.db connections, and SIGKILL still
+ends it with no cleanup at any point. But it is forked from a server (multiprocessing's
+forkserver, one per pytest worker) that imported batchrun and the SDKs once. The child then takes
+the arguments, environment, working directory and stdout/stderr that `subprocess.run` would have
+given it and runs batchrun's own entry point (`batchrun/__main__.py` calls `cli()`), so exit
+codes, output, the writer lock's pid and `BATCHRUN_DIE_AT` all behave as they do in a fresh process.
+
+What a fork does not exercise is interpreter start-up and import itself; tests that are about
+that (the usage-error exit code, a missing key) still run `python -m batchrun` literally.
+
+Use `run(...)` where you would use `subprocess.run([sys.executable, "-m", "batchrun", ...])` and
+`start(...)` where you would use `subprocess.Popen` (it has pid, poll, wait, kill, send_signal).
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# Imported once in the fork server, so no child pays for them. Anything a command imports lazily
+# and is not listed here is imported by the child itself: slower, never wrong.
+PRELOAD = [
+    "cliproc", "batchrun.cli", "batchrun.refresh", "batchrun.report", "batchrun.status", "batchrun.emulator",
+    "batchrun.providers.openai", "batchrun.providers.anthropic", "batchrun.providers.gemini",
+    "openai", "anthropic", "google.genai", "numpy",
+]
+
+_ctx: Any = None
+
+
+def _context() -> Any:
+    global _ctx
+    if _ctx is None:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        _ctx = ctx
+    return _ctx
+
+
+def _child(args: list[str], env: dict[str, str], cwd: str | None, out: str, err: str) -> None:
+    """In the forked child: become `python -m batchrun ARGS` and run it."""
+    for fd, path in ((1, out), (2, err)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    os.environ.clear()
+    os.environ.update(env)
+    if cwd is not None:
+        os.chdir(cwd)
+    # Fresh streams as a new interpreter opens them on files/pipes: stdout block-buffered (what a
+    # SIGKILL loses, it loses here too), stderr line-buffered.
+    encoding = env.get("PYTHONIOENCODING", "utf-8").split(":")[0] or "utf-8"
+    sys.stdout = io.TextIOWrapper(io.open(1, "wb", closefd=False), encoding=encoding)
+    sys.stderr = io.TextIOWrapper(io.open(2, "wb", closefd=False), encoding=encoding,
+                                  errors="backslashreplace", line_buffering=True)
+    sys.argv = [str(Path(sys.modules["batchrun"].__file__ or "batchrun").parent / "__main__.py"), *args]
+    from batchrun.cli import cli
+
+    cli(args=args, prog_name="python -m batchrun")
+
+
+class BatchrunProcess:
+    """A running `batchrun ARGS` child: the subset of subprocess.Popen the tests use."""
+
+    def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> None:
+        self.args = ["python", "-m", "batchrun", *args]
+        self._dir = tempfile.mkdtemp(prefix="batchrun-proc-")
+        self._out, self._err = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")
+        self._proc = _context().Process(
+            target=_child, args=(list(args), dict(os.environ if env is None else env),
+                                 None if cwd is None else str(cwd), self._out, self._err),
+            name="batchrun", daemon=False)
+        self._texts: tuple[str, str] | None = None
+        self._proc.start()
+        self.pid: int = self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.exitcode
+
+    def poll(self) -> int | None:
+        return self._proc.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._proc.join(timeout)
+        if self._proc.exitcode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self._collect()
+        return self._proc.exitcode
+
+    def _collect(self) -> None:
+        if self._texts is None:
+            texts = []
+            for path in (self._out, self._err):
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        texts.append(f.read())
+                except FileNotFoundError:  # killed before it opened its streams
+                    texts.append("")
+            self._texts = (texts[0], texts[1])
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def send_signal(self, sig: int) -> None:
+        if self._proc.exitcode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def outputs(self) -> tuple[str, str]:
+        """What the child wrote to stdout and stderr; waits for it to end."""
+        self.wait()
+        assert self._texts is not None
+        return self._texts
+
+
+def start(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> BatchrunProcess:
+    """`subprocess.Popen([python, -m, batchrun, *args])`, forked warm. Its output goes to files,
+    read (and removed) when it is waited for: `.outputs()` returns (stdout, stderr)."""
+    return BatchrunProcess(args, env=env, cwd=cwd)
+
+
+def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+        timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run([python, -m, batchrun, *args], capture_output=True, text=True)`, forked warm."""
+    proc = start(args, env=env, cwd=cwd)
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        out, err = proc.outputs()
+        raise subprocess.TimeoutExpired(proc.args, timeout or 0, output=out, stderr=err) from None
+    out, err = proc.outputs()
+    return subprocess.CompletedProcess(proc.args, code, out, err)
+
+
+def stop() -> None:
+    """Stop this process's fork server, if one was started, and wait for it: then its CPU time (and
+    its children's) counts in this process's, so `time pytest` reports the suite's real cost."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if _ctx is not None and server is not None and getattr(server, "_forkserver_pid", None) is not None:
+        server._stop()
