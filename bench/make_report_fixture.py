@@ -72,12 +72,22 @@ def render(fmt: str, project: Path) -> str:
 
 def expected() -> None:
     from batchrun import __version__
+    from batchrun.store import Store
 
-    for fmt, name in FORMATS.items():
-        text = render(fmt, FIXTURE)
-        text = text.replace(str(FIXTURE / "batchrun.json"), "{CONFIG}").replace(__version__, "{VERSION}")
-        (FIXTURE / f"expected-{name}").write_text(text, encoding="utf-8")
-        print(f"wrote expected-{name} ({len(text):,} characters)", file=sys.stderr)
+    # Rendered from a copy upgraded by a writer, as the test does: the committed state.db keeps the
+    # schema it was built with, so the test also checks that later migrations change no number.
+    work = Path(tempfile.mkdtemp(prefix="batchrun-report-expected-"))
+    try:
+        for name in ("batchrun.json", "state.db"):
+            shutil.copyfile(FIXTURE / name, work / name)
+        Store(work / "state.db").close()
+        for fmt, name in FORMATS.items():
+            text = render(fmt, work)
+            text = text.replace(str(work / "batchrun.json"), "{CONFIG}").replace(__version__, "{VERSION}")
+            (FIXTURE / f"expected-{name}").write_text(text, encoding="utf-8")
+            print(f"wrote expected-{name} ({len(text):,} characters)", file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
