@@ -23,12 +23,19 @@ from .config import Config
 from .grading import score as normalised_score
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store
-from .version import __version__
 
 RESPONSE_STATUS = {"judging": "ok"}
 # Cell statuses that count 0 in All-tasks: the model's own failures, out of context, and
 # infrastructure failures the maintainer accepted (batchrun accept-failures).
 ZERO_FILLED = ("out_of_context_scope", "refusal", "empty", "accepted")
+
+
+def _batchrun_version() -> str:
+    # Imported when a results file is written, not with this module: `status` reads cells_now
+    # through snapshot_cells, and reading the installed version costs importlib.metadata (~20 ms).
+    from .version import __version__
+
+    return __version__
 
 
 def view_sql(store: Store, view: str, **tables: str) -> str:
@@ -213,7 +220,7 @@ def provenance(store: Store, config: Config, route_name: str) -> dict[str, Any]:
                         for j in config.judges],
         "prompt_templates": {"generation_sha256": GENERATION_TEMPLATE_SHA256, "judge_sha256": JUDGE_TEMPLATE_SHA256},
         "dataset_sha256": store.meta("dataset_sha256"),
-        "batchrun_version": __version__,
+        "batchrun_version": _batchrun_version(),
     }
 
 
@@ -303,5 +310,5 @@ def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None
     from .diagnosis import open_problems
 
     return {"rehearsal": rehearsal_of(store, config), "score_scale": "0-1", "routes": routes, "matched_panel": matched_panel(store),
-            "dataset_sha256": store.meta("dataset_sha256"), "batchrun_version": __version__,
+            "dataset_sha256": store.meta("dataset_sha256"), "batchrun_version": _batchrun_version(),
             "problems": [p.as_json() for p in open_problems(store, config, requests="requests_now")]}
