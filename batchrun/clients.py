@@ -261,18 +261,26 @@ def provider_error(c: Classified, *, what: str, route: Route) -> ProviderError:
     status = f"HTTP {c.status}" if c.status else "no response"
     if c.failure == "auth":
         hint = f"Check the key in {route.api_key_env} for route {route.name!r}."
+    elif not c.connected and _is_loopback(route):
+        hint = (f"Nothing is listening at {where} on this machine: start it (for a rehearsal, `batchrun emulator` "
+                f"prints its URL) or correct the port. batchrun will resume where it stopped.")
     elif c.failure == "uncertain":
         hint = f"Check that {where} is reachable (network, base_url in the config). batchrun will resume where it stopped."
     else:
         hint = "batchrun will resume where it stopped on the next run."
     err = ProviderError(f"{what} for route {route.name!r} at {where} failed ({status}): {c.message}", hint)
     err.classified = c  # type: ignore[attr-defined]
+    # A refused connection to this machine will not go away by waiting (nothing was started on
+    # that port), so no caller retries it: refresh and poll stop at once, like submit.
+    err.loopback_refused = not c.connected and _is_loopback(route)  # type: ignore[attr-defined]
     return err
 
 
 def is_transient(err: BaseException) -> bool:
     """A ProviderError that may go away by itself (429, 5xx, a dropped connection): "not now"."""
     c = getattr(err, "classified", None)
+    if getattr(err, "loopback_refused", False):
+        return False
     return c is not None and c.failure in ("transient", "quota", "uncertain")
 
 
