@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -269,6 +270,44 @@ def current_requests_sql() -> str:
         WHERE jr.stage = 'judge' AND jr.graded_sha256 = t.graded_sha256"""
 
 
+def view_sql(store: Store, view: str, **tables: str) -> str:
+    """The SELECT of one of state.db's views as its newest migration defined it, with the views it
+    reads (keys) replaced by tables already evaluated (values). The views stay the one definition
+    of every state; this only lets a command evaluate each of them once."""
+    sql = store.scalar("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", [view])
+    match = re.match(rf"\s*CREATE\s+VIEW\s+{view}\s+AS\s", sql or "", re.IGNORECASE)
+    if match is None:
+        raise RuntimeError(f"state.db has no view {view!r} of the expected form")
+    body = sql[match.end():]
+    for name, table in tables.items():
+        body = re.sub(rf"\b{name}\b", table, body)
+    return body
+
+
+def evaluate_requests(store: Store) -> None:
+    """request_status evaluated once, into the temporary table `requests_now`, for the requests
+    the current config wants (current_requests_sql) and only their results, found by index.
+
+    A view is evaluated again by every query that reads it, and SQLite pushes no filter into
+    request_outcomes (an aggregate over every result ever collected, history included), so a
+    query of request_status costs all of history. This runs the views' own SQL (view_sql) once,
+    over just the rows they need: plan's scan and outputs.snapshot_cells read `requests_now`."""
+    db = store.db
+    for table in ("requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
+        db.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    db.execute("CREATE TEMP TABLE wanted (custom_id TEXT PRIMARY KEY) WITHOUT ROWID")
+    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql()}")
+    # The columns request_outcomes reads (a migration that reads another one fails here, loudly).
+    db.execute("""CREATE TEMP TABLE results_wanted AS SELECT res.id, res.custom_id, res.kind, res.collected_at, res.run_id
+                  FROM temp.wanted w JOIN results res ON res.custom_id = w.custom_id ORDER BY res.id""")
+    db.execute("""CREATE TEMP TABLE requests_wanted AS SELECT r.* FROM temp.wanted w JOIN requests r ON r.custom_id = w.custom_id
+                  ORDER BY r.rowid""")
+    db.execute("CREATE UNIQUE INDEX temp.requests_wanted_id ON requests_wanted (custom_id)")  # request_status's parent lookup
+    db.execute(f"CREATE TEMP TABLE outcomes_now AS {view_sql(store, 'request_outcomes', results='temp.results_wanted')}")
+    db.execute(f"""CREATE TEMP TABLE requests_now AS {view_sql(store, 'request_status', request_outcomes='temp.outcomes_now',
+                                                              requests='temp.requests_wanted')}""")
+
+
 def _supersede_stale_batches(store: Store) -> None:
     """Planned (never uploaded) batches holding requests the config no longer wants are dropped."""
     move_all(store, Status.PLANNED, Status.SUPERSEDED,
@@ -316,16 +355,17 @@ def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None
     (honouring the provider's Retry-After), counted by its failures in this run; a `retry`
     (reopen) after the failure makes it due at once."""
     now = time.time() if now is None else now
+    evaluate_requests(store)  # request_status of the current requests only: not all of history
     cur = store.db.execute(
-        f"""SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens,
+        """SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens,
                    p.route AS judged_route, s.retry_run_n + s.resubmit_run_n AS run_failures, s.reopened_at,
                    last.collected_at AS failed_at, last.retry_after, b.transport, last.batch_id
-            FROM request_status s JOIN requests r ON r.custom_id = s.custom_id
+            FROM temp.requests_now s JOIN requests r ON r.custom_id = s.custom_id
             JOIN tasks t ON t.task_id = s.task_id
             LEFT JOIN requests p ON p.custom_id = r.parent_custom_id
             LEFT JOIN results last ON last.id = s.last_result_id
             LEFT JOIN batches b ON b.id = last.batch_id
-            WHERE s.state = 'pending' AND s.custom_id IN ({current_requests_sql()})
+            WHERE s.state = 'pending'
             ORDER BY s.stage DESC, s.route, t.position"""
     )
     observed = observed_output_tokens(store)

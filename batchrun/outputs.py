@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
+from .ledger import evaluate_requests, view_sql
 from .grading import score as normalised_score
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store
@@ -38,20 +39,6 @@ def _batchrun_version() -> str:
     return __version__
 
 
-def view_sql(store: Store, view: str, **tables: str) -> str:
-    """The SELECT of one of state.db's views as its newest migration defined it, with the views it
-    reads (keys) replaced by tables already evaluated (values). The views stay the one definition
-    of every state; this only lets a command evaluate each of them once."""
-    sql = store.scalar("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", [view])
-    match = re.match(rf"\s*CREATE\s+VIEW\s+{view}\s+AS\s", sql or "", re.IGNORECASE)
-    if match is None:
-        raise RuntimeError(f"state.db has no view {view!r} of the expected form")
-    body = sql[match.end():]
-    for name, table in tables.items():
-        body = re.sub(rf"\b{name}\b", table, body)
-    return body
-
-
 def snapshot_cells(store: Store) -> None:
     """Evaluate the views once, into temporary tables: `requests_now` (request_status, for the
     requests the current config wants), `cells_now` (cell_status, indexed by route) and
@@ -65,22 +52,10 @@ def snapshot_cells(store: Store) -> None:
     index: the only rows cell_status reads. So a command's cost follows the current cells and
     their attempts, neither the number of routes nor the history kept beside them
     (bench/scale.py)."""
-    from .ledger import current_requests_sql
-
     db = store.db
-    for table in ("cells_now", "judged_now", "requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
+    for table in ("cells_now", "judged_now"):
         db.execute(f"DROP TABLE IF EXISTS temp.{table}")
-    db.execute("CREATE TEMP TABLE wanted (custom_id TEXT PRIMARY KEY) WITHOUT ROWID")
-    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql()}")
-    # The columns request_outcomes reads (a migration that reads another one fails here, loudly).
-    db.execute("""CREATE TEMP TABLE results_wanted AS SELECT res.id, res.custom_id, res.kind, res.collected_at, res.run_id
-                  FROM temp.wanted w JOIN results res ON res.custom_id = w.custom_id ORDER BY res.id""")
-    db.execute("""CREATE TEMP TABLE requests_wanted AS SELECT r.* FROM temp.wanted w JOIN requests r ON r.custom_id = w.custom_id
-                  ORDER BY r.rowid""")
-    db.execute("CREATE UNIQUE INDEX temp.requests_wanted_id ON requests_wanted (custom_id)")  # request_status's parent lookup
-    db.execute(f"CREATE TEMP TABLE outcomes_now AS {view_sql(store, 'request_outcomes', results='temp.results_wanted')}")
-    db.execute(f"""CREATE TEMP TABLE requests_now AS {view_sql(store, 'request_status', request_outcomes='temp.outcomes_now',
-                                                              requests='temp.requests_wanted')}""")
+    evaluate_requests(store)
     # Indexed only after cells_now is built: without it SQLite plans cell_status over the table
     # exactly as over the view (an automatic index per join), so each score's average over the
     # judges adds them in the same order and the report stays the same to the last bit
