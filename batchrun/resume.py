@@ -241,7 +241,7 @@ def refuse_changed_inputs(store: Store, config: Config, corpus: Corpus) -> None:
 
 def refuse_changed_result_files(store: Store, config: Config) -> None:
     """StateError if a downloaded result file that collect is about to read is no longer the bytes
-    poll recorded (m016): its answers would be scored as the provider's. A missing file is read
+    poll recorded (m015): its answers would be scored as the provider's. A missing file is read
     as before (its requests have no result, and are sent again)."""
     from .submit import file_sha256
 

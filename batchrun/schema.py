@@ -722,7 +722,7 @@ def m014_expected_cost(db: Database) -> None:
 
 
 @migrations()
-def m016_result_file_checksums(db: Database) -> None:
+def m015_result_file_checksums(db: Database) -> None:
     # The sha256 of each result file as downloaded (or, for the sync transport, as written when
     # its last answer arrived), in the order of result_files_json: collect reads a file only if it
     # is still those bytes, so an answer edited on disk is never scored as the provider's. NULL
