@@ -508,18 +508,21 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
                             "Probe the real provider to write caps, or copy the suggestion by hand.")
     result = probing.probe(config, route, max_cost=max_cost, precision=probing.parse_precision(precision), dry_run=dry_run,
                            progress=ctx.progress().event)
+    target = config.routes[route]
+    if not as_json:
+        # The evidence first: it was paid for, and it stays on screen even if the lock or the
+        # config write below fails.
+        click.echo("\n".join(probing.describe(result, target)))
     written = None
     if not result.dry_run:
         with writer(ctx, "probe", config) as store:
             written = probing.write_caps(config, result) if write and not probing.missing_caps(result) else None
             probing.record(store, result, written=written is not None)
-    target = config.routes[route]
     if as_json:
         en, cjk = probing.suggested_caps(result, target)
         click.echo(json.dumps({**result.evidence(), "plan": list(result.plan), "suggested_caps": {"en": en, "cjk": cjk},
                                "written": written is not None}, indent=2, ensure_ascii=False))
     else:
-        click.echo("\n".join(probing.describe(result, target)))
         if written:
             click.echo(f"written to {config.path}: caps = {{ en = {written[0]}, cjk = {written[1]} }}")
     if write and not result.dry_run and written is None:

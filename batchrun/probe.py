@@ -255,7 +255,10 @@ def _by_tokens(config: Config, route: Route, adapter: Adapter, client: Any, wind
     if with_doc <= without:
         return ScriptResult(script, None, sample, note="the provider counted no tokens for the document: not measured")
     ratio = n / (with_doc - without)
-    cap = max(0, math.floor((window - without) * ratio))
+    cap = math.floor((window - without) * ratio)
+    if cap < 1:  # the prompt alone fills the stated window: no document fits (the config needs caps >= 1)
+        return ScriptResult(script, None, sample, chars_per_token=round(ratio, 4),
+                            note=f"the prompt alone ({without:,} tokens) fills the stated window ({window:,} tokens): not measured")
     return ScriptResult(script, cap, sample, chars_per_token=round(ratio, 4),
                         tokens={"window": window, "sample_chars": n, "prompt_with_sample": with_doc, "prompt_without_document": without})
 
@@ -301,6 +304,7 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
     chars = START_CHARS[script]
     hints: list[int] = []  # lengths just below and above where a refusal's stated counts put the window
     note = ""
+    converged = False  # a cap is suggested only from a closed bracket (or the longest length sent)
     while True:
         est_tokens, estimated = _estimate(route, overhead + chars, measured)
         est_cost = estimated or 0.0  # the price is known: probe() checked
@@ -337,16 +341,22 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
         if hi is None:
             if chars >= MAX_CHARS[script]:
                 note = f"no rejection up to {chars:,} characters: the window is at least this long"
+                converged = True
                 break
             chars = min(chars * GROWTH, MAX_CHARS[script])
             continue
         if hi - lo <= precision * hi or hi - lo <= 1:
+            converged = True
             break
         chars = next((h for h in hints if lo < h < hi), (lo + hi) // 2)
         hints = [h for h in hints if h != chars]
-    cap = lo if lo > 0 else None
+    # A search stopped early (an error, the budget) knows only a lower bound: writing it as the cap
+    # would evaluate the model below its real window, so nothing is suggested for this script.
+    cap = lo if lo > 0 and converged else None
     if cap is None and not note:
         note = f"even {hi:,} characters were refused as too long"
+    elif cap is None and lo > 0:
+        note += f"; no cap suggested: the window is at least {lo:,} characters (the largest accepted), probe again to close it"
     return ScriptResult(script, cap, texts.sample, largest_accepted=lo or None, smallest_rejected=hi,
                         chars_per_token=round(measured, 4) if measured else None, note=note)
 

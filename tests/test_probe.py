@@ -142,8 +142,12 @@ def test_max_cost_is_never_exceeded_and_the_spend_is_shown(project: Project, emu
     spent = next(line for line in out.stdout.splitlines() if line.startswith("spent: "))
     assert "of --max-cost $5.00 (2 requests)" in spent and float(spent.split("$")[1].split(" ")[0]) <= 5
     assert "stopped before precision" in out.stdout and "not sent (budget)" in out.stdout
-    row = project.sql("SELECT cost, max_cost, evidence_json FROM probes")[0]
+    row = project.sql("SELECT cost, max_cost, evidence_json, en_cap, cjk_cap FROM probes")[0]
     assert 0 < row["cost"] <= 5 and row["max_cost"] == 5
+    # Stopped before any rejection, the search knows only a lower bound: no cap is suggested
+    # (written, it would evaluate the model far below its window).
+    assert row["en_cap"] is None and row["cjk_cap"] is None
+    assert "no cap suggested: the window is at least 40,000 characters" in out.stdout
     steps = json.loads(row["evidence_json"])["steps"]
     assert sum(s["cost"] or 0 for s in steps) == pytest.approx(row["cost"])
     assert all(s["cost"] <= s["est_cost"] for s in steps if s["outcome"] == "accepted")  # estimates are never low
