@@ -63,8 +63,9 @@ SAMPLE_CHARS = 200_000
 # Chinese prose); after, at the measured ratio with this margin.
 UNMEASURED_CHARS_PER_TOKEN = 1.0
 ESTIMATE_MARGIN = 1.1
-# A minimal completion: the output billed for an accepted step.
-OUTPUT_TOKENS = 1
+# A minimal completion: the most output an accepted step can be billed for (1 token, 16 on
+# OpenAI's Responses API, whose minimum max_output_tokens is 16), so an estimate is never low.
+OUTPUT_TOKENS = 16
 # Attempts of one step that fails transiently (rate limit, overload, no answer).
 TRANSIENT_ATTEMPTS = 3
 
@@ -317,7 +318,7 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
         cost = 0.0
         if answer.outcome == "accepted":
             tokens = answer.input_tokens if answer.input_tokens is not None else est_tokens
-            cost = online_cost(route, tokens, OUTPUT_TOKENS) or 0.0
+            cost = online_cost(route, tokens, answer.output_budget) or 0.0
             if answer.input_tokens:
                 measured = (overhead + chars) / answer.input_tokens
         budget.spent += cost

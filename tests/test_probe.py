@@ -94,7 +94,7 @@ def test_search_finds_the_window_within_the_precision_en_and_cjk(project: Projec
         assert s["largest_accepted"] <= truth < s["smallest_rejected"], (script, truth, s)
         assert s["smallest_rejected"] - s["largest_accepted"] <= 0.02 * s["smallest_rejected"]
         assert s["cap"] == s["largest_accepted"] and data["suggested_caps"][script] == s["cap"]
-    # Every step was a real online request with max_tokens 1, and each refusal stated the window.
+    # Every step was a real online request with a minimal budget, and each refusal stated the window.
     sent = [s for s in data["steps"] if s["outcome"] != "not sent (budget)"]
     assert len([q for q in emu.requests if q["batch"] == "online"]) == len(sent) + 1  # the 429, tried again
     refusals = [s for s in sent if s["outcome"] == "too_long"]
@@ -103,8 +103,10 @@ def test_search_finds_the_window_within_the_precision_en_and_cjk(project: Projec
     else:
         # The refusals state the window and the prompt's tokens: two steps around it close the bracket.
         assert all(s["window"] == WINDOW for s in refusals) and len(sent) <= 8
-    # Spend: accepted steps at the online price (input + 1 output token); refusals are free.
-    expected = sum((s["input_tokens"] * PRICE["input"] + PRICE["output"]) / 1e6 for s in sent if s["outcome"] == "accepted")
+    # Spend: accepted steps at the online price (input + the output budget sent: 1 token, 16 on the
+    # Responses API, whose minimum max_output_tokens is 16); refusals are free.
+    budget = 16 if kind == "openai responses" else 1
+    expected = sum((s["input_tokens"] * PRICE["input"] + budget * PRICE["output"]) / 1e6 for s in sent if s["outcome"] == "accepted")
     assert data["spent"] == pytest.approx(expected, rel=1e-6) and data["spent"] <= 5
     # Recorded for audit.
     row = project.sql("SELECT * FROM probes")[0]

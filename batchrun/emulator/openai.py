@@ -475,6 +475,11 @@ def validate_body(body: Any, endpoint: str) -> Outcome | None:
     if endpoint.endswith("/responses"):
         if body.get("input") in (None, "", []):
             return Outcome.error(400, "Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
+        # The Responses API's floor on the completion budget (a 1-token probe must ask for 16).
+        budget = body.get("max_output_tokens")
+        if isinstance(budget, int) and budget < 16:
+            return Outcome.error(400, f"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got {budget} instead.",
+                                 param="max_output_tokens", code="integer_below_min_value")
     elif endpoint.endswith("/chat/completions"):
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return Outcome.error(400, "Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter")

@@ -92,10 +92,11 @@ TOO_LONG = "context_too_long"
 
 @dataclass(frozen=True)
 class ProbeAnswer:
-    """What one minimal online call (max_tokens 1) of `batchrun probe` got back."""
+    """What one minimal online call (max_tokens 1; 16 where the API's minimum is 16) of `batchrun probe` got back."""
 
     outcome: Literal["accepted", "too_long", "error"]
     input_tokens: int | None = None  # an accepted call's usage, or the count a refusal states
+    output_budget: int = 1  # the max tokens sent: an accepted call is billed at most this much output
     window: int | None = None  # the window a refusal states, where the provider states it
     status: int | None = None
     message: str = ""
@@ -460,14 +461,14 @@ def stainless_error(exc: BaseException, package: str) -> SdkError | None:
     return SdkError(getattr(exc, "status_code", None), str(exc), retry_after)
 
 
-def online_probe(adapter: Adapter, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+def online_probe(adapter: Adapter, client: Any, route: Route, prompt: str, max_tokens: int = 1) -> ProbeAnswer:
     """`Adapter.probe_call` for every adapter: the request line the route would send, with a
     budget of 1 token and no temperature, sent online; the answer read by the adapter's own
     `parse_line` (an SDK error through its `error_line`), so one classification of "too long"
     serves runs and probes alike."""
     from ..clients import classify
 
-    line = adapter.build_line(route, RequestSpec("batchrun-probe", route.model, prompt, 1, None))
+    line = adapter.build_line(route, RequestSpec("batchrun-probe", route.model, prompt, max_tokens, None))
     status: int | None = 200
     try:
         out = adapter.send_online(client, route, line)
@@ -479,7 +480,7 @@ def online_probe(adapter: Adapter, client: Any, route: Route, prompt: str) -> Pr
         out = adapter.error_line("batchrun-probe", c.status, c.message)
     result = adapter.parse_line(out)
     if result.kind in ("ok", "empty", "refusal"):
-        return ProbeAnswer("accepted", input_tokens=result.usage.input_tokens, status=status)
+        return ProbeAnswer("accepted", input_tokens=result.usage.input_tokens, output_budget=max_tokens, status=status)
     message = result.error_message or result.error_type or result.kind
     if result.error_type == TOO_LONG:
         tokens, window = adapter.stated_counts(message)

@@ -60,6 +60,9 @@ _STATES: dict[str, BatchState] = {
     "cancelled": "cancelled",
 }
 
+# The smallest max_output_tokens the Responses API accepts (probe.OUTPUT_TOKENS prices this many).
+RESPONSES_MIN_OUTPUT_TOKENS = 16
+
 
 class OpenAIAdapter:
     name: str = "openai"
@@ -230,7 +233,9 @@ class OpenAIAdapter:
         return None
 
     def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
-        return online_probe(self, client, route, prompt)
+        # The Responses API refuses max_output_tokens below 16 ("integer below minimum value"):
+        # a budget of 1 would make every probe step a 400 that is not about length.
+        return online_probe(self, client, route, prompt, max_tokens=RESPONSES_MIN_OUTPUT_TOKENS if route.endpoint == "responses" else 1)
 
     def stated_counts(self, message: str) -> tuple[int | None, int | None]:
         return stated_numbers(_STATED, message)
