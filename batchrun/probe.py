@@ -107,6 +107,7 @@ class ScriptResult:
     chars_per_token: float | None = None
     tokens: dict[str, int] = field(default_factory=dict)  # tokens method: the counts it used
     note: str = ""
+    reserved_chars: int = 0  # left free for the answer where max_tokens counts against the window
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,7 @@ def probe(
         window = adapter.input_token_limit(client, route)
         if window is not None:
             scripts = tuple(_by_tokens(config, route, adapter, client, window, found.get(s), s, progress) for s in SCRIPTS)
-            return replace(base, window=window, scripts=scripts)
+            return _leave_room_for_the_answer(config, route, adapter, replace(base, window=window, scripts=scripts))
         progress(f"route {route.name!r}: the provider states no window for {route.model}; searching instead")
     if _price_unknown(route):
         raise ConfigError(f"Route {route.name!r} has no price, so the probe cannot estimate what its requests cost.",
@@ -294,7 +295,30 @@ def _search(config: Config, route: Route, adapter: Adapter, client: Any, found: 
             results.append(ScriptResult(script, None, None, note=f"no {script} document in the project: not measured"))
             continue
         results.append(_search_script(route, adapter, client, _Texts(sample), script, precision, budget, steps, progress))
-    return replace(base, method="search", scripts=tuple(results), steps=tuple(steps), spent=round(budget.spent, 6))
+    return _leave_room_for_the_answer(config, route, adapter,
+                                      replace(base, method="search", scripts=tuple(results), steps=tuple(steps), spent=round(budget.spent, 6)))
+
+
+def _leave_room_for_the_answer(config: Config, route: Route, adapter: Adapter, result: ProbeResult) -> ProbeResult:
+    """Where the provider counts a request's max_tokens against the window, the measured length
+    (a prompt sent with a budget of 1 token, or the stated window) would leave no room for the
+    route's real answers: a document just under such a cap is refused as too long. The cap keeps
+    max_tokens x (characters per token) free."""
+    if not adapter.completion_in_window:
+        return result
+    answer_tokens = config.generation_max_tokens(route)
+    scripts = []
+    for r in result.scripts:
+        if r.cap is None or not r.chars_per_token:
+            scripts.append(r)
+            continue
+        reserve = math.ceil(answer_tokens * r.chars_per_token)
+        note = (f"{r.note}; " if r.note else "") + (f"{reserve:,} characters left free for the answer "
+                                                    f"(max_tokens {answer_tokens:,}, which the provider counts against the window)")
+        cap = r.cap - reserve
+        scripts.append(replace(r, cap=cap if cap >= 1 else None, reserved_chars=reserve,
+                               note=note if cap >= 1 else note + ": no document fits, not measured"))
+    return replace(result, scripts=tuple(scripts))
 
 
 def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, script: Script, precision: float,

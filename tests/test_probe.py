@@ -9,6 +9,7 @@ test computes the true largest document that fits its window and checks the prob
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -93,7 +94,11 @@ def test_search_finds_the_window_within_the_precision_en_and_cjk(project: Projec
         truth = true_cap(doc, question, WINDOW)
         assert s["largest_accepted"] <= truth < s["smallest_rejected"], (script, truth, s)
         assert s["smallest_rejected"] - s["largest_accepted"] <= 0.02 * s["smallest_rejected"]
-        assert s["cap"] == s["largest_accepted"] and data["suggested_caps"][script] == s["cap"]
+        # OpenAI counts max_tokens against the window: the cap leaves the route's answer budget free.
+        answer_chars = math.ceil(load_config(project.config_path).generation_max_tokens(
+            load_config(project.config_path).routes["new"]) * s["chars_per_token"])
+        assert s["reserved_chars"] == answer_chars > 0
+        assert s["cap"] == s["largest_accepted"] - answer_chars and data["suggested_caps"][script] == s["cap"]
     # Every step was a real online request with a minimal budget, and each refusal stated the window.
     sent = [s for s in data["steps"] if s["outcome"] != "not sent (budget)"]
     assert len([q for q in emu.requests if q["batch"] == "online"]) == len(sent) + 1  # the 429, tried again
@@ -126,8 +131,12 @@ def test_stated_window_and_token_counts_give_the_caps_without_a_completion(proje
     caps = {s: int(line.split(f"{s} = ")[1].split(",")[0].split(" ")[0]) for line in out.stdout.splitlines()
             if line.startswith("caps = ") for s in ("en", "cjk")}
     assert caps["en"] != config.routes["new"].caps.en
+    evidence = {s["script"]: s for s in json.loads(project.sql("SELECT evidence_json FROM probes")[0]["evidence_json"])["scripts"]}
     for script, doc, question in (("en", EN_DOC, EN_Q), ("cjk", ZH_DOC, ZH_Q)):
-        truth = true_cap(doc, question, WINDOW)
+        # Anthropic counts max_tokens against the window (the answer's room is left free); Gemini does not.
+        reserved = evidence[script]["reserved_chars"]
+        assert (reserved > 0) == (kind == "anthropic sync")
+        truth = true_cap(doc, question, WINDOW) - reserved
         assert caps[script] <= truth and caps[script] >= 0.99 * truth, (script, caps[script], truth)
     assert emu.requests == []  # no generation request was sent
     row = project.sql("SELECT method, window_tokens, cost FROM probes")[0]

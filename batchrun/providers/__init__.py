@@ -390,6 +390,11 @@ class Adapter(Protocol):
     #: The provider states a model's input window in its model metadata and counts tokens without
     #: running the model, so the probe needs no online calls.
     reports_window: bool
+    #: A request's completion budget (max_tokens) counts against the window with its prompt, so a
+    #: document must leave room for the answer (OpenAI: "you requested N tokens (A in the
+    #: messages, B in the completion)"; Anthropic: "input length and `max_tokens` exceed context
+    #: limit"). Gemini's output limit is separate from its input window.
+    completion_in_window: bool
 
     def input_token_limit(self, client: Any, route: Route) -> int | None:
         """The model's input window in tokens as the provider states it; None where it does not."""

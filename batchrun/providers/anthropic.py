@@ -81,6 +81,7 @@ class AnthropicAdapter:
     reasoning_billed_apart: bool = False
     # Models API: ModelInfo.max_input_tokens; Token Count API: messages.count_tokens (free).
     reports_window: bool = True
+    completion_in_window: bool = True
 
     # -- pure halves ---------------------------------------------------------------------------
 

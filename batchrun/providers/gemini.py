@@ -91,6 +91,7 @@ class GeminiAdapter:
     reasoning_billed_apart: bool = True
     # models.get: Model.input_token_limit; models.count_tokens (free).
     reports_window: bool = True
+    completion_in_window: bool = False
 
     # -- pure halves ---------------------------------------------------------------------------
 

@@ -89,6 +89,7 @@ class OpenAIAdapter:
     # No token-counting endpoint, and the model object (GET /v1/models/{id}) carries no window:
     # the probe searches by sending.
     reports_window: bool = False
+    completion_in_window: bool = True
 
     # -- pure halves ---------------------------------------------------------------------------
 
