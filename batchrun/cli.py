@@ -518,6 +518,13 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
         with writer(ctx, "probe", config) as store:
             written = probing.write_caps(config, result) if write and not probing.missing_caps(result) else None
             probing.record(store, result, written=written is not None)
+            if written:
+                # Caps are part of the route's generation policy: new caps re-plan its cells.
+                sent = store.scalar("SELECT count(*) FROM cells WHERE route = ? AND custom_id IS NOT NULL", [route]) or 0
+                if sent:
+                    click.echo(f"Note: the caps are part of route {route!r}'s policy: its {sent:,} planned or answered cell(s) "
+                               f"are planned afresh under the new caps by the next run (batches still in flight are refused "
+                               f"until they end or `batchrun cancel --route {route}`).", err=True)
     if as_json:
         en, cjk = probing.suggested_caps(result, target)
         click.echo(json.dumps({**result.evidence(), "plan": list(result.plan), "suggested_caps": {"en": en, "cjk": cjk},
