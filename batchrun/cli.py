@@ -520,7 +520,8 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
             probing.record(store, result, written=written is not None)
             if written:
                 # Caps are part of the route's generation policy: new caps re-plan its cells.
-                sent = store.scalar("SELECT count(*) FROM cells WHERE route = ? AND custom_id IS NOT NULL", [route]) or 0
+                sent = store.scalar("""SELECT count(*) FROM cells c JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp
+                                       WHERE c.route = ? AND c.custom_id IS NOT NULL""", [route]) or 0
                 if sent:
                     click.echo(f"Note: the caps are part of route {route!r}'s policy: its {sent:,} planned or answered cell(s) "
                                f"are planned afresh under the new caps by the next run (batches still in flight are refused "
