@@ -229,11 +229,15 @@ def test_write_puts_the_caps_in_the_route_and_changes_nothing_else(project: Proj
     row = project.sql("SELECT en_cap, cjk_cap, written FROM probes")[0]
     assert (config.routes["new-model"].caps.en, config.routes["new-model"].caps.cjk, row["written"]) == (row["en_cap"], row["cjk_cap"], 1)
     assert config.routes["new-model"].caps.source == "config"
+    assert "planned afresh" not in out.output  # nothing was planned under the old caps
 
-    # Probing again replaces the caps line and its comment, adding nothing.
+    # Probing again replaces the caps line and its comment, adding nothing; the cells planned
+    # under the first caps are re-planned under the new ones, and the probe says so.
+    assert project.run("plan").exit_code == 0
     emu.set_windows({"gpt-new": WINDOW // 2})
     out = project.run("probe", "new-model", "--max-cost", "5", "--write")
     assert out.exit_code == 0, out.output
+    assert "the caps are part of route 'new-model'" in out.output and "planned afresh" in out.output
     again = project.config_path.read_text(encoding="utf-8")
     assert len(again.splitlines()) == len(text.splitlines()) and again.count("# caps probed") == 1
     assert load_config(project.config_path).routes["new-model"].caps.en < config.routes["new-model"].caps.en
