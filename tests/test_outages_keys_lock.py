@@ -23,22 +23,9 @@ import pytest
 
 import cliproc
 from conftest import KEY_ENV, Project, route, small_project
-from test_reliability import EmulatorProcess, hold_writer_lock, integrity_ok, run_batchrun
+from test_reliability import EmulatorProcess, emu, emu_proc, hold_writer_lock, integrity_ok, run_batchrun  # noqa: F401 (emu, emu_proc: its fixtures)
 
 SECRET = "sk-DISTINCTIVE-4c8e2a9f71-SECRET"
-
-
-@pytest.fixture(scope="module")
-def emu_proc() -> Any:
-    e = EmulatorProcess()
-    yield e
-    e.stop()
-
-
-@pytest.fixture
-def emu(emu_proc: EmulatorProcess) -> EmulatorProcess:
-    emu_proc.reset()
-    return emu_proc
 
 
 def calls(emu: EmulatorProcess) -> list[dict[str, Any]]:

@@ -18,26 +18,13 @@ from typing import Any
 import pytest
 
 from conftest import KEY_ENV, Project, route, small_project
-from test_reliability import EmulatorProcess, integrity_ok, run_batchrun
+from test_reliability import EmulatorProcess, emu, emu_proc, integrity_ok, run_batchrun  # noqa: F401 (emu, emu_proc: its fixtures)
 
 ROUTES = {
     "gpt": route("openai", "gpt-5.5"),
     "claude": route("anthropic", "claude-opus-4.8"),
     "judge-a": route("anthropic", "claude-sonnet-4-6"),
 }
-
-
-@pytest.fixture(scope="module")
-def emu_proc() -> Any:
-    e = EmulatorProcess()
-    yield e
-    e.stop()
-
-
-@pytest.fixture
-def emu(emu_proc: EmulatorProcess) -> EmulatorProcess:
-    emu_proc.reset()
-    return emu_proc
 
 
 def make(project: Project) -> Project:
