@@ -521,3 +521,28 @@ def test_requests_done_is_read_from_each_providers_counts_and_kept_in_range() ->
     stats = types.CompletionStats(successful_count=5, failed_count=1, incomplete_count=4)
     vertex = gemini._status(types.BatchJob(name="batches/2", state=types.JobState.JOB_STATE_RUNNING, completion_stats=stats))  # type: ignore[attr-defined]
     assert (vertex.requests_done, vertex.n_requests) == (6, 10)
+
+
+@pytest.mark.parametrize("provider, model, counted", [
+    ("anthropic", "claude-new", {"input_tokens": "lots"}),
+    ("anthropic", "claude-new", {"input_tokens": -5}),
+    ("anthropic", "claude-new", {}),
+    ("gemini", "gemini-new", {"total_tokens": None}),
+    ("gemini", "gemini-new", {"total_tokens": True}),
+])
+def test_a_malformed_token_count_is_the_providers_error_not_a_traceback(provider: str, model: str, counted: dict[str, Any]) -> None:
+    from types import SimpleNamespace
+
+    from batchrun.errors import ProviderError
+
+    calls = []
+
+    def count_tokens(**_: Any) -> Any:
+        calls.append(1)
+        return SimpleNamespace(**counted)
+
+    # What the probe reads a count from (messages.count_tokens / models.count_tokens), answering garbage.
+    client = SimpleNamespace(messages=SimpleNamespace(count_tokens=count_tokens), models=SimpleNamespace(count_tokens=count_tokens))
+    with pytest.raises(ProviderError, match="without a token count"):
+        get_adapter(provider).count_tokens(client, make_route(provider, model), "prompt")
+    assert len(calls) > 1  # retried as a transient fault first

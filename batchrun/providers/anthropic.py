@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..clients import call
+from ..clients import MalformedResponse, call
 from ..config import Route
 from ..errors import ProviderError
 from . import (
@@ -225,9 +225,15 @@ class AnthropicAdapter:
         return limit if isinstance(limit, int) and limit > 0 else None
 
     def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
-        counted = call(lambda: client.messages.count_tokens(model=route.model, messages=[{"role": "user", "content": prompt}]),
-                       what="Counting tokens", route=route)
-        return int(counted.input_tokens)
+        def count() -> int:
+            # Checked inside the call: a malformed answer is retried, then reported as the provider's.
+            counted = client.messages.count_tokens(model=route.model, messages=[{"role": "user", "content": prompt}])
+            total = getattr(counted, "input_tokens", None)
+            if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+                raise MalformedResponse("count_tokens was answered without a token count (input_tokens)")
+            return total
+
+        return call(count, what="Counting tokens", route=route)
 
     def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
         return online_probe(self, client, route, prompt)

@@ -267,11 +267,14 @@ class GeminiAdapter:
         return limit if isinstance(limit, int) and limit > 0 else None
 
     def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
-        counted = call(lambda: client.models.count_tokens(model=route.model, contents=prompt), what="Counting tokens", route=route)
-        total = getattr(counted, "total_tokens", None)
-        if not isinstance(total, int):
-            raise MalformedResponse("countTokens was answered without totalTokens")
-        return total
+        def count() -> int:
+            # Checked inside the call: a malformed answer is retried, then reported as the provider's.
+            total = getattr(client.models.count_tokens(model=route.model, contents=prompt), "total_tokens", None)
+            if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+                raise MalformedResponse("countTokens was answered without a token count (totalTokens)")
+            return total
+
+        return call(count, what="Counting tokens", route=route)
 
     def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
         return online_probe(self, client, route, prompt)
