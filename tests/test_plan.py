@@ -432,7 +432,7 @@ def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_
     store = project.store()
     with pytest.raises(DataError, match="max_bytes_per_file"):
         do_plan(store, project.load())
-    assert not [t for t in threading.enumerate() if t.name == "batchrun-writer"]
+    assert not [t for t in threading.enumerate() if t.name == "batchrun-sha256"]
     assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["writing"]
     (partial,) = (project.root / "jobs").glob("*/requests.jsonl.partial")
     assert partial.read_bytes().endswith(b"\n")  # the first line was written, then the file closed
