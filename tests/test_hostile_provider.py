@@ -1,7 +1,8 @@
 """Issue 13, items 1-4: a broken or hostile provider's output never stops the project.
 
 Through the CLI, the real SDKs and the emulator (in process, latency 0), whose faults make it
-misbehave on purpose: `corrupt_line` (a result line written as given), `alias_batch` (an
+misbehave on purpose: `corrupt_line` (a result line written as given), `mangle_json` (a batch
+object rewritten: no id, fields of the wrong type), `alias_batch` (an
 Anthropic batch also listed under a hostile id), `omit_header` (a response without a header),
 `truncate` (a download cut inside its last line). A scripted responder gives the answers.
 """
@@ -405,3 +406,66 @@ def test_the_emulator_refuses_a_gemini_file_name_that_is_not_one(emu: Any, tmp_p
     with pytest.raises(errors.APIError, match="Invalid file name"):
         client.files.upload(file=str(path), config={"mime_type": "application/jsonl", "name": "files/../../x"})
     assert client.files.upload(file=str(path), config={"mime_type": "application/jsonl", "name": "files/abc-1"}).name == "files/abc-1"
+
+
+# --- a batch object that is not one: missing id, fields of the wrong type ------------------------------------
+
+# Per provider: the path of a batch's status, of the listing, the id field, and fields of the wrong type.
+MANGLED_BATCHES = {
+    "openai": ("^/v1/batches/[^/]+$", "^/v1/batches$", "id",
+               {"request_counts": "lots", "errors": ["x"], "metadata": "m", "created_at": "yesterday", "status": 7,
+                "output_file_id": 12}),
+    "anthropic": ("^/v1/messages/batches/[^/]+$", "^/v1/messages/batches$", "id",
+                  {"request_counts": [1], "processing_status": 5, "created_at": {"a": 1}, "results_url": 3}),
+    "gemini": ("/batches/[^/:]+$", "/batches$", "name",
+               {"metadata.state": 12, "metadata.createTime": "not a time", "metadata.batchStats": "x",
+                "metadata.displayName": ["y"], "response": "z"}),
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+@pytest.mark.parametrize("mangle", ["no id", "an id of the wrong type", "wrong types"])
+def test_a_batch_status_that_is_not_one_is_retried_then_waits_never_a_crash(project: Project, emu: Any, provider: str,
+                                                                              mangle: str) -> None:
+    """A status answer without the batch's id, or with an id that is not a string: a malformed
+    answer (retried, then "will try again"; the batch stays in flight), never a traceback. With
+    every other field of the wrong type: those fields read as absent. Once the provider answers
+    properly the run completes as usual."""
+    status_path, _, id_field, wrong = MANGLED_BATCHES[provider]
+    setup(project, {"r": BATCH_ROUTES[provider]})
+    ok(project.run("submit", emulator=emu))
+    fault: dict[str, Any] = {"kind": "mangle_json", "method": "GET", "path": status_path, "count": -1}
+    fault.update({"no id": {"remove": [id_field]}, "an id of the wrong type": {"set": {id_field: 12345}},
+                  "wrong types": {"set": wrong}}[mangle])
+    emu.add_fault(fault)
+    result = project.run("poll", emulator=emu)
+    ok(result)  # poll's exit code says nothing about batches in flight
+    assert "Traceback" not in result.output
+    if mangle != "wrong types":
+        # Read by batchrun ("answered without its id") or already refused by the SDK's own models
+        # (google-genai validates them): either way a malformed answer, tried again later.
+        assert "will try again" in result.output
+        assert "answered without its id" in result.output or "does not have the shape" in result.output
+    assert project.sql("SELECT status FROM batches")[0]["status"] == "in_flight"
+    emu.clear_faults()
+    ok(project.run("refresh", emulator=emu))
+    assert sorted(kinds(project)) == TASKS and all(k == ["ok"] for k in kinds(project).values())
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+def test_a_listing_with_broken_entries_adopts_the_good_one(project: Project, emu: Any, provider: str) -> None:
+    """The create's answer is lost, so submit lists the provider's batches; every entry of the
+    listing has fields of the wrong type (and, on the second try, no id at all). A broken entry
+    is skipped, never a traceback; the batch is adopted or created once, never twice paid."""
+    _, list_path, id_field, wrong = MANGLED_BATCHES[provider]
+    setup(project, {"r": BATCH_ROUTES[provider]})
+    create = {"openai": "^/v1/batches$", "anthropic": "^/v1/messages/batches$", "gemini": ":batchGenerateContent$"}[provider]
+    emu.add_fault({"kind": "drop", "when": "after", "method": "POST", "path": create})
+    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": list_path, "set": wrong})
+    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": list_path, "remove": [id_field]})
+    first = project.run("submit", emulator=emu)
+    assert "Traceback" not in first.output and first.exit_code in (0, 2), first.output
+    emu.clear_faults()
+    ok(project.run("refresh", emulator=emu))
+    assert sorted(kinds(project)) == TASKS and all(k == ["ok"] for k in kinds(project).values())
+    inside(project)

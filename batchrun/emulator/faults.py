@@ -34,6 +34,12 @@ echo_key           answer the API call with ``status`` (default 401) and   per m
 echo_key_request   one request quotes the credential of the call that      per processed request
                    processed it: in its answer text, or, with ``status``,
                    in its error message
+mangle_json        a JSON answer (status 200) is rewritten: ``set`` maps   per matching HTTP call
+                   a field (dotted for nested: ``metadata.state``) to a    that answers JSON
+                   value, ``remove`` lists fields to drop; applied to the
+                   object answered and to each object of a list it holds
+                   (a listing's ``data``, ``batches``, ``operations``): a
+                   batch without an id, counts that are a string...
 =================  ======================================================  ====================
 
 Matchers: ``method`` (exact, case-insensitive), ``path`` (``re.search`` on the URL path, no query),
@@ -71,6 +77,7 @@ KINDS = {
     "omit_header",
     "echo_key",
     "echo_key_request",
+    "mangle_json",
 }
 HTTP_KINDS = {"http_error", "drop", "echo_key"}
 MATCHERS = ("method", "path", "provider", "model", "custom_id", "prompt_contains")
@@ -110,6 +117,11 @@ def normalize_fault(fault: Any) -> dict:
         raise ValueError(f"alias_batch needs the 'id' to list the batch under, got {fault.get('id')!r}")
     if kind == "omit_header" and not (isinstance(fault.get("header"), str) and fault["header"]):
         raise ValueError(f"omit_header needs the 'header' name to leave out, got {fault.get('header')!r}")
+    if kind == "mangle_json":
+        if not isinstance(fault.setdefault("set", {}), dict) or not isinstance(fault.setdefault("remove", []), list):
+            raise ValueError("mangle_json needs 'set' as an object and 'remove' as a list of field names")
+        if not fault["set"] and not fault["remove"]:
+            raise ValueError("mangle_json needs something to change: 'set' or 'remove'")
     if "path" in fault and fault["path"] is not None:
         try:
             re.compile(fault["path"])
@@ -177,6 +189,31 @@ class FaultSet:
                             del self._faults[i]
                     return copy.deepcopy(fault)
         return None
+
+
+def mangle_json(fault: dict, doc: Any) -> Any:
+    """Apply a mangle_json fault to a decoded JSON answer (see the table above)."""
+    targets = [doc] if isinstance(doc, dict) else []
+    if isinstance(doc, dict):
+        for value in doc.values():
+            if isinstance(value, list):
+                targets += [v for v in value if isinstance(v, dict)]
+    for obj in targets:
+        for dotted, value in fault["set"].items():
+            *parents, leaf = dotted.split(".")
+            node: Any = obj
+            for name in parents:
+                node = node.setdefault(name, {}) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node[leaf] = copy.deepcopy(value)
+        for dotted in fault["remove"]:
+            *parents, leaf = str(dotted).split(".")
+            found: Any = obj
+            for name in parents:
+                found = found.get(name) if isinstance(found, dict) else None
+            if isinstance(found, dict):
+                found.pop(leaf, None)
+    return doc
 
 
 def _bare_model(model: str) -> str:

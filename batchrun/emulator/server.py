@@ -45,6 +45,7 @@ answer always finds its call there (see ``core.py``).
 
 from __future__ import annotations
 
+import json
 import socket
 import socketserver
 import sys
@@ -59,7 +60,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..config import is_loopback
 from .anthropic import Anthropic
 from .core import Core, Provider
-from .faults import HTTP_KINDS
+from .faults import HTTP_KINDS, mangle_json
 from .gemini import Gemini
 from .httpio import CHUNK, ApiError, BodyError, BodyReader, Ctx, Resp, Route, json_resp
 from .openai import OpenAI
@@ -360,6 +361,10 @@ class Emulator:
                 core.record_call(method, path, 0)
                 return
             resp = self._error_resp(provider, ApiError(400, str(exc)))
+        if resp.status == 200 and resp.body and resp.content_type.startswith("application/json") and not path.startswith("/_emulator"):
+            mangle = core.faults.take("mangle_json", {"method": method, "path": path, "provider": provider})
+            if mangle is not None:
+                resp.body = json.dumps(mangle_json(mangle, json.loads(resp.body))).encode()
         if resp.headers and not path.startswith("/_emulator"):
             names = {k.lower() for k, _ in resp.headers}
             omit = core.faults.take("omit_header", {"method": method, "path": path, "provider": provider, "response_headers": names})

@@ -122,6 +122,45 @@ class BatchStatus:
     requests_done: int | None = None
 
 
+# -- reading batch objects that may not have the documented shape ----------------------------
+#
+# A batch's status and a listing's entries are provider output too. The id is what every later
+# call names, so a batch object without a non-empty string id is a malformed answer
+# (clients.MalformedResponse: the call is retried, then the batch waits for a later round; a
+# listing skips the entry). Any other field of the wrong type reads as absent: an unknown state
+# stays "running", unknown counts give no progress, never a traceback.
+
+
+def batch_object(obj: Any, id_field: str) -> tuple[dict[str, Any], str]:
+    """A provider's batch object (an SDK model or a dict) as plain JSON values, and its id."""
+    from ..clients import MalformedResponse
+
+    # warnings=False: the SDKs build models from the answer without validating it, so a field of
+    # the wrong type is kept as sent and pydantic would warn while dumping it.
+    raw = obj.model_dump(mode="json", warnings=False) if hasattr(obj, "model_dump") else obj
+    if not isinstance(raw, dict):
+        raise MalformedResponse(f"a batch was answered as a JSON {json_type(raw)}, not an object")
+    batch_id = raw.get(id_field)
+    if not isinstance(batch_id, str) or not batch_id.strip():
+        raise MalformedResponse(f"a batch was answered without its id ({id_field} is a JSON {json_type(batch_id)})")
+    return raw, batch_id
+
+
+def object_field(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def text_field(raw: dict[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    return value if isinstance(value, str) else None
+
+
+def number_field(raw: dict[str, Any], key: str) -> float | None:
+    value = raw.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 # -- reading result lines that may not have the documented shape ------------------------------
 #
 # A result line is provider output: a broken or hostile provider can send any JSON value

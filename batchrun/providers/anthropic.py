@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..clients import MalformedResponse, call
+from ..clients import MalformedResponse, call, log
 from ..config import Route
 from ..errors import ProviderError
 from . import (
@@ -37,12 +37,16 @@ from . import (
     as_message,
     as_object,
     as_text,
+    batch_object,
     custom_id_field,
     malformed,
+    number_field,
+    object_field,
     online_probe,
     parse_total,
     stainless_error,
     stated_numbers,
+    text_field,
 )
 
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks
@@ -180,13 +184,18 @@ class AnthropicAdapter:
         return self._status(batch)
 
     def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
-        return self._status(call(lambda: client.messages.batches.retrieve(provider_batch_id), what="Checking a batch", route=route))
+        # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
+        return call(lambda: self._status(client.messages.batches.retrieve(provider_batch_id)), what="Checking a batch", route=route)
 
     def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
         def do() -> list[BatchStatus]:
             found = []
             for batch in client.messages.batches.list(limit=100):  # newest first
-                status = self._status(batch)
+                try:
+                    status = self._status(batch)
+                except MalformedResponse as e:
+                    log.info("skipping a listed batch: %s", e)
+                    continue
                 if status.created_at is not None and status.created_at < since:
                     break
                 found.append(status)
@@ -250,9 +259,9 @@ class AnthropicAdapter:
     # -- private ---------------------------------------------------------------------------------
 
     def _status(self, batch: Any) -> BatchStatus:
-        raw = batch.model_dump(mode="json") if hasattr(batch, "model_dump") else dict(batch)
-        processing = raw.get("processing_status") or "unknown"
-        counts = raw.get("request_counts") or {}
+        raw, batch_id = batch_object(batch, "id")
+        processing = text_field(raw, "processing_status") or "unknown"
+        counts = object_field(raw, "request_counts")
         state: BatchState
         if processing == "ended":
             # Per-line kinds (succeeded / errored / canceled / expired) carry the detail.
@@ -261,15 +270,15 @@ class AnthropicAdapter:
             state = "running"  # in_progress, canceling, and anything unknown
         created = raw.get("created_at")
         created_ts = _ts(created)
-        refs = (raw.get("results_url") or "",) if processing == "ended" else ()
+        refs = (text_field(raw, "results_url") or "",) if processing == "ended" else ()
         # request_counts: every request counts as `processing` until the whole batch has ended, and
         # only then moves to succeeded/errored/canceled/expired (Anthropic's Message Batches docs),
         # so an in-progress batch reads 0 done: true, and no time-left estimate can be made.
         total = total_requests(counts)
         return BatchStatus(
-            provider_batch_id=raw["id"], state=state, raw_status=processing, counts=dict(counts),
+            provider_batch_id=batch_id, state=state, raw_status=processing, counts=dict(counts),
             result_refs=refs, created_at=created_ts, raw=raw, n_requests=total,
-            requests_done=min(max(total - int(counts.get("processing") or 0), 0), total) if total > 0 else None,
+            requests_done=min(max(total - (as_count(counts.get("processing")) or 0), 0), total) if total > 0 else None,
         )
 
 
@@ -318,7 +327,7 @@ class InlineBody:
 
 
 def total_requests(counts: dict[str, Any]) -> int:
-    return sum(int(counts.get(k) or 0) for k in ("processing", "succeeded", "errored", "canceled", "expired"))
+    return sum(as_count(counts.get(k)) or 0 for k in ("processing", "succeeded", "errored", "canceled", "expired"))
 
 
 if TYPE_CHECKING:

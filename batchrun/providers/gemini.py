@@ -9,12 +9,15 @@ returns on get/list, so an orphan batch can be found after a crash. The SDK maps
 
 from __future__ import annotations
 
+import itertools
 import re
+import traceback
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..clients import MalformedResponse, call
+from ..clients import MalformedResponse, call, log
 from ..config import Route
 from . import (
     TOO_LONG,
@@ -35,6 +38,7 @@ from . import (
     as_message,
     as_object,
     as_text,
+    batch_object,
     custom_id_field,
     online_probe,
     parse_total,
@@ -64,6 +68,27 @@ def state_of(raw_state: str) -> BatchState:
         if suffix.startswith(prefix):
             suffix = suffix[len(prefix):]
     return _STATES.get(suffix, "running")  # unknown: still running, never finished
+
+
+T = TypeVar("T")
+
+
+def _sdk_parsed(fn: Callable[[], T]) -> T:
+    """Run a google-genai call whose answer the SDK parses into its models.
+
+    google-genai validates an answer while building its models (BatchJob and friends): a field of
+    the wrong type raises pydantic's ValidationError, an unknown enum value ValueError, and some
+    shapes AttributeError inside the SDK. Raised from the SDK's or pydantic's own code, these are
+    a malformed answer (clients.MalformedResponse: retried, then the batch waits), not our bug."""
+    try:
+        return fn()
+    except (ValueError, TypeError, AttributeError, KeyError) as e:
+        frames = traceback.extract_tb(e.__traceback__)
+        where = frames[-1].filename.replace("\\", "/") if frames else ""
+        if "/google/genai/" in where or "/pydantic" in where:
+            raise MalformedResponse(f"the answer does not have the shape google-genai expects ({type(e).__name__}: "
+                                    f"{str(e).splitlines()[0][:200] if str(e) else ''})") from e
+        raise
 
 
 def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
@@ -211,17 +236,29 @@ class GeminiAdapter:
         return call(do, what="Uploading the request file", route=route)
 
     def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
-        job = client.batches.create(model=route.model, src=file_id, config={"display_name": tag["display_name"]})
+        job = _sdk_parsed(lambda: client.batches.create(model=route.model, src=file_id, config={"display_name": tag["display_name"]}))
         return self._status(job)
 
     def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
-        return self._status(call(lambda: client.batches.get(name=provider_batch_id), what="Checking a batch", route=route))
+        # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
+        return call(lambda: self._status(_sdk_parsed(lambda: client.batches.get(name=provider_batch_id))), what="Checking a batch",
+                    route=route)
 
     def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
         def do() -> list[BatchStatus]:
             found = []
-            for i, job in enumerate(client.batches.list(config={"page_size": 100})):
-                status = self._status(job)
+            # The SDK parses a whole page at once: an entry it cannot read fails the page (retried,
+            # then the listing fails); an entry it reads without an id is skipped.
+            pages = iter(_sdk_parsed(lambda: client.batches.list(config={"page_size": 100})))
+            for i in itertools.count():
+                job = _sdk_parsed(lambda: next(pages, None))
+                if job is None:
+                    break
+                try:
+                    status = self._status(job)
+                except MalformedResponse as e:
+                    log.info("skipping a listed batch: %s", e)
+                    continue
                 if status.created_at is None or status.created_at >= since:
                     found.append(status)
                 if i >= 2000:  # listing order is not documented: bound the scan
@@ -288,6 +325,8 @@ class GeminiAdapter:
     # -- private ---------------------------------------------------------------------------------
 
     def _status(self, job: Any) -> BatchStatus:
+        raw, name = batch_object(job.model_dump(mode="json", exclude_none=True, warnings=False) if hasattr(job, "model_dump") else job,
+                                 "name")
         raw_state = str(getattr(job.state, "value", job.state) or "UNSPECIFIED")
         state = state_of(raw_state)
         dest = getattr(job, "dest", None)
@@ -298,7 +337,6 @@ class GeminiAdapter:
         if state == "failed":
             # google-genai does not expose the batch operation's error on the Developer API.
             message = getattr(error, "message", None) or f"Gemini reported {raw_state} (no error detail exposed by the SDK)"
-        raw = job.model_dump(mode="json", exclude_none=True) if hasattr(job, "model_dump") else {}
         # Progress: google-genai maps Vertex's completionStats to `completion_stats`, but drops the
         # Gemini Developer API's metadata.batchStats (request/pending/successful/failed counts), so
         # there the SDK exposes no progress and none is claimed.
@@ -311,7 +349,7 @@ class GeminiAdapter:
             counts = {"successful": ok_n, "failed": failed_n, "incomplete": left_n}
             done, total = ok_n + failed_n, ok_n + failed_n + left_n
         return BatchStatus(
-            provider_batch_id=job.name, state=state, raw_status=raw_state, counts=counts,
+            provider_batch_id=name, state=state, raw_status=raw_state, counts=counts,
             n_requests=total or None, requests_done=done if total else None,
             result_refs=(file_name,) if (file_name and state in ("done", "cancelled", "expired")) else (),
             error=message, tag=getattr(job, "display_name", None),

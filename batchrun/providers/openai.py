@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..clients import call
+from ..clients import MalformedResponse, call, log
 from ..config import Route
 from . import (
     TOO_LONG,
@@ -33,13 +33,17 @@ from . import (
     as_message,
     as_object,
     as_text,
+    batch_object,
     custom_id_field,
     error_kind_for_status,
     json_type,
+    number_field,
+    object_field,
     online_probe,
     parse_total,
     stainless_error,
     stated_numbers,
+    text_field,
 )
 
 # A prompt over the model's window: OpenAI's code `context_length_exceeded` ("This model's maximum
@@ -185,7 +189,8 @@ class OpenAIAdapter:
         return self._status(batch)
 
     def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
-        return self._status(call(lambda: client.batches.retrieve(provider_batch_id), what="Checking a batch", route=route))
+        # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
+        return call(lambda: self._status(client.batches.retrieve(provider_batch_id)), what="Checking a batch", route=route)
 
     def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
         """Batches created at or after `since` (newest first; stops paging once older)."""
@@ -193,9 +198,14 @@ class OpenAIAdapter:
         def do() -> list[BatchStatus]:
             found = []
             for batch in client.batches.list(limit=100):
-                if batch.created_at is not None and batch.created_at < since:
+                try:
+                    status = self._status(batch)
+                except MalformedResponse as e:
+                    log.info("skipping a listed batch: %s", e)
+                    continue
+                if status.created_at is not None and status.created_at < since:
                     break
-                found.append(self._status(batch))
+                found.append(status)
             return found
 
         return call(do, what="Listing batches", route=route)
@@ -251,21 +261,22 @@ class OpenAIAdapter:
     # -- private ---------------------------------------------------------------------------------
 
     def _status(self, batch: Any) -> BatchStatus:
-        raw = batch.model_dump() if hasattr(batch, "model_dump") else dict(batch)
-        status = raw.get("status") or "unknown"
+        raw, batch_id = batch_object(batch, "id")
+        status = text_field(raw, "status") or "unknown"
         # Unknown states are treated as still running, never as finished.
         state = _STATES.get(status, "running")
-        errors = ((raw.get("errors") or {}).get("data")) or []
+        data = object_field(raw, "errors").get("data")
+        errors = [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
         message = "; ".join(f"{e.get('code')}: {e.get('message')}" + (f" (line {e['line']})" if e.get("line") else "") for e in errors) or None
         # OpenAI's enqueued-token quota fails the batch with code token_limit_exceeded: "not now".
         quota = any(e.get("code") == "token_limit_exceeded" for e in errors)
-        counts = raw.get("request_counts") or {}
+        counts = object_field(raw, "request_counts")
         refs: tuple[str, ...] = ()
         if state in ("done", "expired", "cancelled", "failed"):
             # output_file_id holds successes, error_file_id per-request failures (and, after
             # expiry, the batch_expired lines); either may be null.
-            refs = (raw.get("output_file_id") or "", raw.get("error_file_id") or "")
-        metadata = raw.get("metadata") or {}
+            refs = (text_field(raw, "output_file_id") or "", text_field(raw, "error_file_id") or "")
+        metadata = object_field(raw, "metadata")
         total = counts.get("total")
         # request_counts {total, completed, failed} move while the batch is in_progress; total is
         # 0 until validation has counted the file, so progress is only known past that.
@@ -274,9 +285,9 @@ class OpenAIAdapter:
         if isinstance(total, int) and total > 0 and isinstance(completed, int) and isinstance(failed, int):
             requests_done = min(max(completed + failed, 0), total)  # provider output: never "9/4" or "-1/4"
         return BatchStatus(
-            provider_batch_id=raw["id"], state=state, raw_status=status, counts=dict(counts),
-            result_refs=refs, error=message, quota=quota, tag=metadata.get("batchrun_batch"),
-            created_at=raw.get("created_at"), raw=raw, n_requests=total if isinstance(total, int) else None,
+            provider_batch_id=batch_id, state=state, raw_status=status, counts=dict(counts),
+            result_refs=refs, error=message, quota=quota, tag=text_field(metadata, "batchrun_batch"),
+            created_at=number_field(raw, "created_at"), raw=raw, n_requests=total if isinstance(total, int) else None,
             requests_done=requests_done,
         )
 
