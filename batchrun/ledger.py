@@ -309,11 +309,17 @@ def evaluate_requests(store: Store) -> None:
 
 
 def _supersede_stale_batches(store: Store) -> None:
-    """Planned (never uploaded) batches holding requests the config no longer wants are dropped."""
-    move_all(store, Status.PLANNED, Status.SUPERSEDED,
-             f"""EXISTS (SELECT 1 FROM batch_requests br WHERE br.batch_id = batches.id
-                         AND br.custom_id NOT IN ({current_requests_sql()}))""",
-             error="config changed before upload")
+    """Batches not created at a provider, holding requests the inputs no longer want, are dropped.
+
+    Planned ones were never uploaded. Uploaded ones (or a crashed upload) have a file at the
+    provider but no batch: every create refused certainly (a quota hold, a refused key) leaves
+    them there, and nothing of them was sent to a model, so nothing is lost by planning the cells
+    again from the new inputs (resume.py refuses only where a provider has the batch)."""
+    stale = f"""EXISTS (SELECT 1 FROM batch_requests br WHERE br.batch_id = batches.id
+                        AND br.custom_id NOT IN ({current_requests_sql()}))"""
+    move_all(store, Status.PLANNED, Status.SUPERSEDED, stale, error="config changed before upload")
+    for status in (Status.UPLOADING, Status.UPLOADED):
+        move_all(store, status, Status.SUPERSEDED, stale, error="inputs changed before the batch was created (nothing was sent to a model)")
 
 
 # --- pending requests -----------------------------------------------------------------------

@@ -10,7 +10,8 @@ it (see submit), so a crash anywhere leaves a state the next run can finish. The
 
 - `writing`: the request file is being written; a crash leaves it, the next plan marks it
   `abandoned` (its requests were never live).
-- `planned` → `superseded`: the config stopped wanting its requests before it was uploaded.
+- `planned`/`uploading`/`uploaded` → `superseded`: the inputs stopped wanting its requests
+  before a provider batch was created from it.
 - `uploading`/`creating` are intents: a crash in them is resolved by uploading again / by
   adoption (a create may or may not have reached the provider).
 - A batch the provider refused as a whole before creating it (a key refused on the upload or the
@@ -60,9 +61,10 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     # in_flight directly: a sync batch (no provider batch); downloaded directly: refused as a whole.
     Status.PLANNED: frozenset({Status.UPLOADING, Status.IN_FLIGHT, Status.SUPERSEDED, Status.WITHDRAWN, Status.DOWNLOADED}),
     # uploading again: resumed after a crash; planned: the upload failed in this process.
-    Status.UPLOADING: frozenset({Status.UPLOADING, Status.UPLOADED, Status.PLANNED, Status.WITHDRAWN}),
+    # superseded (here and from uploaded): the inputs changed before a batch was created.
+    Status.UPLOADING: frozenset({Status.UPLOADING, Status.UPLOADED, Status.PLANNED, Status.WITHDRAWN, Status.SUPERSEDED}),
     # uploading again: an inline-request batch has no file id, so its "upload" is redone.
-    Status.UPLOADED: frozenset({Status.UPLOADING, Status.CREATING, Status.WITHDRAWN, Status.DOWNLOADED}),
+    Status.UPLOADED: frozenset({Status.UPLOADING, Status.CREATING, Status.WITHDRAWN, Status.DOWNLOADED, Status.SUPERSEDED}),
     # creating again: the next attempt after an uncertain one; uploaded: certainly not created.
     Status.CREATING: frozenset({Status.CREATING, Status.UPLOADED, Status.IN_FLIGHT, Status.DOWNLOADED}),
     # downloaded directly and withdrawn: the sync transport.

@@ -7,10 +7,10 @@ Its custom_id (or, for a judge, its `graded_sha256`) is a checksum of them, so a
 ids and the affected cells are planned again from the new inputs ("edit, re-plan"), while the
 requests built from the old inputs never count again.
 
-Where nothing has gone to a provider yet that is all there is to it: a `planned` batch whose
-requests the inputs no longer want is superseded (ledger), never sent. Work that has gone out is
-another matter. A batch uploaded, or in flight at the provider (or a sync batch part-sent online)
-was built from the old inputs: resuming it silently would pay for answers that can never be
+Where no batch exists at a provider yet that is all there is to it: a `planned` batch (or one
+uploaded but not created: a quota hold) whose requests the inputs no longer want is superseded
+(ledger), never sent. Work that has gone out is another matter. A batch in flight at the
+provider (or a sync batch part-sent online) was built from the old inputs: resuming it silently would pay for answers that can never be
 scored, and send the same cells again beside it. So the writers that resume work (plan, submit,
 collect, refresh, retry, accept-failures) refuse, before anything is written, naming each changed
 input and the batches built from it, with the two ways forward: put the input back as it was
@@ -42,11 +42,13 @@ from .errors import StateError
 from .lifecycle import CANCEL_REQUESTED, Status
 from .store import Store, sql_list
 
-# Batches whose request file a provider has (or is being sent online) and that will go on if
-# nothing stops them. `creating` is left out: whether the provider created it is settled by the
-# next submit (adoption); it is `in_flight` (and checked) from then on.
-STARTED = (Status.UPLOADING, Status.UPLOADED, Status.IN_FLIGHT)
-_WHERE = {Status.UPLOADING: "being uploaded", Status.UPLOADED: "uploaded, not created yet", Status.IN_FLIGHT: "in flight"}
+# Batches a provider is running (or that poll is sending online) and that will go on if nothing
+# stops them. `creating` is left out: whether the provider created it is settled by the next
+# submit (adoption); it is `in_flight` (and checked) from then on. `uploading` and `uploaded` are
+# left out too: no batch exists at the provider, so the sync supersedes them like planned ones
+# (ledger._supersede_stale_batches).
+STARTED = (Status.IN_FLIGHT,)
+_WHERE = {Status.IN_FLIGHT: "in flight"}
 
 
 @dataclass(frozen=True)

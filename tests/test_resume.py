@@ -135,6 +135,31 @@ def test_a_document_edited_before_anything_was_sent_is_simply_planned_again(proj
 
 
 
+def test_a_document_edited_under_batches_uploaded_but_not_created_is_planned_again(project: Project, emu: EmulatorProcess) -> None:
+    """A create refused for quota leaves each batch uploaded with no batch at the provider:
+    nothing was sent to a model, so an edit supersedes them (no refusal, no cancel needed) and
+    the cells are planned and answered from the new document only."""
+    # Anthropic refuses the create itself for quota (HTTP 429); OpenAI's quota fails a created batch.
+    small_project(project, routes={"claude": ROUTES["claude"], "judge-a": ROUTES["judge-a"]}, panel=["judge-a"])
+    emu.fault({"kind": "quota", "count": -1})
+    r = run_batchrun(project, "submit", emu=emu)
+    assert r.returncode in (0, 2), r.stderr
+    held = project.sql("SELECT id FROM batches WHERE status = 'uploaded' AND stage = 'gen'")
+    assert held, project.sql("SELECT id, status FROM batches")
+    doc = project.root / "corpus" / "harbor.txt"
+    doc.write_bytes(doc.read_bytes().replace(b"nine days", b"ten days"))
+    emu.reset()  # the queue has room again
+    finish(project, emu)
+    statuses = {b["id"]: b["status"] for b in project.sql("SELECT id, status FROM batches")}
+    assert all(statuses[b["id"]] == "superseded" for b in held)
+    stale = {r["custom_id"] for r in project.sql(
+        """SELECT br.custom_id FROM batch_requests br JOIN batches b ON b.id = br.batch_id WHERE b.status = 'superseded'
+           AND br.custom_id NOT IN (SELECT custom_id FROM cells)""")}
+    assert stale  # the edit changed the ids of the harbor.txt tasks
+    assert not stale & {r["custom_id"] for r in emu.requests}  # never sent from the old document
+    assert all(r["complete"] for r in project.sql("SELECT complete FROM leaderboard"))
+
+
 def test_a_sync_batch_is_not_sent_online_from_a_changed_document(project: Project, emu: EmulatorProcess) -> None:
     """poll sends a sync batch's lines itself: it checks the inputs first, on a resumed run too."""
     small_project(project, routes={"online": route("openai", "gpt-5.5", transport="sync", sync_concurrency=1),
