@@ -21,7 +21,7 @@ import functools
 import importlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
@@ -144,6 +144,17 @@ def batch_object(obj: Any, id_field: str) -> tuple[dict[str, Any], str]:
     if not isinstance(batch_id, str) or not batch_id.strip():
         raise MalformedResponse(f"a batch was answered without its id ({id_field} is a JSON {json_type(batch_id)})")
     return raw, batch_id
+
+
+def readable_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -> Iterator[BatchStatus]:
+    """A listing's entries read as batches (`read`: the adapter's); an entry that is not one is skipped."""
+    from ..clients import MalformedResponse, log
+
+    for entry in entries:
+        try:
+            yield read(entry)
+        except MalformedResponse as e:
+            log.info("skipping a listed batch: %s", e)
 
 
 def object_field(raw: dict[str, Any], key: str) -> dict[str, Any]:

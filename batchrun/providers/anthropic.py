@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..clients import MalformedResponse, call, log
+from ..clients import MalformedResponse, call
 from ..config import Route
 from ..errors import ProviderError
 from . import (
@@ -44,6 +44,7 @@ from . import (
     object_field,
     online_probe,
     parse_total,
+    readable_batches,
     stainless_error,
     stated_numbers,
     text_field,
@@ -190,12 +191,7 @@ class AnthropicAdapter:
     def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
         def do() -> list[BatchStatus]:
             found = []
-            for batch in client.messages.batches.list(limit=100):  # newest first
-                try:
-                    status = self._status(batch)
-                except MalformedResponse as e:
-                    log.info("skipping a listed batch: %s", e)
-                    continue
+            for status in readable_batches(client.messages.batches.list(limit=100), self._status):  # newest first
                 if status.created_at is not None and status.created_at < since:
                     break
                 found.append(status)

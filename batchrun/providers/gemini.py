@@ -9,7 +9,6 @@ returns on get/list, so an orphan batch can be found after a crash. The SDK maps
 
 from __future__ import annotations
 
-import itertools
 import re
 import traceback
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..clients import MalformedResponse, call, log
+from ..clients import MalformedResponse, call
 from ..config import Route
 from . import (
     TOO_LONG,
@@ -42,6 +41,7 @@ from . import (
     custom_id_field,
     online_probe,
     parse_total,
+    readable_batches,
     stated_numbers,
 )
 
@@ -249,16 +249,9 @@ class GeminiAdapter:
             found = []
             # The SDK parses a whole page at once: an entry it cannot read fails the page (retried,
             # then the listing fails); an entry it reads without an id is skipped.
-            pages = iter(_sdk_parsed(lambda: client.batches.list(config={"page_size": 100})))
-            for i in itertools.count():
-                job = _sdk_parsed(lambda: next(pages, None))
-                if job is None:
-                    break
-                try:
-                    status = self._status(job)
-                except MalformedResponse as e:
-                    log.info("skipping a listed batch: %s", e)
-                    continue
+            pager = iter(_sdk_parsed(lambda: client.batches.list(config={"page_size": 100})))
+            jobs = iter(lambda: _sdk_parsed(lambda: next(pager, None)), None)  # each page parsed as it is fetched
+            for i, status in enumerate(readable_batches(jobs, self._status)):
                 if status.created_at is None or status.created_at >= since:
                     found.append(status)
                 if i >= 2000:  # listing order is not documented: bound the scan

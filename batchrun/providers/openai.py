@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..clients import MalformedResponse, call, log
+from ..clients import call
 from ..config import Route
 from . import (
     TOO_LONG,
@@ -41,6 +41,7 @@ from . import (
     object_field,
     online_probe,
     parse_total,
+    readable_batches,
     stainless_error,
     stated_numbers,
     text_field,
@@ -197,12 +198,7 @@ class OpenAIAdapter:
 
         def do() -> list[BatchStatus]:
             found = []
-            for batch in client.batches.list(limit=100):
-                try:
-                    status = self._status(batch)
-                except MalformedResponse as e:
-                    log.info("skipping a listed batch: %s", e)
-                    continue
+            for status in readable_batches(client.batches.list(limit=100), self._status):
                 if status.created_at is not None and status.created_at < since:
                     break
                 found.append(status)
