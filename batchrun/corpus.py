@@ -17,7 +17,6 @@ import io
 import os
 import time
 from collections.abc import Iterator
-from typing import BinaryIO
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,22 +71,6 @@ def resolve(corpus_dir: Path, corpus_file: str, *, where: str) -> tuple[str, Pat
     return candidate.relative_to(root).as_posix(), candidate
 
 
-def _open_document(path: Path, *, where: str) -> BinaryIO:
-    try:
-        return open_regular(path)  # a FIFO here would block the run forever
-    except FileNotFoundError:
-        raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
-    except NotRegularFile as e:
-        raise DataError(f"{where}: corpus file {e}.", "corpus_file must name a plain text file in the corpus folder.")
-    except OSError as e:
-        raise DataError(f"{where}: cannot read corpus file {path}: {e.strerror}.", "Check the file's permissions.")
-
-
-def _not_utf8(path: Path, offset: int, *, where: str) -> DataError:
-    return DataError(f"{where}: corpus file {path} is not UTF-8 (invalid byte at offset {offset}).",
-                     "Convert it to UTF-8 (for example with iconv -f GB18030 -t UTF-8).")
-
-
 def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
     """(raw piece, text) pairs for a document, read as the harness reads it (module docstring).
 
@@ -96,13 +79,24 @@ def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
     one character short, and the next (or the final, empty) piece carries it."""
     decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")("strict"), translate=True)
     offset = 0
-    with _open_document(path, where=where) as f:
+    try:
+        f = open_regular(path)  # a FIFO here would block the run forever
+    except FileNotFoundError:
+        raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
+    except NotRegularFile as e:
+        raise DataError(f"{where}: corpus file {e}.", "corpus_file must name a plain text file in the corpus folder.")
+    except OSError as e:
+        raise DataError(f"{where}: cannot read corpus file {path}: {e.strerror}.", "Check the file's permissions.")
+    with f:
         while True:
             piece = f.read(CHUNK_BYTES)
             try:
                 text = decoder.decode(piece, final=not piece)
             except UnicodeDecodeError as e:
-                raise _not_utf8(path, offset + e.start, where=where)
+                raise DataError(
+                    f"{where}: corpus file {path} is not UTF-8 (invalid byte at offset {offset + e.start}).",
+                    "Convert it to UTF-8 (for example with iconv -f GB18030 -t UTF-8).",
+                )
             yield piece, text
             if not piece:
                 return
@@ -152,20 +146,7 @@ class EscapedDocument:
     __slots__ = ("data",)
 
     def __init__(self, path: Path, *, where: str):
-        # Read, decoded and escaped whole: the escaped bytes are held whole anyway, and one read,
-        # one decode and one escape of ~3 MB cost a third of doing it in 32 KiB pieces. Decoded
-        # as _decoded_chunks does: strict UTF-8, BOM kept, then universal newlines (\r\n, then a
-        # lone \r, become \n: what io.IncrementalNewlineDecoder(translate=True) does).
-        with _open_document(path, where=where) as f:
-            raw = f.read()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise _not_utf8(path, e.start, where=where)
-        del raw
-        if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        self.data = escape_str(text).encode()
+        self.data = b"".join([escape_str(text).encode() for _, text in _decoded_chunks(path, where=where) if text])
 
     def __len__(self) -> int:
         return len(self.data)
