@@ -387,10 +387,15 @@ def judge_health(store: Store, config: Config, cells: Cells, judgments: list[dic
                           "spearman": stats._round(stats.spearman(xs, ys)), "mean_abs_diff": stats._round(stats.mean_abs_diff(xs, ys))})
     units = [[s.get(j) for j in panel] for s in by_cell.values()]
     alpha = stats.krippendorff_alpha(units, "interval") if len(panel) >= 2 else None
+    # Each route's answers that every judge scored, grouped in one pass (in by_cell's order).
+    scored_by_all: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for (rt, _), s in by_cell.items():
+        if all(j in s for j in panel):
+            scored_by_all[rt].append(s)
     spread = []
     for r in cells.board:
         route = r["route"]
-        full = [s for (rt, _), s in by_cell.items() if rt == route and all(j in s for j in panel)]
+        full = scored_by_all.get(route, [])
         means = {j: stats._round(stats.mean([s[j] for s in full])) for j in panel}
         present = [m for m in means.values() if m is not None]
         panel_mean = stats.mean(present)

@@ -98,7 +98,12 @@ def sign_test(wins: int, losses: int) -> float:
     from fractions import Fraction  # here: it loads decimal, and every command's --help loads this module
 
     k = min(wins, losses)
-    tail = sum(math.comb(n, i) for i in range(k + 1))
+    # sum_{i <= k} C(n, i), each term from the one before (C(n, i) = C(n, i - 1) (n - i + 1) / i,
+    # exact in integers): one comb() per term cost ~0.1 s over a report's 240 tests at n = 481.
+    term = tail = 1
+    for i in range(1, k + 1):
+        term = term * (n - i + 1) // i
+        tail += term
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
 
 
