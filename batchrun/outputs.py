@@ -121,10 +121,15 @@ def judge_details(judgments: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
     """route -> task -> judge -> its verdict, from judge_scores' rows: one query for every route
     (the report reads the same rows for its statistics)."""
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
+    # Parsed once per distinct text: verdicts repeat the same few point lists (37,000 judgments,
+    # 60 distinct lists at 32 routes in bench/scale.py). The lists are shared; nothing edits them.
+    parsed: dict[str, Any] = {}
     for r in judgments:
+        text = r["points_awarded_json"]
+        if text and text not in parsed:
+            parsed[text] = json.loads(text)
         out[r["route"]][r["task_id"]][r["judge"]] = {
-            "total": r["total"], "score": r["score"],
-            "points_awarded": json.loads(r["points_awarded_json"]) if r["points_awarded_json"] else None,
+            "total": r["total"], "score": r["score"], "points_awarded": parsed[text] if text else None,
         }
     return out
 

@@ -16,10 +16,21 @@ Conventions:
 from __future__ import annotations
 
 import math
+import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+# numpy's wheels multiply matrices with OpenBLAS, which starts a thread per core when numpy is
+# imported. The products here are small (2,000-10,000 resamples x 481 tasks x a few hundred
+# columns); on a 2-core machine with other work running, two BLAS threads spinning for each
+# other made `report`'s statistics up to 2-3 times slower, and the import slower, than one
+# (issue 15, docs/performance.md). One thread gives the same numbers to the last bit (each
+# product's sums are accumulated in the same order; tests/test_report_fixture.py). Set before
+# numpy is first imported (only this module's and analysis.py's functions import it); a value
+# the user set is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -239,6 +250,27 @@ def exact_sign_flip_p(diffs: Sequence[float]) -> float:
     return count / 2 ** len(d)
 
 
+# The last sign draws made: a report tests both variants of every pair on the same draws (same
+# seed, same shape), and drawing them costs ~50 ms each time at 10,000 x 481.
+_last_draws: list[tuple[tuple[int, int, int], Any]] = []
+
+
+def _sign_draws(resamples: int, n: int, seed: int) -> Any:
+    """resamples x n random signs (+1.0 / -1.0) from numpy's PCG64 seeded with `seed`. Shared:
+    callers must not modify it."""
+    import numpy as np
+
+    key = (resamples, n, seed)
+    if _last_draws and _last_draws[0][0] == key:
+        return _last_draws[0][1]
+    signs = np.random.default_rng(seed).integers(0, 2, size=(resamples, n), dtype=np.int8).astype(np.float64)
+    signs *= 2  # in place: 0/1 -> -1/+1, exactly as `* 2 - 1` on new arrays
+    signs -= 1
+    signs.flags.writeable = False
+    _last_draws[:] = [(key, signs)]
+    return signs
+
+
 def permutation_tests(columns: Any, *, resamples: int, seed: int, exact_max: int = EXACT_PERMUTATION_MAX) -> list[PermutationTest]:
     """A paired sign-flip permutation test per column of differences (None = pair not counted).
 
@@ -267,8 +299,7 @@ def permutation_tests(columns: Any, *, resamples: int, seed: int, exact_max: int
         else:
             mc.append(k)
     if mc:
-        rng = np.random.default_rng(seed)
-        signs = rng.integers(0, 2, size=(resamples, diffs_all.shape[0]), dtype=np.int8).astype(np.float64) * 2 - 1
+        signs = _sign_draws(resamples, diffs_all.shape[0], seed)
         for start in range(0, len(mc), 128):  # bounded memory: resamples x 128 sums at a time
             block = mc[start:start + 128]
             diffs = diffs_all[:, block]
