@@ -356,8 +356,11 @@ def judge_health(store: Store, config: Config, cells: Cells, judgments: list[dic
     panel = [j.name for j in config.judges]
     models = {j.name: j.model for j in config.judges}
     attempts: dict[str, dict[str, int]] = defaultdict(dict)
+    # Every request of history is read either way: NOT INDEXED reads the table in order instead of
+    # the requests_route index and then each row of the table by rowid (0.10 s vs 0.17 s at 95,000
+    # requests, bench/scale.py). Grouped and counted: the same rows in any order.
     for judge, kind, n in store.db.execute(
-        """SELECT jr.route, res.kind, count(*) FROM results res JOIN requests jr ON jr.custom_id = res.custom_id
+        """SELECT jr.route, res.kind, count(*) FROM requests jr NOT INDEXED JOIN results res ON res.custom_id = jr.custom_id
            JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
            WHERE jr.stage = 'judge' GROUP BY jr.route, res.kind"""):
         attempts[judge][kind] = n

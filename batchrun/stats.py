@@ -145,7 +145,7 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 def ranks(values: Sequence[float]) -> list[float]:
     """1-based ranks, ties given the average of the ranks they span (as Spearman's rho needs)."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
+    order = sorted(range(len(values)), key=values.__getitem__)
     out = [0.0] * len(values)
     i = 0
     while i < len(order):
