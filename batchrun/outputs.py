@@ -227,10 +227,13 @@ def route_scores(store: Store, config: Config, board_row: dict[str, Any],
     route = board_row["route"]
     judges = (details if details is not None else judge_details(judge_scores(store))).get(route, {})
     tasks = []
-    for cs in store.rows("SELECT cs.* FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? ORDER BY t.position", [route]):
-        status = "pending" if cs["status"] == "judging" else cs["status"]
-        score = cs["score"] if status == "ok" else (0.0 if status in ZERO_FILLED else None)
-        tasks.append({"task_id": cs["task_id"], "status": status, "score": score, "judges": judges.get(cs["task_id"], {})})
+    # The three columns used, as tuples (not every column of cells_now as a dict: 15,000 of them at 32 routes).
+    for task_id, cell_status, cell_score in store.db.execute(
+            "SELECT cs.task_id, cs.status, cs.score FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? "
+            "ORDER BY t.position", [route]):
+        status = "pending" if cell_status == "judging" else cell_status
+        score = cell_score if status == "ok" else (0.0 if status in ZERO_FILLED else None)
+        tasks.append({"task_id": task_id, "status": status, "score": score, "judges": judges.get(task_id, {})})
     keys = ("overall", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks", "out_of_context_n", "failed_n", "pending_n",
             "waiting_n", "blocked_n", "accepted_n", "complete")
     return {"route": route, "model": board_row["model"], "provider": board_row["provider"], "score_scale": "0-1",
