@@ -84,12 +84,12 @@ def leaderboard(store: Store, *, snapshot: bool = True) -> list[dict[str, Any]]:
 
 def matched_panel(store: Store) -> dict[str, Any]:
     """Tasks scored by every contestant route, and each route's mean over them (robustness only)."""
-    rows = store.rows("SELECT route, task_id, status, score FROM cells_now")
-    routes = sorted({r["route"] for r in rows})
+    rows = store.db.execute("SELECT route, task_id, status, score FROM cells_now").fetchall()
+    routes = sorted({route for route, _, _, _ in rows})
     scored: dict[str, dict[str, float]] = defaultdict(dict)
-    for r in rows:
-        if r["status"] == "ok" and r["score"] is not None:  # no score without a judge panel
-            scored[r["route"]][r["task_id"]] = r["score"]
+    for route, task_id, status, score in rows:
+        if status == "ok" and score is not None:  # no score without a judge panel
+            scored[route][task_id] = score
     common = set.intersection(*(set(scored[r]) for r in routes)) if routes else set()
     return {
         "n_tasks": len(common),

@@ -164,9 +164,10 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
     if n != len(y) or n < 2:
         return None
     mx, my = sum(x) / n, sum(y) / n
-    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
-    sxx = sum((a - mx) ** 2 for a in x)
-    syy = sum((b - my) ** 2 for b in y)
+    # Lists, not generators: the same terms added in the same order, faster (12,000 pairs a report).
+    sxy = sum([(a - mx) * (b - my) for a, b in zip(x, y)])
+    sxx = sum([(a - mx) ** 2 for a in x])
+    syy = sum([(b - my) ** 2 for b in y])
     if sxx == 0 or syy == 0:
         return None
     return sxy / math.sqrt(sxx * syy)
@@ -178,7 +179,7 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def mean_abs_diff(x: Sequence[float], y: Sequence[float]) -> float | None:
-    return sum(abs(a - b) for a, b in zip(x, y)) / len(x) if x and len(x) == len(y) else None
+    return sum([abs(a - b) for a, b in zip(x, y)]) / len(x) if x and len(x) == len(y) else None
 
 
 def krippendorff_alpha(units: Sequence[Sequence[float | None]], metric: str = "interval") -> float | None:
@@ -201,14 +202,14 @@ def krippendorff_alpha(units: Sequence[Sequence[float | None]], metric: str = "i
         # sum over ordered pairs i != j of delta^2, in O(len(values))
         m = len(values)
         if metric == "interval":
-            s, s2 = sum(values), sum(v * v for v in values)
+            s, s2 = sum(values), sum([v * v for v in values])
             return 2 * (m * s2 - s * s)
         counts: dict[Any, int] = {}
         for v in values:
             counts[v] = counts.get(v, 0) + 1
         return m * m - sum(c * c for c in counts.values())
 
-    d_o = sum(pair_sum(u) / (len(u) - 1) for u in pairable) / n
+    d_o = sum([pair_sum(u) / (len(u) - 1) for u in pairable]) / n
     d_e = pair_sum([v for u in pairable for v in u]) / (n * (n - 1))
     if d_e <= 0:
         return None
