@@ -446,9 +446,11 @@ def statistics(store: Store, config: Config, board: list[dict[str, Any]], settin
 
 
 def full_report(store: Store, config: Config, settings: Settings = Settings(), *,
-                judgments: list[dict[str, Any]] | None = None, board: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                judgments: list[dict[str, Any]] | None = None, board: list[dict[str, Any]] | None = None,
+                with_tasks: bool = True) -> dict[str, Any]:
     """report_data (leaderboard, per-task scores, provenance) plus its statistics. `board`: the
-    leaderboard just read (outputs.leaderboard, which filled cells_now), if the caller has it."""
+    leaderboard just read (outputs.leaderboard, which filled cells_now), if the caller has it.
+    `with_tasks=False`: without each route's per-task rows (for Markdown and CSV, which print none)."""
     from .outputs import leaderboard
 
     # The report is ~100,000 small dicts and lists, none in a cycle: the cyclic garbage collector's
@@ -458,7 +460,7 @@ def full_report(store: Store, config: Config, settings: Settings = Settings(), *
     try:
         board = board if board is not None else leaderboard(store)  # fills cells_now
         judgments = judgments if judgments is not None else judge_scores(store)
-        data = report_data(store, config, board, judgments)
+        data = report_data(store, config, board, judgments, with_tasks=with_tasks)
         # The report's routes carry every leaderboard column the statistics read.
         data["statistics"] = statistics(store, config, data["routes"], settings, judgments=judgments)
     finally:

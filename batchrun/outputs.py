@@ -235,22 +235,25 @@ def provenance(store: Store, config: Config, route_name: str, sources: dict[str,
 
 def route_scores(store: Store, config: Config, board_row: dict[str, Any],
                  details: dict[str, dict[str, dict[str, Any]]] | None = None,
-                 sources: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """`details`: judge_details(), `sources`: provenance_sources(), if the caller has them for every route."""
+                 sources: dict[str, dict[str, Any]] | None = None, *, with_tasks: bool = True) -> dict[str, Any]:
+    """`details`: judge_details(), `sources`: provenance_sources(), if the caller has them for every
+    route. `with_tasks=False`: without the `tasks` key (the per-task rows)."""
     route = board_row["route"]
-    judges = (details if details is not None else judge_details(judge_scores(store))).get(route, {})
     tasks = []
-    # The three columns used, as tuples (not every column of cells_now as a dict: 15,000 of them at 32 routes).
-    for task_id, cell_status, cell_score in store.db.execute(
-            "SELECT cs.task_id, cs.status, cs.score FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? "
-            "ORDER BY t.position", [route]):
-        status = "pending" if cell_status == "judging" else cell_status
-        score = cell_score if status == "ok" else (0.0 if status in ZERO_FILLED else None)
-        tasks.append({"task_id": task_id, "status": status, "score": score, "judges": judges.get(task_id, {})})
+    if with_tasks:
+        judges = (details if details is not None else judge_details(judge_scores(store))).get(route, {})
+        # The three columns used, as tuples (not every column of cells_now as a dict: 15,000 of them at 32 routes).
+        for task_id, cell_status, cell_score in store.db.execute(
+                "SELECT cs.task_id, cs.status, cs.score FROM cells_now cs JOIN tasks t ON t.task_id = cs.task_id WHERE cs.route = ? "
+                "ORDER BY t.position", [route]):
+            status = "pending" if cell_status == "judging" else cell_status
+            score = cell_score if status == "ok" else (0.0 if status in ZERO_FILLED else None)
+            tasks.append({"task_id": task_id, "status": status, "score": score, "judges": judges.get(task_id, {})})
     keys = ("overall", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks", "out_of_context_n", "failed_n", "pending_n",
             "waiting_n", "blocked_n", "accepted_n", "complete")
     return {"route": route, "model": board_row["model"], "provider": board_row["provider"], "score_scale": "0-1",
-            **{k: board_row[k] for k in keys}, "tasks": tasks, "provenance": provenance(store, config, route, sources)}
+            **{k: board_row[k] for k in keys}, **({"tasks": tasks} if with_tasks else {}),
+            "provenance": provenance(store, config, route, sources)}
 
 
 def route_responses(store: Store, config: Config, route: str) -> dict[str, Any]:
@@ -315,13 +318,15 @@ def write_results(store: Store, config: Config, board: list[dict[str, Any]] | No
 
 
 def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None = None,
-                judgments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The same keys as the scores files (tasks included), plus the matched panel. `board`: as for
-    write_results (fills `cells_now` when not given); `judgments`: judge_scores() if already read."""
+                judgments: list[dict[str, Any]] | None = None, *, with_tasks: bool = True) -> dict[str, Any]:
+    """The same keys as the scores files (tasks included unless `with_tasks=False`: Markdown and
+    CSV print no per-task rows), plus the matched panel. `board`: as for write_results (fills
+    `cells_now` when not given); `judgments`: judge_scores() if already read."""
     board = board if board is not None else leaderboard(store)
-    details = judge_details(judgments if judgments is not None else judge_scores(store))
+    details = judge_details(judgments if judgments is not None else judge_scores(store)) if with_tasks else None
     sources = provenance_sources(store)
-    routes = [route_scores(store, config, row, details, sources) for row in board if row["route"] in config.routes]
+    routes = [route_scores(store, config, row, details, sources, with_tasks=with_tasks)
+              for row in board if row["route"] in config.routes]
     from .diagnosis import open_problems
 
     return {"rehearsal": rehearsal_of(store, config), "score_scale": "0-1", "routes": routes, "matched_panel": matched_panel(store),
