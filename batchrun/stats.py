@@ -26,10 +26,13 @@ from typing import Any
 # imported. The products here are small (2,000-10,000 resamples x 481 tasks x a few hundred
 # columns); on a 2-core machine with other work running, two BLAS threads spinning for each
 # other made `report`'s statistics up to 2-3 times slower, and the import slower, than one
-# (issue 15, docs/performance.md). One thread gives the same numbers to the last bit (each
-# product's sums are accumulated in the same order; tests/test_report_fixture.py). Set before
-# numpy is first imported (only this module's and analysis.py's functions import it); a value
-# the user set is kept.
+# (issue 15, docs/performance.md). Threads split a product into blocks, and a block's sums can
+# differ in the last bit or two from the whole product's: with one thread the unrounded
+# intervals no longer depend on the machine's number of cores. (At 32 routes x 100k results,
+# 11 of 240 unrounded pairwise bounds moved by 1-2 ulps between 1 and 2 threads; every printed
+# digit, rounded to 6 places, stayed the same: md, json, csv, html and the fixture are
+# byte-identical.) Set before numpy is first imported (only this module's and analysis.py's
+# functions import it); a value the user set is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 CONFIDENCE = 0.95
