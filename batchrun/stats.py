@@ -16,10 +16,24 @@ Conventions:
 from __future__ import annotations
 
 import math
+import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+# numpy's wheels multiply matrices with OpenBLAS, which starts a thread per core when numpy is
+# imported. The products here are small (2,000-10,000 resamples x 481 tasks x a few hundred
+# columns); on a 2-core machine with other work running, two BLAS threads spinning for each
+# other made `report`'s statistics up to 2-3 times slower, and the import slower, than one
+# (issue 15, docs/performance.md). Threads split a product into blocks, and a block's sums can
+# differ in the last bit or two from the whole product's: with one thread the unrounded
+# intervals no longer depend on the machine's number of cores. (At 32 routes x 100k results,
+# 11 of 240 unrounded pairwise bounds moved by 1-2 ulps between 1 and 2 threads; every printed
+# digit, rounded to 6 places, stayed the same: md, json, csv, html and the fixture are
+# byte-identical.) Set before numpy is first imported (only this module's and analysis.py's
+# functions import it); a value the user set is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -98,7 +112,12 @@ def sign_test(wins: int, losses: int) -> float:
     from fractions import Fraction  # here: it loads decimal, and every command's --help loads this module
 
     k = min(wins, losses)
-    tail = sum(math.comb(n, i) for i in range(k + 1))
+    # sum_{i <= k} C(n, i), each term from the one before (C(n, i) = C(n, i - 1) (n - i + 1) / i,
+    # exact in integers): one comb() per term cost ~0.1 s over a report's 240 tests at n = 481.
+    term = tail = 1
+    for i in range(1, k + 1):
+        term = term * (n - i + 1) // i
+        tail += term
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
 
 
@@ -129,7 +148,7 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 def ranks(values: Sequence[float]) -> list[float]:
     """1-based ranks, ties given the average of the ranks they span (as Spearman's rho needs)."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
+    order = sorted(range(len(values)), key=values.__getitem__)
     out = [0.0] * len(values)
     i = 0
     while i < len(order):
@@ -148,9 +167,10 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
     if n != len(y) or n < 2:
         return None
     mx, my = sum(x) / n, sum(y) / n
-    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
-    sxx = sum((a - mx) ** 2 for a in x)
-    syy = sum((b - my) ** 2 for b in y)
+    # Lists, not generators: the same terms added in the same order, faster (12,000 pairs a report).
+    sxy = sum([(a - mx) * (b - my) for a, b in zip(x, y)])
+    sxx = sum([(a - mx) ** 2 for a in x])
+    syy = sum([(b - my) ** 2 for b in y])
     if sxx == 0 or syy == 0:
         return None
     return sxy / math.sqrt(sxx * syy)
@@ -162,7 +182,7 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def mean_abs_diff(x: Sequence[float], y: Sequence[float]) -> float | None:
-    return sum(abs(a - b) for a, b in zip(x, y)) / len(x) if x and len(x) == len(y) else None
+    return sum([abs(a - b) for a, b in zip(x, y)]) / len(x) if x and len(x) == len(y) else None
 
 
 def krippendorff_alpha(units: Sequence[Sequence[float | None]], metric: str = "interval") -> float | None:
@@ -185,14 +205,14 @@ def krippendorff_alpha(units: Sequence[Sequence[float | None]], metric: str = "i
         # sum over ordered pairs i != j of delta^2, in O(len(values))
         m = len(values)
         if metric == "interval":
-            s, s2 = sum(values), sum(v * v for v in values)
+            s, s2 = sum(values), sum([v * v for v in values])
             return 2 * (m * s2 - s * s)
         counts: dict[Any, int] = {}
         for v in values:
             counts[v] = counts.get(v, 0) + 1
         return m * m - sum(c * c for c in counts.values())
 
-    d_o = sum(pair_sum(u) / (len(u) - 1) for u in pairable) / n
+    d_o = sum([pair_sum(u) / (len(u) - 1) for u in pairable]) / n
     d_e = pair_sum([v for u in pairable for v in u]) / (n * (n - 1))
     if d_e <= 0:
         return None
@@ -234,6 +254,27 @@ def exact_sign_flip_p(diffs: Sequence[float]) -> float:
     return count / 2 ** len(d)
 
 
+# The last sign draws made: a report tests both variants of every pair on the same draws (same
+# seed, same shape), and drawing them costs ~50 ms each time at 10,000 x 481.
+_last_draws: list[tuple[tuple[int, int, int], Any]] = []
+
+
+def _sign_draws(resamples: int, n: int, seed: int) -> Any:
+    """resamples x n random signs (+1.0 / -1.0) from numpy's PCG64 seeded with `seed`. Shared:
+    callers must not modify it."""
+    import numpy as np
+
+    key = (resamples, n, seed)
+    if _last_draws and _last_draws[0][0] == key:
+        return _last_draws[0][1]
+    signs = np.random.default_rng(seed).integers(0, 2, size=(resamples, n), dtype=np.int8).astype(np.float64)
+    signs *= 2  # in place: 0/1 -> -1/+1, exactly as `* 2 - 1` on new arrays
+    signs -= 1
+    signs.flags.writeable = False
+    _last_draws[:] = [(key, signs)]
+    return signs
+
+
 def permutation_tests(columns: Any, *, resamples: int, seed: int, exact_max: int = EXACT_PERMUTATION_MAX) -> list[PermutationTest]:
     """A paired sign-flip permutation test per column of differences (None = pair not counted).
 
@@ -262,8 +303,7 @@ def permutation_tests(columns: Any, *, resamples: int, seed: int, exact_max: int
         else:
             mc.append(k)
     if mc:
-        rng = np.random.default_rng(seed)
-        signs = rng.integers(0, 2, size=(resamples, diffs_all.shape[0]), dtype=np.int8).astype(np.float64) * 2 - 1
+        signs = _sign_draws(resamples, diffs_all.shape[0], seed)
         for start in range(0, len(mc), 128):  # bounded memory: resamples x 128 sums at a time
             block = mc[start:start + 128]
             diffs = diffs_all[:, block]
