@@ -113,8 +113,9 @@ def record_warnings_shown(store: Store, warnings: list[ConfigWarning]) -> None:
                 store.set_meta(w.meta_key(f), str(time.time()))
 
 
-def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Corpus:
-    """Record the current dataset, corpus and config in state.db; queue judgments. Idempotent."""
+def sync_state(store: Store, config: Config, corpus: Corpus | None = None, *, queue: bool = True) -> Corpus:
+    """Record the current dataset, corpus and config in state.db; queue judgments. Idempotent.
+    `queue=False`: the caller queues them itself, later (collect, after reading new answers)."""
     corpus = corpus or scan_corpus(store, config)
     now = time.time()
     db = store.db
@@ -183,8 +184,9 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
         # rows), so deleting their role line later is caught as a flip too (check_role_changes).
         for route in config.idle:
             _record_config_route(store, route, "idle", fingerprint(config.judge_policy(route)), None, 0, 0)
-        queue_judgments(store, config)
-        _supersede_stale_batches(store)
+        if queue:
+            queue_judgments(store, config)
+        _supersede_stale_batches(store)  # reads no judge request that is not in a batch already
     return corpus
 
 

@@ -95,6 +95,10 @@ class _Inputs:
             self.policies[route.name] = ("judge", config.judge_policy(route))
         self.fps = {name: fingerprint(p) for name, (_, p) in self.policies.items()}
         self._policy_changes: dict[tuple[str, str], Change] = {}
+        # Asked once per request in flight (thousands): each path resolved, each task's graded
+        # sha256 computed, once.
+        self.dataset = _rel(corpus.dataset.path, self.root)
+        self._graded: dict[str, str] = {}
 
     def policy_change(self, route: str, stage: str, old_fp: str) -> Change | None:
         """The route's settings (or this batchrun's prompt template) differ from the request's."""
@@ -129,7 +133,7 @@ class _Inputs:
         """The document or dataset record a generation request was built from changed."""
         from .ledger import generation_custom_id
 
-        dataset = _rel(self.corpus.dataset.path, self.root)
+        dataset = self.dataset
         t = self.tasks.get(task_id)
         if t is None:
             return Change(f"the dataset {dataset} (task {task_id})", "the task is no longer in the dataset",
@@ -164,11 +168,15 @@ class _Inputs:
         from .prompts import judge_graded_sha256
 
         t = self.tasks.get(task_id)
-        dataset = _rel(self.corpus.dataset.path, self.root)
+        dataset = self.dataset
         if t is None:
             return Change(f"the dataset {dataset} (task {task_id})", "the task is no longer in the dataset",
                           f"put task {task_id} back in {dataset}")
-        if graded_sha256 is None or judge_graded_sha256(t.question, t.rubric) == graded_sha256:
+        if graded_sha256 is None:
+            return None
+        if task_id not in self._graded:
+            self._graded[task_id] = judge_graded_sha256(t.question, t.rubric)
+        if self._graded[task_id] == graded_sha256:
             return None
         return Change(f"the dataset {dataset} (task {task_id})", "what the judges grade changed (the question or a rubric criterion)",
                       f"restore task {task_id} in {dataset}")
