@@ -58,10 +58,11 @@ def generation_custom_id(policy_fp: str, task: Task, doc: DocumentInfo) -> str:
     return "g-" + _h("gen", policy_fp, task.task_id, doc.sha256, task.question)[:40]
 
 
-def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha256: str) -> str:
+def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha256: str, *, answer_sha: str | None = None) -> str:
     """The judge request's id: its policy, the answer it grades and everything else it grades
-    (question and rubric as the judge sees them: prompts.judge_graded_sha256)."""
-    return "j-" + _h("judge", judge_fp, gen_custom_id, _h(answer), graded_sha256)[:40]
+    (question and rubric as the judge sees them: prompts.judge_graded_sha256). `answer_sha`:
+    _h(answer), if the caller has it (the same answer goes to every judge of the panel)."""
+    return "j-" + _h("judge", judge_fp, gen_custom_id, answer_sha or _h(answer), graded_sha256)[:40]
 
 
 def estimate_tokens(chars: int, cjk: bool, route: Route) -> int:
@@ -219,8 +220,9 @@ def queue_judgments(store: Store, config: Config) -> int:
         return 0
     now = time.time()
     new = 0
-    # The judge prompt is the same for every judge of an answer: built (to measure it) once per answer.
-    measured: dict[int, tuple[int, bool]] = {}
+    # The judge prompt is the same for every judge of an answer: built (to measure it) and the
+    # answer hashed (for the custom_id) once per answer, not once per judge.
+    measured: dict[int, tuple[int, bool, str]] = {}
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
         answers = store.rows(
@@ -238,12 +240,12 @@ def queue_judgments(store: Store, config: Config) -> int:
             [judge_name, jfp])
         rows = []
         for a in answers:
-            cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["graded_sha256"])
             if a["result_id"] not in measured:
                 rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
                 measured[a["result_id"]] = (len(judge_prompt(a["question"], rubric, a["text"])),
-                                            is_cjk(a["question"] + a["text"][:CJK_WINDOW]))
-            prompt_chars, cjk = measured[a["result_id"]]
+                                            is_cjk(a["question"] + a["text"][:CJK_WINDOW]), _h(a["text"]))
+            prompt_chars, cjk, answer_sha = measured[a["result_id"]]
+            cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["graded_sha256"], answer_sha=answer_sha)
             rows.append((cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"],
                          config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
                          estimate_tokens(prompt_chars, cjk, route), config.judging.max_tokens, now, a["graded_sha256"]))
