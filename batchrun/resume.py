@@ -99,6 +99,7 @@ class _Inputs:
         # sha256 computed, once.
         self.dataset = _rel(corpus.dataset.path, self.root)
         self._graded: dict[str, str] = {}
+        self._generation_changes: dict[tuple[str, str, str], Change | None] = {}
 
     def policy_change(self, route: str, stage: str, old_fp: str) -> Change | None:
         """The route's settings (or this batchrun's prompt template) differ from the request's."""
@@ -130,7 +131,14 @@ class _Inputs:
         )
 
     def generation_change(self, route: str, task_id: str, custom_id: str) -> Change | None:
-        """The document or dataset record a generation request was built from changed."""
+        """The document or dataset record a generation request was built from changed (asked
+        once per answer, not once per judge request grading it)."""
+        key = (route, task_id, custom_id)
+        if key not in self._generation_changes:
+            self._generation_changes[key] = self._generation_change(route, task_id, custom_id)
+        return self._generation_changes[key]
+
+    def _generation_change(self, route: str, task_id: str, custom_id: str) -> Change | None:
         from .ledger import generation_custom_id
 
         dataset = self.dataset
