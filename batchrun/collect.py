@@ -87,14 +87,16 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
         corpus = scan_corpus(store, config)
         stale = changed_inputs(store, config, corpus, statuses=(Status.DOWNLOADED,))
         if sync:
-            sync_state(store, config, corpus)
+            sync_state(store, config, corpus, queue=False)
     elif sync:
-        sync_state(store, config)
+        sync_state(store, config, queue=False)
     ingest(store, config, result, progress=progress)
     for bid, (_, changes) in stale.items():
         if bid in result.batches:
             progress.event(f"{bid}: its answers are to {'; '.join(c.input for c in changes)} as it was before it changed: "
                            "kept for audit, never scored; the cells are planned again from the new input")
+    # Once, after the new answers are in: for them, and for a judge the sync just added or changed
+    # (queue_judgments inside sync_state would cost a second pass over every current cell).
     with store.db.atomic():
         queue_judgments(store, config)
     result.new_judge_requests = (store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0) - judge_requests_before

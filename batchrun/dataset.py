@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ class Task:
     def rubric_total(self) -> float:
         return float(sum(item.points for item in self.rubric))
 
-    @property
+    @cached_property  # read per cell (routes x tasks) by every sync: computed once per task
     def sha256(self) -> str:
         blob = json.dumps(
             [self.question, self.corpus_file, [[i.points, i.criterion] for i in self.rubric]],

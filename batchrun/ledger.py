@@ -58,10 +58,11 @@ def generation_custom_id(policy_fp: str, task: Task, doc: DocumentInfo) -> str:
     return "g-" + _h("gen", policy_fp, task.task_id, doc.sha256, task.question)[:40]
 
 
-def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha256: str) -> str:
+def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha256: str, *, answer_sha: str | None = None) -> str:
     """The judge request's id: its policy, the answer it grades and everything else it grades
-    (question and rubric as the judge sees them: prompts.judge_graded_sha256)."""
-    return "j-" + _h("judge", judge_fp, gen_custom_id, _h(answer), graded_sha256)[:40]
+    (question and rubric as the judge sees them: prompts.judge_graded_sha256). `answer_sha`:
+    _h(answer), if the caller has it (the same answer goes to every judge of the panel)."""
+    return "j-" + _h("judge", judge_fp, gen_custom_id, answer_sha or _h(answer), graded_sha256)[:40]
 
 
 def estimate_tokens(chars: int, cjk: bool, route: Route) -> int:
@@ -113,8 +114,9 @@ def record_warnings_shown(store: Store, warnings: list[ConfigWarning]) -> None:
                 store.set_meta(w.meta_key(f), str(time.time()))
 
 
-def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Corpus:
-    """Record the current dataset, corpus and config in state.db; queue judgments. Idempotent."""
+def sync_state(store: Store, config: Config, corpus: Corpus | None = None, *, queue: bool = True) -> Corpus:
+    """Record the current dataset, corpus and config in state.db; queue judgments. Idempotent.
+    `queue=False`: the caller queues them itself, later (collect, after reading new answers)."""
     corpus = corpus or scan_corpus(store, config)
     now = time.time()
     db = store.db
@@ -183,8 +185,9 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None) -> Co
         # rows), so deleting their role line later is caught as a flip too (check_role_changes).
         for route in config.idle:
             _record_config_route(store, route, "idle", fingerprint(config.judge_policy(route)), None, 0, 0)
-        queue_judgments(store, config)
-        _supersede_stale_batches(store)
+        if queue:
+            queue_judgments(store, config)
+        _supersede_stale_batches(store)  # reads no judge request that is not in a batch already
     return corpus
 
 
@@ -217,8 +220,9 @@ def queue_judgments(store: Store, config: Config) -> int:
         return 0
     now = time.time()
     new = 0
-    # The judge prompt is the same for every judge of an answer: built (to measure it) once per answer.
-    measured: dict[int, tuple[int, bool]] = {}
+    # The judge prompt is the same for every judge of an answer: built (to measure it) and the
+    # answer hashed (for the custom_id) once per answer, not once per judge.
+    measured: dict[int, tuple[int, bool, str]] = {}
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
         answers = store.rows(
@@ -236,12 +240,12 @@ def queue_judgments(store: Store, config: Config) -> int:
             [judge_name, jfp])
         rows = []
         for a in answers:
-            cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["graded_sha256"])
             if a["result_id"] not in measured:
                 rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(a["rubric_json"])]
                 measured[a["result_id"]] = (len(judge_prompt(a["question"], rubric, a["text"])),
-                                            is_cjk(a["question"] + a["text"][:CJK_WINDOW]))
-            prompt_chars, cjk = measured[a["result_id"]]
+                                            is_cjk(a["question"] + a["text"][:CJK_WINDOW]), _h(a["text"]))
+            prompt_chars, cjk, answer_sha = measured[a["result_id"]]
+            cid = judge_custom_id(jfp, a["custom_id"], a["text"], a["graded_sha256"], answer_sha=answer_sha)
             rows.append((cid, judge_name, a["task_id"], jfp, a["custom_id"], a["result_id"],
                          config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
                          estimate_tokens(prompt_chars, cjk, route), config.judging.max_tokens, now, a["graded_sha256"]))

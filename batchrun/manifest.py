@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -78,7 +79,8 @@ def _git_commit() -> str | None:
     return commit if out.returncode == 0 and len(commit) == 40 else None
 
 
-def build(store: Store, config: Config, results_files: list[Path]) -> dict[str, Any]:
+def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> dict[str, Any]:
+    """`results_files`: each results file's sha256, as written (results_files.publish)."""
     from .version import __version__
 
     root = config.path.resolve().parent
@@ -116,18 +118,19 @@ def build(store: Store, config: Config, results_files: list[Path]) -> dict[str, 
         "routes": routes,
         "prompt_templates": {"generation_sha256": GENERATION_TEMPLATE_SHA256, "judge_sha256": JUDGE_TEMPLATE_SHA256},
         "request_files": request_files,
-        "results_files": [{"path": _rel(p, root), "sha256": file_sha256(p)} for p in sorted(results_files)],
+        "results_files": [{"path": _rel(p, root), "sha256": results_files[p]} for p in sorted(results_files)],
     }
 
 
-def write(store: Store, config: Config, results_files: list[Path]) -> Path:
-    """results/manifest.json, written atomically (a reader never sees half of it)."""
+def write(store: Store, config: Config, results_files: Mapping[Path, str]) -> Path:
+    """results/manifest.json, written atomically (a reader never sees half of it), and only when
+    something in it other than its `written_at` changed: a collect with nothing new leaves it as is."""
+    from .results_files import publish
+
     path = config.paths.results / MANIFEST_NAME
     data = build(store, config, results_files)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    publish(store, path, data, fingerprint_of={k: v for k, v in data.items() if k != "written_at"},
+            private=False)
     return path
 
 

@@ -11,9 +11,7 @@ must accompany every published number.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -283,24 +281,13 @@ def route_responses(store: Store, config: Config, route: str) -> dict[str, Any]:
     return {"route": route, "model": r.model, "provider": r.provider, "tasks": tasks}
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Atomic: a reader never sees half a results file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            # One string, one write: json.dump writes each of its ~100,000 fragments per file apart.
-            f.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)  # a full disk must not also leave half a file behind
-        raise
-
-
 def write_results(store: Store, config: Config, board: list[dict[str, Any]] | None = None) -> list[Path]:
-    """Rewrite results/<route>.{responses,scores}.json. `board`: the leaderboard as `leaderboard()`
+    """Bring results/<route>.{responses,scores}.json and the manifest up to date, writing only the
+    files whose bytes change (results_files.publish). `board`: the leaderboard as `leaderboard()`
     just read it, with nothing written since (its `cells_now` is then current and not evaluated again)."""
-    written = []
+    from .results_files import publish
+
+    shas: dict[Path, str] = {}
     board = board if board is not None else leaderboard(store)
     details = judge_details(judge_scores(store))
     sources = provenance_sources(store)
@@ -308,13 +295,12 @@ def write_results(store: Store, config: Config, board: list[dict[str, Any]] | No
         if row["route"] not in config.routes:
             continue
         base = config.paths.results / row["route"].replace("/", "_")
-        _write_json(Path(f"{base}.responses.json"), route_responses(store, config, row["route"]))
-        _write_json(Path(f"{base}.scores.json"), route_scores(store, config, row, details, sources))
-        written += [Path(f"{base}.responses.json"), Path(f"{base}.scores.json")]
+        responses, scores = Path(f"{base}.responses.json"), Path(f"{base}.scores.json")
+        shas[responses] = publish(store, responses, route_responses(store, config, row["route"]))
+        shas[scores] = publish(store, scores, route_scores(store, config, row, details, sources))
     from . import manifest
 
-    written.append(manifest.write(store, config, written))
-    return written
+    return [*shas, manifest.write(store, config, shas)]
 
 
 def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None = None,

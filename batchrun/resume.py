@@ -97,6 +97,11 @@ class _Inputs:
             self.policies[route.name] = ("judge", config.judge_policy(route))
         self.fps = {name: fingerprint(p) for name, (_, p) in self.policies.items()}
         self._policy_changes: dict[tuple[str, str], Change] = {}
+        # Asked once per request in flight (thousands): each path resolved, each task's graded
+        # sha256 computed, once.
+        self.dataset = _rel(corpus.dataset.path, self.root)
+        self._graded: dict[str, str] = {}
+        self._generation_changes: dict[tuple[str, str, str], Change | None] = {}
 
     def policy_change(self, route: str, stage: str, old_fp: str) -> Change | None:
         """The route's settings (or this batchrun's prompt template) differ from the request's."""
@@ -128,10 +133,17 @@ class _Inputs:
         )
 
     def generation_change(self, route: str, task_id: str, custom_id: str) -> Change | None:
-        """The document or dataset record a generation request was built from changed."""
+        """The document or dataset record a generation request was built from changed (asked
+        once per answer, not once per judge request grading it)."""
+        key = (route, task_id, custom_id)
+        if key not in self._generation_changes:
+            self._generation_changes[key] = self._generation_change(route, task_id, custom_id)
+        return self._generation_changes[key]
+
+    def _generation_change(self, route: str, task_id: str, custom_id: str) -> Change | None:
         from .ledger import generation_custom_id
 
-        dataset = _rel(self.corpus.dataset.path, self.root)
+        dataset = self.dataset
         t = self.tasks.get(task_id)
         if t is None:
             return Change(f"the dataset {dataset} (task {task_id})", "the task is no longer in the dataset",
@@ -166,11 +178,15 @@ class _Inputs:
         from .prompts import judge_graded_sha256
 
         t = self.tasks.get(task_id)
-        dataset = _rel(self.corpus.dataset.path, self.root)
+        dataset = self.dataset
         if t is None:
             return Change(f"the dataset {dataset} (task {task_id})", "the task is no longer in the dataset",
                           f"put task {task_id} back in {dataset}")
-        if graded_sha256 is None or judge_graded_sha256(t.question, t.rubric) == graded_sha256:
+        if graded_sha256 is None:
+            return None
+        if task_id not in self._graded:
+            self._graded[task_id] = judge_graded_sha256(t.question, t.rubric)
+        if self._graded[task_id] == graded_sha256:
             return None
         return Change(f"the dataset {dataset} (task {task_id})", "what the judges grade changed (the question or a rubric criterion)",
                       f"restore task {task_id} in {dataset}")

@@ -10,7 +10,9 @@ process from spawn to exit, on a fresh copy of that state.db for the commands th
     status       `batchrun status`
     report       `batchrun report` (Markdown, to stdout)
     collect      `batchrun collect` with nothing new downloaded (sync, ingest nothing,
-                 queue_judgments with nothing to queue, the leaderboard, write_results, manifest)
+                 queue_judgments with nothing to queue, the leaderboard, write_results, manifest),
+                 after an untimed collect: as in a project, results/ and state.db's record of it
+                 (m016) are those the collect before left, so unchanged files are not rewritten
     collect+new  `batchrun collect` with every live batch downloaded (the night's answers and
                  verdicts arrive; reconciled, new judge requests queued, results written)
     raw          (in-process) the same result lines as collect+new, one executemany into a fresh
@@ -756,6 +758,7 @@ def measure(cfg: Config, project: Path, config_path: Path, base: Path, new: Path
             cfg.validation += check_report(config_path, expected)
         if "collect" not in skip:
             place(base, state)
+            batchrun(config_path, "collect", timeout=args.timeout)  # untimed: the collect before (see the docstring)
             r = run("collect", "collect")
             if r is not None and i == 0:
                 ok = r.stdout.strip().startswith("collected 0 batch(es), 0 result line(s); 0 judge request(s) queued")

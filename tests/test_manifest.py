@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import Project, small_project
 
 from batchrun.cli import cli
 
@@ -66,3 +70,50 @@ def test_verify_names_the_file_after_one_byte_changes(demo: Path, tmp_path: Path
 def test_verify_without_a_manifest_says_where_it_comes_from(tmp_path: Path, demo: Path) -> None:
     r = verify(demo, str(tmp_path))
     assert r.exit_code == 1 and "No manifest.json" in r.output and "batchrun collect" in r.output
+
+
+
+def _stats(results: Path) -> dict[str, tuple[int, int, int]]:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(results.glob("*.json"))}
+
+
+def test_a_collect_with_nothing_new_leaves_results_files_untouched_and_rewrites_a_deleted_or_edited_one(
+        project: Project, emulator: Any) -> None:
+    small_project(project)
+    r = project.run("refresh", "--interval", "0", emulator=emulator)
+    assert r.exit_code == 0, r.output
+    results = project.results_dir
+    files = sorted(results.glob("*.json"))
+    assert len(files) == 2 * 3 + 1 and results / "manifest.json" in files  # 3 contestant routes
+    content = {p.name: p.read_bytes() for p in files}
+    before = _stats(results)
+
+    def collect() -> None:
+        r = project.run("collect", emulator=emulator)
+        assert r.exit_code == 0 and "collected 0 batch(es), 0 result line(s)" in r.output, r.output
+
+    # Nothing new: every file is left as it is (same inode, mtime and size), the manifest too.
+    collect()
+    assert _stats(results) == before
+    # A deleted file and a hand-edited one (same size, even its old mtime) are written again, as
+    # they were; the others are left alone.
+    responses = next(p for p in files if p.name.endswith(".responses.json"))
+    scores = next(p for p in files if p.name.endswith(".scores.json"))
+    responses.unlink()
+    edited = bytearray(content[scores.name])
+    edited[len(edited) // 2] ^= 0x01  # one bit of one byte
+    scores.write_bytes(bytes(edited))
+    os.utime(scores, ns=(before[scores.name][1], before[scores.name][1]))
+    collect()
+    after = _stats(results)
+    assert responses.read_bytes() == content[responses.name] and scores.read_bytes() == content[scores.name]
+    assert after[scores.name][:2] != before[scores.name][:2]
+    assert {k: v for k, v in after.items() if k not in (responses.name, scores.name)} == \
+           {k: v for k, v in before.items() if k not in (responses.name, scores.name)}
+    # A record that does not match the file's data (what a crash after writing the file, before
+    # recording it, leaves): the file is written again, the same bytes.
+    with sqlite3.connect(project.state_path) as db:
+        assert db.execute("UPDATE results_files SET fingerprint = 'stale' WHERE path = ?", [str(scores)]).rowcount == 1
+    collect()
+    assert _stats(results)[scores.name][:2] != after[scores.name][:2] and scores.read_bytes() == content[scores.name]
+    assert {p.name: p.read_bytes() for p in results.glob("*.json")} == content
