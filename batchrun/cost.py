@@ -81,21 +81,49 @@ class ExpectedOutput:
         return f"observed: mean of {seen[1]} answer(s)"
 
 
+@dataclass
+class ObservedUsage:
+    """The token counts of one (route, stage)'s results with usage, summed (exact integers)."""
+
+    n: int = 0  # lines with usage: answers, refusals, empty ones (failed lines bill nothing)
+    output: int = 0
+    reasoning: int = 0
+    n_ok: int = 0  # of them, answers (kind ok)
+    billed_ok: int = 0  # their billed output: reasoning added where the provider counts it apart
+
+
+def observed_usage(store: Store) -> dict[tuple[str, str], ObservedUsage]:
+    """Summed usage per (route, stage) of every result so far, read by batch (a batch is one
+    route and stage; its provider says whether reasoning is billed apart) through the
+    results_usage index (m017): linear in results, without reading an answer."""
+    batches = {r[0]: (r[1], r[2], r[3]) for r in store.db.execute("SELECT id, route, stage, provider FROM batches")}
+    apart: dict[str, bool] = {}
+    usage: dict[tuple[str, str], ObservedUsage] = {}
+    for batch_id, ok, n, output, reasoning in store.db.execute(
+            """SELECT batch_id, kind = 'ok', count(*), sum(output_tokens), sum(coalesce(reasoning_tokens, 0))
+               FROM results WHERE output_tokens IS NOT NULL GROUP BY batch_id, kind = 'ok'"""):
+        route, stage, provider = batches[batch_id]
+        u = usage.setdefault((route, stage), ObservedUsage())
+        u.n, u.output, u.reasoning = u.n + n, u.output + output, u.reasoning + reasoning
+        if ok:
+            if provider not in apart:
+                apart[provider] = get_adapter(provider).reasoning_billed_apart
+            u.n_ok += n
+            u.billed_ok += output + (reasoning if apart[provider] else 0)
+    return usage
+
+
 def expected_output(store: Store, config: Config) -> ExpectedOutput:
     """The mean billed output of each route's answers so far (lines with usage: answers, refusals,
     empty ones; failed lines bill nothing and say nothing of answer length)."""
     observed: dict[tuple[str, str], tuple[float, int]] = {}
-    for r in store.rows(
-        """SELECT q.route, q.stage, count(*) AS n, avg(r.output_tokens) AS output_tokens,
-                  avg(coalesce(r.reasoning_tokens, 0)) AS reasoning_tokens
-           FROM results r JOIN requests q ON q.custom_id = r.custom_id
-           WHERE r.output_tokens IS NOT NULL GROUP BY q.route, q.stage"""):
-        route = config.routes.get(r["route"])
-        if route is None or not r["n"]:
+    for (name, stage), u in observed_usage(store).items():
+        route = config.routes.get(name)
+        if route is None or not u.n:
             continue
-        billed = billed_output(route, r["output_tokens"], r["reasoning_tokens"])
-        if billed is not None:
-            observed[(r["route"], r["stage"])] = (float(billed), int(r["n"]))
+        # The means, as SQL's avg() gave them (exact integer sums, one division).
+        mean = u.output / u.n + (u.reasoning / u.n if get_adapter(route.provider).reasoning_billed_apart and u.reasoning else 0)
+        observed[(name, stage)] = (mean, u.n)
     return ExpectedOutput(observed)
 
 

@@ -35,9 +35,9 @@ from .dataset import RubricItem, Task
 from .errors import ConfigError
 from .lifecycle import Status, move_all
 from .prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
-from .providers import providers_where
+from .cost import observed_usage
 from .resume import refuse_changed_inputs
-from .store import Store, sql_list
+from .store import Store
 
 
 # --- ids and estimates ----------------------------------------------------------------------
@@ -410,11 +410,4 @@ OBSERVED_MIN_RESULTS = 5
 def observed_output_tokens(store: Store) -> dict[tuple[str, str], int]:
     """Average output tokens per (route, stage) over its successful results, once there are enough
     (billed output: with the reasoning tokens of providers that report them apart)."""
-    apart = sql_list(providers_where(lambda a: a.reasoning_billed_apart))
-    rows = store.db.execute(
-        f"""SELECT q.route, q.stage, count(*), avg(coalesce(r.output_tokens, 0) + coalesce(r.reasoning_tokens, 0) * (b.provider IN {apart}))
-            FROM results r JOIN requests q ON q.custom_id = r.custom_id JOIN batches b ON b.id = r.batch_id
-            WHERE r.kind = 'ok' AND r.output_tokens IS NOT NULL GROUP BY q.route, q.stage
-            HAVING count(*) >= {OBSERVED_MIN_RESULTS}"""
-    ).fetchall()
-    return {(route, stage): math.ceil(avg) for route, stage, _, avg in rows}
+    return {key: math.ceil(u.billed_ok / u.n_ok) for key, u in observed_usage(store).items() if u.n_ok >= OBSERVED_MIN_RESULTS}
