@@ -187,7 +187,7 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None, *, qu
             _record_config_route(store, route, "idle", fingerprint(config.judge_policy(route)), None, 0, 0)
         if queue:
             queue_judgments(store, config)
-        _supersede_stale_batches(store)  # reads no judge request that is not in a batch already
+        supersede_stale_batches(store)  # reads no judge request that is not in a batch already
     return corpus
 
 
@@ -312,7 +312,7 @@ def evaluate_requests(store: Store) -> None:
                                                               requests='temp.requests_wanted')}""")
 
 
-def _supersede_stale_batches(store: Store) -> None:
+def supersede_stale_batches(store: Store) -> None:
     """Batches not created at a provider, holding requests the inputs no longer want, are dropped.
 
     Planned ones were never uploaded. Uploaded ones (or a crashed upload) have a file at the

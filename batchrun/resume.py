@@ -46,7 +46,7 @@ from .store import Store, sql_list
 # stops them. `creating` is left out: whether the provider created it is settled by the next
 # submit (adoption); it is `in_flight` (and checked) from then on. `uploading` and `uploaded` are
 # left out too: no batch exists at the provider, so the sync supersedes them like planned ones
-# (ledger._supersede_stale_batches).
+# (ledger.supersede_stale_batches; submit runs it again once uncertain creates are resolved).
 STARTED = (Status.IN_FLIGHT,)
 _WHERE = {Status.IN_FLIGHT: "in flight"}
 

@@ -43,6 +43,7 @@ from .clients import (
 from .config import Config, Route
 from .cost import fmt_money
 from .errors import ProviderError, StateError
+from .ledger import supersede_stale_batches
 from .lifecycle import KEY_REFUSED, NOT_CREATED, Status, move
 from .plan import PlanResult, plan
 from .progress import SILENT, Progress
@@ -138,6 +139,9 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         return result
 
     resolve_uncertain_creations(store, config, result, progress)
+    # A 'creating' batch the provider turned out not to have is 'uploaded' again: if the inputs
+    # changed since it was written, it is superseded now, never created from the old inputs.
+    supersede_stale_batches(store)
     batches = _unsent(store, config, routes, stages)
     # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
     require_keys([config.routes[name] for name in dict.fromkeys(b["route"] for b in batches)])

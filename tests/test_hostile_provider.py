@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -423,6 +424,31 @@ MANGLED_BATCHES = {
 }
 
 
+HUGE = {"openai": {"created_at": 10**400, "request_counts": {"total": 10**30, "completed": 10**30, "failed": 1}},
+        "anthropic": {"request_counts": {"processing": 10**30, "succeeded": 1}, "created_at": 10**400},
+        "gemini": {"metadata.createTime": 10**400}}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+@pytest.mark.parametrize("mangle", ["huge numbers", "a body that is not JSON"])
+def test_a_batch_status_with_huge_numbers_or_no_json_is_never_a_crash(project: Project, emu: Any, provider: str, mangle: str) -> None:
+    """Numbers no float holds (a creation time of 10**400, counts of 10**30) read as absent or
+    clamped; a 200 whose body is an HTML page is a malformed answer, tried again (found by
+    review: OverflowError and JSONDecodeError tracebacks). Then the run completes as usual."""
+    status_path = MANGLED_BATCHES[provider][0]
+    setup(project, {"r": BATCH_ROUTES[provider]})
+    ok(project.run("submit", emulator=emu))
+    change = {"set": HUGE[provider]} if mangle == "huge numbers" else {"raw": "<html><body>502 Bad Gateway</body></html>"}
+    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": status_path, "count": -1, **change})
+    result = ok(project.run("poll", emulator=emu))
+    assert "Traceback" not in result.output
+    if mangle != "huge numbers":
+        assert "will try again" in result.output
+    emu.clear_faults()
+    ok(project.run("refresh", emulator=emu))
+    assert sorted(kinds(project)) == TASKS and all(k == ["ok"] for k in kinds(project).values())
+
+
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 @pytest.mark.parametrize("mangle", ["no id", "an id of the wrong type", "wrong types"])
 def test_a_batch_status_that_is_not_one_is_retried_then_waits_never_a_crash(project: Project, emu: Any, provider: str,
@@ -453,19 +479,44 @@ def test_a_batch_status_that_is_not_one_is_retried_then_waits_never_a_crash(proj
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
-def test_a_listing_with_broken_entries_adopts_the_good_one(project: Project, emu: Any, provider: str) -> None:
-    """The create's answer is lost, so submit lists the provider's batches; every entry of the
-    listing has fields of the wrong type (and, on the second try, no id at all). A broken entry
-    is skipped, never a traceback; the batch is adopted or created once, never twice paid."""
+@pytest.mark.parametrize("mangle", ["wrong types", "no id"])
+def test_a_listing_with_an_unreadable_entry_holds_the_batch_never_creates_it_twice(project: Project, emu: Any, provider: str,
+                                                                                   mangle: str) -> None:
+    """The create's answer is lost, so submit lists the provider's batches to adopt its own; every
+    entry of the listing has fields of the wrong type, or no id. Such an entry could be the batch
+    (reading it as absent would create it again, paid twice: found by review), so the listing is
+    a malformed answer: the batch is held, never a traceback. Once the listing is readable, the
+    batch is adopted: exactly one create at the provider."""
     _, list_path, id_field, wrong = MANGLED_BATCHES[provider]
     setup(project, {"r": BATCH_ROUTES[provider]})
     create = {"openai": "^/v1/batches$", "anthropic": "^/v1/messages/batches$", "gemini": ":batchGenerateContent$"}[provider]
     emu.add_fault({"kind": "drop", "when": "after", "method": "POST", "path": create})
-    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": list_path, "set": wrong})
-    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": list_path, "remove": [id_field]})
+    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": list_path, "count": -1,
+                   **({"set": wrong} if mangle == "wrong types" else {"remove": [id_field]})})
     first = project.run("submit", emulator=emu)
     assert "Traceback" not in first.output and first.exit_code in (0, 2), first.output
+    assert project.sql("SELECT status FROM batches WHERE stage = 'gen'") == [{"status": "creating"}]
     emu.clear_faults()
     ok(project.run("refresh", emulator=emu))
     assert sorted(kinds(project)) == TASKS and all(k == ["ok"] for k in kinds(project).values())
+    creates = [c for c in emu.calls if c["method"] == "POST" and re.search(create, c["path"])]
+    assert len(creates) == 1, creates
     inside(project)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+def test_a_status_of_another_batch_is_not_taken_for_the_one_asked(project: Project, emu: Any, provider: str) -> None:
+    """A status answer naming another batch: a malformed answer (its results downloaded for this
+    batch would leave this one's requests missing, sent again); once the provider answers for
+    the batch asked about, the run completes with each request sent once."""
+    status_path, _, id_field, _ = MANGLED_BATCHES[provider]
+    setup(project, {"r": BATCH_ROUTES[provider]})
+    ok(project.run("submit", emulator=emu))
+    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": status_path, "count": -1,
+                   "set": {id_field: "batches/someone-elses" if provider == "gemini" else "someone-elses"}})
+    result = ok(project.run("poll", emulator=emu))
+    assert "answer is about batch" in result.output and "will try again" in result.output
+    emu.clear_faults()
+    ok(project.run("refresh", emulator=emu))
+    assert sorted(kinds(project)) == TASKS and all(k == ["ok"] for k in kinds(project).values())
+    assert len(emu.requests) == len(TASKS)

@@ -546,3 +546,24 @@ def test_a_malformed_token_count_is_the_providers_error_not_a_traceback(provider
     with pytest.raises(ProviderError, match="without a token count"):
         get_adapter(provider).count_tokens(client, make_route(provider, model), "prompt")
     assert len(calls) > 1  # retried as a transient fault first
+
+
+def test_gemini_arguments_google_genai_refuses_are_not_read_as_a_malformed_answer() -> None:
+    """google-genai validates our own arguments before it sends anything: a mistake there is
+    batchrun's, raised as it is, never taken for a provider's malformed answer (which would be
+    retried and held forever, hiding the bug). Found by review. Nothing is sent: each call fails
+    before the SDK opens a connection."""
+    from google import genai
+
+    from batchrun.clients import MalformedResponse
+    from batchrun.providers.gemini import _sdk_parsed
+
+    client = genai.Client(api_key="x", http_options={"base_url": "http://127.0.0.1:9"})
+    for call in (lambda: client.batches.create(model="m", src=None, config={"display_name": "x"}),
+                 lambda: client.batches.create(model="m", src="files/a", config={"display_nam": "x"}),
+                 lambda: client.batches.get(name=""),
+                 lambda: list(client.batches.list(config={"page_sze": 100}))):
+        with pytest.raises(Exception) as raised:
+            _sdk_parsed(call)
+        assert not isinstance(raised.value, MalformedResponse), raised.value
+        assert isinstance(raised.value, ValueError)  # ValueError or pydantic's ValidationError (a ValueError)

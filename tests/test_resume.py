@@ -137,26 +137,48 @@ def test_a_document_edited_before_anything_was_sent_is_simply_planned_again(proj
 
 def test_a_document_edited_under_batches_uploaded_but_not_created_is_planned_again(project: Project, emu: EmulatorProcess) -> None:
     """A create refused for quota leaves each batch uploaded with no batch at the provider:
-    nothing was sent to a model, so an edit supersedes them (no refusal, no cancel needed) and
-    the cells are planned and answered from the new document only."""
-    # Anthropic refuses the create itself for quota (HTTP 429); OpenAI's quota fails a created batch.
-    small_project(project, routes={"claude": ROUTES["claude"], "judge-a": ROUTES["judge-a"]}, panel=["judge-a"])
+    nothing was sent to a model, so an edit supersedes the batches built from the edited document
+    (no refusal, no cancel needed) and only those: the held batches of the other documents are
+    created as they were, and no request is ever sent from the old text."""
+    # Anthropic refuses the create itself for quota (HTTP 429); OpenAI's quota fails a created
+    # batch. One request per file, so each batch holds one task.
+    small_project(project, routes={"claude": route("anthropic", "claude-opus-4.8", max_requests_per_file=1),
+                                   "judge-a": ROUTES["judge-a"]}, panel=["judge-a"])
     emu.fault({"kind": "quota", "count": -1})
     r = run_batchrun(project, "submit", emu=emu)
     assert r.returncode in (0, 2), r.stderr
-    held = project.sql("SELECT id FROM batches WHERE status = 'uploaded' AND stage = 'gen'")
-    assert held, project.sql("SELECT id, status FROM batches")
+    held = {b["id"]: b["task_id"] for b in project.sql(
+        """SELECT b.id, q.task_id FROM batches b JOIN batch_requests br ON br.batch_id = b.id JOIN requests q ON q.custom_id = br.custom_id
+           WHERE b.status = 'uploaded' AND b.stage = 'gen'""")}
+    harbor = {t["task_id"] for t in project.sql("SELECT task_id FROM tasks WHERE corpus_file LIKE '%harbor.txt'")}
+    assert set(held.values()) >= harbor and set(held.values()) - harbor, held
     doc = project.root / "corpus" / "harbor.txt"
     doc.write_bytes(doc.read_bytes().replace(b"nine days", b"ten days"))
-    emu.reset()  # the queue has room again
+    emu._call("DELETE", "/_emulator/faults")  # the queue has room again; the request log is kept
     finish(project, emu)
     statuses = {b["id"]: b["status"] for b in project.sql("SELECT id, status FROM batches")}
-    assert all(statuses[b["id"]] == "superseded" for b in held)
+    assert {bid for bid, task in held.items() if statuses[bid] == "superseded"} == {bid for bid, task in held.items() if task in harbor}
+    assert all(statuses[bid] == "collected" for bid, task in held.items() if task not in harbor)
     stale = {r["custom_id"] for r in project.sql(
-        """SELECT br.custom_id FROM batch_requests br JOIN batches b ON b.id = br.batch_id WHERE b.status = 'superseded'
-           AND br.custom_id NOT IN (SELECT custom_id FROM cells)""")}
-    assert stale  # the edit changed the ids of the harbor.txt tasks
-    assert not stale & {r["custom_id"] for r in emu.requests}  # never sent from the old document
+        """SELECT br.custom_id FROM batch_requests br JOIN batches b ON b.id = br.batch_id WHERE b.status = 'superseded'""")}
+    assert stale and not stale & {r["custom_id"] for r in emu.requests}  # never sent from the old document
+    assert all(r["complete"] for r in project.sql("SELECT complete FROM leaderboard"))
+
+
+def test_a_batch_left_creating_by_a_crash_is_not_created_from_a_document_edited_since(project: Project, emu: EmulatorProcess) -> None:
+    """A crash before the create leaves the batch 'creating'; the document is edited; the next
+    submit finds no such batch at the provider (adoption: absent) and, instead of creating it
+    from the old text, supersedes it and plans the cells again (found by review)."""
+    small_project(project, routes={"claude": ROUTES["claude"], "judge-a": ROUTES["judge-a"]}, panel=["judge-a"])
+    r = run_batchrun(project, "submit", emu=emu, env={"BATCHRUN_DIE_AT": "submit.before_create"})
+    assert r.returncode != 0 and project.sql("SELECT status FROM batches WHERE stage = 'gen'") == [{"status": "creating"}]
+    doc = project.root / "corpus" / "harbor.txt"
+    doc.write_bytes(doc.read_bytes().replace(b"nine days", b"ten days"))
+    finish(project, emu)
+    stale = {r["custom_id"] for r in project.sql(
+        """SELECT br.custom_id FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
+           WHERE q.stage = 'gen' AND br.custom_id NOT IN (SELECT custom_id FROM cells)""")}
+    assert stale and not stale & {r["custom_id"] for r in emu.requests}
     assert all(r["complete"] for r in project.sql("SELECT complete FROM leaderboard"))
 
 

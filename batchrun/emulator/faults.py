@@ -39,7 +39,9 @@ mangle_json        a JSON answer (status 200) is rewritten: ``set`` maps   per m
                    value, ``remove`` lists fields to drop; applied to the
                    object answered and to each object of a list it holds
                    (a listing's ``data``, ``batches``, ``operations``): a
-                   batch without an id, counts that are a string...
+                   batch without an id, counts that are a string...;
+                   or ``raw``: the whole body replaced by that text (an
+                   HTML page from a proxy)
 =================  ======================================================  ====================
 
 Matchers: ``method`` (exact, case-insensitive), ``path`` (``re.search`` on the URL path, no query),
@@ -120,8 +122,10 @@ def normalize_fault(fault: Any) -> dict:
     if kind == "mangle_json":
         if not isinstance(fault.setdefault("set", {}), dict) or not isinstance(fault.setdefault("remove", []), list):
             raise ValueError("mangle_json needs 'set' as an object and 'remove' as a list of field names")
-        if not fault["set"] and not fault["remove"]:
-            raise ValueError("mangle_json needs something to change: 'set' or 'remove'")
+        if "raw" in fault and not isinstance(fault["raw"], str):
+            raise ValueError("mangle_json 'raw' is the text of the whole body")
+        if not fault["set"] and not fault["remove"] and "raw" not in fault:
+            raise ValueError("mangle_json needs something to change: 'set', 'remove' or 'raw'")
     if "path" in fault and fault["path"] is not None:
         try:
             re.compile(fault["path"])

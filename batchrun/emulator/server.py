@@ -364,7 +364,8 @@ class Emulator:
         if resp.status == 200 and resp.body and resp.content_type.startswith("application/json") and not path.startswith("/_emulator"):
             mangle = core.faults.take("mangle_json", {"method": method, "path": path, "provider": provider})
             if mangle is not None:
-                resp.body = json.dumps(mangle_json(mangle, json.loads(resp.body))).encode()
+                raw = mangle.get("raw")
+                resp.body = raw.encode() if isinstance(raw, str) else json.dumps(mangle_json(mangle, json.loads(resp.body))).encode()
         if resp.headers and not path.startswith("/_emulator"):
             names = {k.lower() for k, _ in resp.headers}
             omit = core.faults.take("omit_header", {"method": method, "path": path, "provider": provider, "response_headers": names})

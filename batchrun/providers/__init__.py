@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -120,6 +121,9 @@ class BatchStatus:
     # Requests the provider has finished (answered or failed) so far, of n_requests: None where the
     # provider (or its SDK) does not say. Progress lines and the time-left estimate read it.
     requests_done: int | None = None
+    # Fields present but of the wrong type (read as absent): a listing with such an entry cannot
+    # tell whether it is a batch an uncertain create made (listed_batches).
+    unreadable: tuple[str, ...] = ()
 
 
 # -- reading batch objects that may not have the documented shape ----------------------------
@@ -146,15 +150,36 @@ def batch_object(obj: Any, id_field: str) -> tuple[dict[str, Any], str]:
     return raw, batch_id
 
 
-def readable_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -> Iterator[BatchStatus]:
-    """A listing's entries read as batches (`read`: the adapter's); an entry that is not one is skipped."""
-    from ..clients import MalformedResponse, log
+def listed_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -> Iterator[BatchStatus]:
+    """A listing's entries read as batches (`read`: the adapter's).
+
+    A listing is read to find out whether an uncertain create made a batch (submit's adoption),
+    so an entry batchrun cannot fully read is not skipped: one without an id, or whose tag,
+    request count or creation time has the wrong type, could be that batch, and reading it as
+    absent would create it a second time, paid twice. Such a listing is a malformed answer
+    (MalformedResponse: retried, then the batch waits for a later round)."""
+    from ..clients import MalformedResponse
 
     for entry in entries:
-        try:
-            yield read(entry)
-        except MalformedResponse as e:
-            log.info("skipping a listed batch: %s", e)
+        status = read(entry)  # MalformedResponse without an id
+        if status.unreadable:
+            raise MalformedResponse(f"a listed batch ({status.provider_batch_id}) has {', '.join(status.unreadable)} of the wrong type")
+        yield status
+
+
+def answered_for(status: BatchStatus, asked: str) -> BatchStatus:
+    """The status of the batch asked for; a status of another batch is a malformed answer (its
+    results downloaded for this one would leave this one's requests missing, sent again)."""
+    from ..clients import MalformedResponse
+
+    if status.provider_batch_id != asked:
+        raise MalformedResponse(f"asked for batch {asked}, the answer is about batch {status.provider_batch_id}")
+    return status
+
+
+def wrong_types(raw: dict[str, Any], **expected: type | tuple[type, ...]) -> tuple[str, ...]:
+    """The fields of `raw` present (not null) but not of the expected type."""
+    return tuple(k for k, t in expected.items() if raw.get(k) is not None and not isinstance(raw.get(k), t))
 
 
 def object_field(raw: dict[str, Any], key: str) -> dict[str, Any]:
@@ -168,8 +193,13 @@ def text_field(raw: dict[str, Any], key: str) -> str | None:
 
 
 def number_field(raw: dict[str, Any], key: str) -> float | None:
+    """A finite number (a timestamp), or None: 10**400 or NaN reads as absent, never an OverflowError."""
     value = raw.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):
+        return float(value) if abs(value) < 2**63 else None
+    return value if math.isfinite(value) else None
 
 
 # -- reading result lines that may not have the documented shape ------------------------------

@@ -36,18 +36,20 @@ from . import (
     as_label,
     as_message,
     as_object,
+    answered_for,
     as_text,
     batch_object,
     custom_id_field,
+    listed_batches,
     malformed,
     number_field,
     object_field,
     online_probe,
     parse_total,
-    readable_batches,
     stainless_error,
     stated_numbers,
     text_field,
+    wrong_types,
 )
 
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks
@@ -186,12 +188,13 @@ class AnthropicAdapter:
 
     def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
         # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
-        return call(lambda: self._status(client.messages.batches.retrieve(provider_batch_id)), what="Checking a batch", route=route)
+        return call(lambda: answered_for(self._status(client.messages.batches.retrieve(provider_batch_id)), provider_batch_id),
+                    what="Checking a batch", route=route)
 
     def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
         def do() -> list[BatchStatus]:
             found = []
-            for status in readable_batches(client.messages.batches.list(limit=100), self._status):  # newest first
+            for status in listed_batches(client.messages.batches.list(limit=100), self._status):  # newest first
                 if status.created_at is not None and status.created_at < since:
                     break
                 found.append(status)
@@ -274,6 +277,8 @@ class AnthropicAdapter:
         return BatchStatus(
             provider_batch_id=batch_id, state=state, raw_status=processing, counts=dict(counts),
             result_refs=refs, created_at=created_ts, raw=raw, n_requests=total,
+            unreadable=wrong_types(raw, processing_status=str, request_counts=dict)
+            + (("created_at",) if created is not None and created_ts is None else ()),
             requests_done=min(max(total - (as_count(counts.get("processing")) or 0), 0), total) if total > 0 else None,
         )
 

@@ -36,12 +36,13 @@ from . import (
     as_label,
     as_message,
     as_object,
+    answered_for,
     as_text,
     batch_object,
     custom_id_field,
     online_probe,
+    listed_batches,
     parse_total,
-    readable_batches,
     stated_numbers,
 )
 
@@ -83,9 +84,9 @@ def _sdk_parsed(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except (ValueError, TypeError, AttributeError, KeyError) as e:
-        frames = traceback.extract_tb(e.__traceback__)
-        where = frames[-1].filename.replace("\\", "/") if frames else ""
-        if "/google/genai/" in where or "/pydantic" in where:
+        # Only while building models from an answer (google-genai's BaseModel._from_response):
+        # the SDK also validates our own arguments before sending, and a mistake there is ours.
+        if any(frame.name == "_from_response" for frame in traceback.extract_tb(e.__traceback__)):
             raise MalformedResponse(f"the answer does not have the shape google-genai expects ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200] if str(e) else ''})") from e
         raise
@@ -241,17 +242,17 @@ class GeminiAdapter:
 
     def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
         # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
-        return call(lambda: self._status(_sdk_parsed(lambda: client.batches.get(name=provider_batch_id))), what="Checking a batch",
-                    route=route)
+        return call(lambda: answered_for(self._status(_sdk_parsed(lambda: client.batches.get(name=provider_batch_id))), provider_batch_id),
+                    what="Checking a batch", route=route)
 
     def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
         def do() -> list[BatchStatus]:
             found = []
-            # The SDK parses a whole page at once: an entry it cannot read fails the page (retried,
-            # then the listing fails); an entry it reads without an id is skipped.
+            # The SDK parses a whole page at once: an entry it cannot read fails the page, and so
+            # does one without a name (listed_batches): retried, then the listing fails.
             pager = iter(_sdk_parsed(lambda: client.batches.list(config={"page_size": 100})))
             jobs = iter(lambda: _sdk_parsed(lambda: next(pager, None)), None)  # each page parsed as it is fetched
-            for i, status in enumerate(readable_batches(jobs, self._status)):
+            for i, status in enumerate(listed_batches(jobs, self._status)):
                 if status.created_at is None or status.created_at >= since:
                     found.append(status)
                 if i >= 2000:  # listing order is not documented: bound the scan

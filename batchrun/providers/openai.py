@@ -32,19 +32,21 @@ from . import (
     as_label,
     as_message,
     as_object,
+    answered_for,
     as_text,
     batch_object,
     custom_id_field,
     error_kind_for_status,
     json_type,
+    listed_batches,
     number_field,
     object_field,
     online_probe,
     parse_total,
-    readable_batches,
     stainless_error,
     stated_numbers,
     text_field,
+    wrong_types,
 )
 
 # A prompt over the model's window: OpenAI's code `context_length_exceeded` ("This model's maximum
@@ -191,14 +193,15 @@ class OpenAIAdapter:
 
     def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
         # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
-        return call(lambda: self._status(client.batches.retrieve(provider_batch_id)), what="Checking a batch", route=route)
+        return call(lambda: answered_for(self._status(client.batches.retrieve(provider_batch_id)), provider_batch_id),
+                    what="Checking a batch", route=route)
 
     def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
         """Batches created at or after `since` (newest first; stops paging once older)."""
 
         def do() -> list[BatchStatus]:
             found = []
-            for status in readable_batches(client.batches.list(limit=100), self._status):
+            for status in listed_batches(client.batches.list(limit=100), self._status):
                 if status.created_at is not None and status.created_at < since:
                     break
                 found.append(status)
@@ -273,18 +276,20 @@ class OpenAIAdapter:
             # expiry, the batch_expired lines); either may be null.
             refs = (text_field(raw, "output_file_id") or "", text_field(raw, "error_file_id") or "")
         metadata = object_field(raw, "metadata")
-        total = counts.get("total")
+        total = as_count(counts.get("total"))
         # request_counts {total, completed, failed} move while the batch is in_progress; total is
         # 0 until validation has counted the file, so progress is only known past that.
-        completed, failed = counts.get("completed"), counts.get("failed")
+        completed, failed = as_count(counts.get("completed")), as_count(counts.get("failed"))
         requests_done = None
-        if isinstance(total, int) and total > 0 and isinstance(completed, int) and isinstance(failed, int):
-            requests_done = min(max(completed + failed, 0), total)  # provider output: never "9/4" or "-1/4"
+        if total and completed is not None and failed is not None:
+            requests_done = min(completed + failed, total)  # provider output: never "9/4"
         return BatchStatus(
             provider_batch_id=batch_id, state=state, raw_status=status, counts=dict(counts),
             result_refs=refs, error=message, quota=quota, tag=text_field(metadata, "batchrun_batch"),
-            created_at=number_field(raw, "created_at"), raw=raw, n_requests=total if isinstance(total, int) else None,
+            created_at=number_field(raw, "created_at"), raw=raw, n_requests=total,
             requests_done=requests_done,
+            unreadable=wrong_types(raw, status=str, errors=dict, request_counts=dict, metadata=dict)
+            + (("created_at",) if raw.get("created_at") is not None and number_field(raw, "created_at") is None else ()),
         )
 
 
