@@ -430,15 +430,18 @@ HUGE = {"openai": {"created_at": 10**400, "request_counts": {"total": 10**30, "c
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
-@pytest.mark.parametrize("mangle", ["huge numbers", "a body that is not JSON"])
+@pytest.mark.parametrize("mangle", ["huge numbers", "a body that is not JSON", "a number of 5,000 digits"])
 def test_a_batch_status_with_huge_numbers_or_no_json_is_never_a_crash(project: Project, emu: Any, provider: str, mangle: str) -> None:
     """Numbers no float holds (a creation time of 10**400, counts of 10**30) read as absent or
-    clamped; a 200 whose body is an HTML page is a malformed answer, tried again (found by
-    review: OverflowError and JSONDecodeError tracebacks). Then the run completes as usual."""
+    clamped; a 200 whose body is an HTML page, or holds a number of 5,000 digits (over Python's
+    int conversion limit), is a malformed answer, tried again (found by review: OverflowError,
+    JSONDecodeError and ValueError tracebacks). Then the run completes as usual."""
     status_path = MANGLED_BATCHES[provider][0]
     setup(project, {"r": BATCH_ROUTES[provider]})
     ok(project.run("submit", emulator=emu))
-    change = {"set": HUGE[provider]} if mangle == "huge numbers" else {"raw": "<html><body>502 Bad Gateway</body></html>"}
+    change = ({"set": HUGE[provider]} if mangle == "huge numbers" else
+              {"raw": "<html><body>502 Bad Gateway</body></html>"} if mangle == "a body that is not JSON" else
+              {"raw": '{"id": "x", "name": "x", "created_at": ' + "9" * 5000 + "}"})
     emu.add_fault({"kind": "mangle_json", "method": "GET", "path": status_path, "count": -1, **change})
     result = ok(project.run("poll", emulator=emu))
     assert "Traceback" not in result.output
