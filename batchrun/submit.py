@@ -364,7 +364,18 @@ def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResu
             continue
         adapter = get_adapter(route.provider)
         client = make_client(route)
-        outcome = _adopt(store, route, adapter, client, b, progress)
+        try:
+            outcome = _adopt(store, route, adapter, client, b, progress)
+        except ProviderError as e:
+            if not is_transient(e):
+                raise
+            # The listing could not be read (even after retries): whether the provider made this
+            # batch is still unknown, so it stays 'creating' for a later round; the other batches
+            # and routes go on.
+            result.held.append((b["id"], f"uncertain creation: {e.message}"))
+            result.provider_errors += 1
+            progress.event(f"held {b['id']}: {e.message}; will retry later")
+            continue
         if outcome == "adopted":
             result.adopted.append(b["id"])
         elif outcome == "hold":

@@ -426,7 +426,8 @@ MANGLED_BATCHES = {
 
 HUGE = {"openai": {"created_at": 10**400, "request_counts": {"total": 10**30, "completed": 10**30, "failed": 1}},
         "anthropic": {"request_counts": {"processing": 10**30, "succeeded": 1}, "created_at": 10**400},
-        "gemini": {"metadata.createTime": 10**400}}
+        # Year 1 without a timezone: datetime.timestamp() raises ValueError (found by the second review).
+        "gemini": {"metadata.createTime": "0001-01-01T00:00:00"}}
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
@@ -481,8 +482,15 @@ def test_a_batch_status_that_is_not_one_is_retried_then_waits_never_a_crash(proj
     assert sorted(kinds(project)) == TASKS and all(k == ["ok"] for k in kinds(project).values())
 
 
+# What adoption tells a batch by, of the wrong type: OpenAI's tag in the metadata, Anthropic's
+# request counts (it tags nothing); Gemini's output of the wrong shape, which google-genai's
+# converters trip over before building its model (found by the second review).
+IDENTITY = {"openai": {"metadata.batchrun_batch": 5}, "anthropic": {"request_counts.succeeded": "5"},
+            "gemini": {"metadata.output": "s"}}
+
+
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
-@pytest.mark.parametrize("mangle", ["wrong types", "no id"])
+@pytest.mark.parametrize("mangle", ["wrong types", "no id", "identity of the wrong type"])
 def test_a_listing_with_an_unreadable_entry_holds_the_batch_never_creates_it_twice(project: Project, emu: Any, provider: str,
                                                                                    mangle: str) -> None:
     """The create's answer is lost, so submit lists the provider's batches to adopt its own; every
@@ -495,7 +503,8 @@ def test_a_listing_with_an_unreadable_entry_holds_the_batch_never_creates_it_twi
     create = {"openai": "^/v1/batches$", "anthropic": "^/v1/messages/batches$", "gemini": ":batchGenerateContent$"}[provider]
     emu.add_fault({"kind": "drop", "when": "after", "method": "POST", "path": create})
     emu.add_fault({"kind": "mangle_json", "method": "GET", "path": list_path, "count": -1,
-                   **({"set": wrong} if mangle == "wrong types" else {"remove": [id_field]})})
+                   **({"set": wrong} if mangle == "wrong types" else {"set": IDENTITY[provider]}
+                      if mangle == "identity of the wrong type" else {"remove": [id_field]})})
     first = project.run("submit", emulator=emu)
     assert "Traceback" not in first.output and first.exit_code in (0, 2), first.output
     assert project.sql("SELECT status FROM batches WHERE stage = 'gen'") == [{"status": "creating"}]
@@ -523,3 +532,35 @@ def test_a_status_of_another_batch_is_not_taken_for_the_one_asked(project: Proje
     ok(project.run("refresh", emulator=emu))
     assert sorted(kinds(project)) == TASKS and all(k == ["ok"] for k in kinds(project).values())
     assert len(emu.requests) == len(TASKS)
+
+
+def test_a_sync_answer_that_is_not_json_is_retried_never_scored_empty(project: Project, emu: Any) -> None:
+    """An OpenAI-shaped sync route whose online call is answered 200 with an HTML page: an
+    infrastructure failure (transient, retried), never an "empty" answer scored zero (found by
+    the second review: the 200 was rendered as a response without choices)."""
+    setup(project, {"r": route("openai", "gpt-5.5", transport="sync", sync_concurrency=1)})
+    emu.add_fault({"kind": "mangle_json", "method": "POST", "path": "/chat/completions$", "raw": "<html>502 Bad Gateway</html>"})
+    ok(project.run("refresh", emulator=emu))
+    assert sorted(kinds(project)) == TASKS
+    first = [k[0] for k in kinds(project).values()]
+    assert "empty" not in first and first.count("transient") == 1, kinds(project)
+    assert all(k[-1] == "ok" for k in kinds(project).values())
+
+
+def test_a_listing_that_stays_unreadable_holds_its_batch_and_submit_goes_on(project: Project, emu: Any) -> None:
+    """A batch left 'creating' by a lost create answer, and a provider whose listing stays
+    unreadable: the next submit holds that batch (still 'creating', never created twice) and
+    goes on, instead of stopping every route with an error (found by the second review)."""
+    setup(project, {"a": BATCH_ROUTES["openai"], "b": BATCH_ROUTES["anthropic"]})
+    emu.add_fault({"kind": "drop", "when": "after", "method": "POST", "path": "^/v1/batches$"})
+    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": "^/v1/batches$", "count": -1, "remove": ["id"]})
+    first = project.run("submit", emulator=emu)
+    assert "Traceback" not in first.output, first.output
+    again = project.run("submit", emulator=emu)
+    assert "Traceback" not in again.output and again.exit_code in (0, 2), again.output
+    assert "held" in again.output
+    assert project.sql("SELECT status FROM batches WHERE route = 'a' AND stage = 'gen'") == [{"status": "creating"}]
+    emu.clear_faults()
+    ok(project.run("refresh", emulator=emu))
+    creates = [c for c in emu.calls if c["method"] == "POST" and c["path"] == "/v1/batches"]
+    assert len(creates) == 1, creates

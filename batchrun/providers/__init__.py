@@ -121,8 +121,8 @@ class BatchStatus:
     # Requests the provider has finished (answered or failed) so far, of n_requests: None where the
     # provider (or its SDK) does not say. Progress lines and the time-left estimate read it.
     requests_done: int | None = None
-    # Fields present but of the wrong type (read as absent): a listing with such an entry cannot
-    # tell whether it is a batch an uncertain create made (listed_batches).
+    # Fields adoption tells a batch by (tag, request counts), present but unreadable: a listing
+    # with such an entry cannot tell whether it is a batch an uncertain create made (listed_batches).
     unreadable: tuple[str, ...] = ()
 
 
@@ -154,8 +154,8 @@ def listed_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -
     """A listing's entries read as batches (`read`: the adapter's).
 
     A listing is read to find out whether an uncertain create made a batch (submit's adoption),
-    so an entry batchrun cannot fully read is not skipped: one without an id, or whose tag,
-    request count or creation time has the wrong type, could be that batch, and reading it as
+    so an entry batchrun cannot fully read is not skipped: one without an id, or whose tag or
+    request count (what adoption tells a batch by) it cannot read, could be that batch, and reading it as
     absent would create it a second time, paid twice. Such a listing is a malformed answer
     (MalformedResponse: retried, then the batch waits for a later round)."""
     from ..clients import MalformedResponse

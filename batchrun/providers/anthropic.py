@@ -42,7 +42,6 @@ from . import (
     custom_id_field,
     listed_batches,
     malformed,
-    number_field,
     object_field,
     online_probe,
     parse_total,
@@ -277,8 +276,12 @@ class AnthropicAdapter:
         return BatchStatus(
             provider_batch_id=batch_id, state=state, raw_status=processing, counts=dict(counts),
             result_refs=refs, created_at=created_ts, raw=raw, n_requests=total,
-            unreadable=wrong_types(raw, processing_status=str, request_counts=dict)
-            + (("created_at",) if created is not None and created_ts is None else ()),
+            # Untagged: adoption tells a batch by its request count, so counts it cannot read (or
+            # a total of 0, which no real batch has) make the entry unreadable.
+            unreadable=wrong_types(raw, request_counts=dict) + (
+                ("request_counts",) if isinstance(raw.get("request_counts"), dict) and (total == 0 or any(
+                    counts.get(k) is not None and as_count(counts.get(k)) is None
+                    for k in ("processing", "succeeded", "errored", "canceled", "expired"))) else ()),
             requests_done=min(max(total - (as_count(counts.get("processing")) or 0), 0), total) if total > 0 else None,
         )
 

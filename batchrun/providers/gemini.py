@@ -84,12 +84,25 @@ def _sdk_parsed(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except (ValueError, TypeError, AttributeError, KeyError) as e:
-        # Only while building models from an answer (google-genai's BaseModel._from_response):
+        # Only while reading an answer (google-genai's *_from_mldev / *_from_vertex converters,
+        # its t_recv_* transformers, BaseModel._from_response):
         # the SDK also validates our own arguments before sending, and a mistake there is ours.
-        if any(frame.name == "_from_response" for frame in traceback.extract_tb(e.__traceback__)):
+        if any(frame.name == "_from_response" or frame.name.endswith(("_from_mldev", "_from_vertex")) or frame.name.startswith("t_recv_")
+               for frame in traceback.extract_tb(e.__traceback__)):
             raise MalformedResponse(f"the answer does not have the shape google-genai expects ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200] if str(e) else ''})") from e
         raise
+
+
+def _timestamp(value: Any) -> float | None:
+    """A batch's creation time in seconds; None for anything else (year 1 without a timezone
+    cannot be converted: ValueError)."""
+    if not isinstance(value, datetime):
+        return None
+    try:
+        return value.timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
@@ -347,7 +360,7 @@ class GeminiAdapter:
             n_requests=total or None, requests_done=done if total else None,
             result_refs=(file_name,) if (file_name and state in ("done", "cancelled", "expired")) else (),
             error=message, tag=getattr(job, "display_name", None),
-            created_at=created.timestamp() if isinstance(created, datetime) else None, raw=raw,
+            created_at=_timestamp(created), raw=raw,
         )
 
 

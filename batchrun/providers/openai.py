@@ -251,8 +251,12 @@ class OpenAIAdapter:
         return stated_numbers(_STATED, message)
 
     def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
-        """An online failure rendered as a batch error-file line, so collect has one path."""
-        if status is None:
+        """An online failure rendered as a batch error-file line, so collect has one path.
+
+        Without an HTTP error status (no answer, or a 200 whose body could not be read: a proxy's
+        HTML page) it is the connection-error form, a transient failure: a response with status
+        200 would read as an answer without choices, an "empty" answer, scored zero."""
+        if status is None or status < 400:
             return {"custom_id": custom_id, "response": None, "error": {"code": error_type or "connection_error", "message": message}}
         body = {"error": {"message": message, "type": error_type or "error", "param": None, "code": error_type}}
         return {"custom_id": custom_id, "response": {"status_code": status, "body": body}, "error": None}
@@ -288,8 +292,11 @@ class OpenAIAdapter:
             result_refs=refs, error=message, quota=quota, tag=text_field(metadata, "batchrun_batch"),
             created_at=number_field(raw, "created_at"), raw=raw, n_requests=total,
             requests_done=requests_done,
-            unreadable=wrong_types(raw, status=str, errors=dict, request_counts=dict, metadata=dict)
-            + (("created_at",) if raw.get("created_at") is not None and number_field(raw, "created_at") is None else ()),
+            # What adoption tells a batch by (its tag; the request count for untagged ones): a
+            # created_at or status it cannot read only widens or holds the search.
+            unreadable=wrong_types(raw, request_counts=dict, metadata=dict) + tuple(
+                f"metadata.{k}" for k in ("batchrun_batch", "batchrun_store") if metadata.get(k) is not None and not isinstance(metadata.get(k), str))
+            + (("request_counts.total",) if counts.get("total") is not None and total is None else ()),
         )
 
 
