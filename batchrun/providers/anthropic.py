@@ -235,8 +235,8 @@ class AnthropicAdapter:
         def count() -> int:
             # Checked inside the call: a malformed answer is retried, then reported as the provider's.
             counted = client.messages.count_tokens(model=route.model, messages=[{"role": "user", "content": prompt}])
-            total = getattr(counted, "input_tokens", None)
-            if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+            total = as_count(getattr(counted, "input_tokens", None))
+            if total is None:
                 raise MalformedResponse("count_tokens was answered without a token count (input_tokens)")
             return total
 

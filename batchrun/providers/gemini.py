@@ -313,8 +313,8 @@ class GeminiAdapter:
     def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
         def count() -> int:
             # Checked inside the call: a malformed answer is retried, then reported as the provider's.
-            total = getattr(client.models.count_tokens(model=route.model, contents=prompt), "total_tokens", None)
-            if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+            total = as_count(getattr(client.models.count_tokens(model=route.model, contents=prompt), "total_tokens", None))
+            if total is None:
                 raise MalformedResponse("countTokens was answered without a token count (totalTokens)")
             return total
 
