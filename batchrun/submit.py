@@ -138,10 +138,10 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         result.unsent = [{k: b[k] for k in ("id", "route", "stage", "status", "n_requests", "expected_cost", "est_cost")} for b in batches]
         return result
 
-    resolve_uncertain_creations(store, config, result, progress)
-    # A 'creating' batch the provider turned out not to have is 'uploaded' again: if the inputs
-    # changed since it was written, it is superseded now, never created from the old inputs.
-    supersede_stale_batches(store)
+    if resolve_uncertain_creations(store, config, result, progress):
+        # A 'creating' batch the provider turned out not to have is 'uploaded' again: if the
+        # inputs changed since it was written, it is superseded now, never created from them.
+        supersede_stale_batches(store)
     batches = _unsent(store, config, routes, stages)
     # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
     require_keys([config.routes[name] for name in dict.fromkeys(b["route"] for b in batches)])
@@ -356,8 +356,10 @@ def _adopt(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[st
     return "hold" if waiting else "absent"
 
 
-def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResult, progress: Progress) -> None:
-    """Batches left in 'creating' by a crash or a dropped connection: adopt, hold, or release."""
+def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResult, progress: Progress) -> int:
+    """Batches left in 'creating' by a crash or a dropped connection: adopt, hold, or release.
+    Returns how many were released (back to 'uploaded': the provider has no such batch)."""
+    released = 0
     for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.CREATING]):
         route = config.routes.get(b["route"])
         if route is None:
@@ -383,3 +385,5 @@ def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResu
         else:
             # Nothing at the provider is ours: it is safe to create it now.
             move(store, b["id"], Status.UPLOADED)
+            released += 1
+    return released
