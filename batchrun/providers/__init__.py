@@ -130,9 +130,9 @@ class BatchStatus:
 #
 # A batch's status and a listing's entries are provider output too. The id is what every later
 # call names, so a batch object without a non-empty string id is a malformed answer
-# (clients.MalformedResponse: the call is retried, then the batch waits for a later round; a
-# listing skips the entry). Any other field of the wrong type reads as absent: an unknown state
-# stays "running", unknown counts give no progress, never a traceback.
+# (clients.MalformedResponse: the call is retried, then the batch waits for a later round; so is
+# a listing with such an entry: listed_batches). Any other field of the wrong type reads as
+# absent: an unknown state stays "running", unknown counts give no progress, never a traceback.
 
 
 def batch_object(obj: Any, id_field: str) -> tuple[dict[str, Any], str]:
@@ -155,8 +155,8 @@ def listed_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -
 
     A listing is read to find out whether an uncertain create made a batch (submit's adoption),
     so an entry batchrun cannot fully read is not skipped: one without an id, or whose tag or
-    request count (what adoption tells a batch by) it cannot read, could be that batch, and reading it as
-    absent would create it a second time, paid twice. Such a listing is a malformed answer
+    request count (what adoption tells a batch by) it cannot read, could be that batch, and
+    reading it as absent would create it a second time, paid twice. Such a listing is a malformed answer
     (MalformedResponse: retried, then the batch waits for a later round)."""
     from ..clients import MalformedResponse
 

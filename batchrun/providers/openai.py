@@ -294,8 +294,8 @@ class OpenAIAdapter:
             requests_done=requests_done,
             # What adoption tells a batch by (its tag; the request count for untagged ones): a
             # created_at or status it cannot read only widens or holds the search.
-            unreadable=wrong_types(raw, request_counts=dict, metadata=dict) + tuple(
-                f"metadata.{k}" for k in ("batchrun_batch", "batchrun_store") if metadata.get(k) is not None and not isinstance(metadata.get(k), str))
+            unreadable=wrong_types(raw, request_counts=dict, metadata=dict)
+            + tuple(f"metadata.{k}" for k in wrong_types(metadata, batchrun_batch=str, batchrun_store=str))
             + (("request_counts.total",) if counts.get("total") is not None and total is None else ()),
         )
 
