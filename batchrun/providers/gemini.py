@@ -77,16 +77,15 @@ T = TypeVar("T")
 def _sdk_parsed(fn: Callable[[], T]) -> T:
     """Run a google-genai call whose answer the SDK parses into its models.
 
-    google-genai validates an answer while building its models (BatchJob and friends): a field of
-    the wrong type raises pydantic's ValidationError, an unknown enum value ValueError, and some
-    shapes AttributeError inside the SDK. Raised from the SDK's or pydantic's own code, these are
-    a malformed answer (clients.MalformedResponse: retried, then the batch waits), not our bug."""
+    google-genai converts and validates an answer while building its models (BatchJob and
+    friends): a field of the wrong type raises pydantic's ValidationError, an unknown enum value
+    ValueError, some shapes AttributeError inside its converters. Raised while reading an answer
+    (its *_from_mldev / *_from_vertex converters, t_recv_* transformers, BaseModel._from_response),
+    these are a malformed answer (clients.MalformedResponse: retried, then the batch waits). The
+    SDK also validates our own arguments before sending: a mistake there is ours and is raised."""
     try:
         return fn()
     except (ValueError, TypeError, AttributeError, KeyError) as e:
-        # Only while reading an answer (google-genai's *_from_mldev / *_from_vertex converters,
-        # its t_recv_* transformers, BaseModel._from_response):
-        # the SDK also validates our own arguments before sending, and a mistake there is ours.
         if any(frame.name == "_from_response" or frame.name.endswith(("_from_mldev", "_from_vertex")) or frame.name.startswith("t_recv_")
                for frame in traceback.extract_tb(e.__traceback__)):
             raise MalformedResponse(f"the answer does not have the shape google-genai expects ({type(e).__name__}: "
