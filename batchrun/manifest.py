@@ -4,7 +4,8 @@ check that its numbers come from these inputs.
 `results/manifest.json` is written beside the results files every time they are: the dataset
 file's sha256 and record count; each document's sha256 and length in characters; the config in
 canonical form (and its sha256) with each route's policy fingerprint; the prompt templates'
-sha256; each request file that went out, with its sha256, line count and the provider batch id;
+sha256; each request file that went out, with its BLAKE3 checksum (its sha256 if it was planned
+before batchrun recorded BLAKE3: checksums.py), line count and the provider batch id;
 each results file's sha256; batchrun's version and, when run from a git checkout, the commit.
 
 `verify` recomputes every checksum from the files present and compares them with the manifest and
@@ -15,7 +16,6 @@ the config file's folder (the project), so a project can be moved or published a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -26,22 +26,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .checksums import RequestChecksum, file_digest
 from .config import Config, fingerprint
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store, sql_list
 
 MANIFEST_NAME = "manifest.json"
-FORMAT = "batchrun-manifest/1"
+# /2: a request file's checksum is under "blake3" (under "sha256" for a file planned before
+# m018_request_blake3); /1 had "sha256" only.
+FORMAT = "batchrun-manifest/2"
 # Batches whose request file went out to a provider (or online, for the sync transport).
 _SENT = ("in_flight", "ended", "downloaded", "collected", "refused")
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _lines(path: Path) -> int:
@@ -101,9 +96,11 @@ def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> di
     request_files = []
     # The checksums and line counts state.db recorded when each file was written (one request a
     # line): request files run to GBs, and re-reading them on every collect would cost minutes.
-    for b in store.rows(f"SELECT id, request_file, sha256, n_requests, provider_batch_id FROM batches WHERE status IN {sql_list(_SENT)} ORDER BY seq"):
+    for b in store.rows(f"SELECT id, request_file, blake3, sha256, n_requests, provider_batch_id FROM batches WHERE status IN {sql_list(_SENT)} ORDER BY seq"):
+        checksum = RequestChecksum.of_batch(b)
         request_files.append({
-            "batch": b["id"], "path": _rel(Path(b["request_file"]), root), "sha256": b["sha256"],
+            "batch": b["id"], "path": _rel(Path(b["request_file"]), root),
+            **({checksum.algorithm: checksum.hexdigest} if checksum else {}),
             "lines": b["n_requests"], "provider_batch_id": b["provider_batch_id"],
         })
     return {
@@ -162,7 +159,7 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
 
     ds = m["dataset"]
     if (path := present(ds["path"], "the dataset")) is not None:
-        actual = file_sha256(path)
+        actual = file_digest(path)
         v.check(actual == ds["sha256"], f"the dataset {ds['path']} has sha256 {actual[:12]}…, the manifest says {str(ds['sha256'])[:12]}…")
         if actual == ds["sha256"]:
             n = len(load_dataset(path).tasks)
@@ -180,7 +177,7 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
         v.check(templates.get(key) == value, f"the prompt template {key} of this batchrun differs from the manifest's")
     recorded = {}
     if store is not None:
-        recorded = {b["id"]: b for b in store.rows("SELECT id, sha256, provider_batch_id FROM batches")}
+        recorded = {b["id"]: b for b in store.rows("SELECT id, blake3, sha256, provider_batch_id FROM batches")}
         v.check(store.meta("dataset_sha256") == ds["sha256"], "state.db's current dataset is not the manifest's")
         known_docs = {r[0] for r in store.db.execute("SELECT sha256 FROM documents")}
         for d in m["documents"]:
@@ -192,15 +189,17 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
     for f in m["request_files"]:
         if (path := present(f["path"], "the request file")) is None:
             continue
-        actual = file_sha256(path)
-        v.check(actual == f["sha256"], f"the request file {f['path']} has sha256 {actual[:12]}…, the manifest says {str(f['sha256'])[:12]}…")
+        algorithm = "blake3" if "blake3" in f else "sha256"  # format /1 and files planned before m018: sha256
+        expected = str(f.get(algorithm))
+        actual = file_digest(path, algorithm)
+        v.check(actual == expected, f"the request file {f['path']} has {algorithm} {actual[:12]}…, the manifest says {expected[:12]}…")
         v.check(_lines(path) == f["lines"], f"the request file {f['path']} has {_lines(path)} lines, the manifest says {f['lines']}")
         if store is not None:
             b = recorded.get(f["batch"])
-            v.check(b is not None and b["sha256"] == f["sha256"] and b["provider_batch_id"] == f["provider_batch_id"],
+            v.check(b is not None and b[algorithm] == expected and b["provider_batch_id"] == f["provider_batch_id"],
                     f"the request file {f['path']} (batch {f['batch']}) is not the one state.db recorded as sent")
     for f in m["results_files"]:
         if (path := present(f["path"], "the results file")) is not None:
-            actual = file_sha256(path)
+            actual = file_digest(path)
             v.check(actual == f["sha256"], f"the results file {f['path']} has sha256 {actual[:12]}…, the manifest says {f['sha256'][:12]}…")
     return v

@@ -4,13 +4,13 @@
 every pending request (ledger.pending_requests) into request files, one model per file, sharded by
 the route's limits, never splitting a line. Generation lines are written one document at a time:
 the document is read, JSON-escaped once and spliced into every line that carries it, for every
-route (escaping is compositional), so memory does not grow with the corpus. Each file's sha256 is
-recorded with its batch (submit refuses a file edited after planning).
+route (escaping is compositional), so memory does not grow with the corpus. Each file's BLAKE3
+checksum is recorded with its batch (submit refuses a file edited after planning; checksums.py
+says why BLAKE3).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import queue
 import re
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jsonl
+from .checksums import REQUEST_ALGORITHM, Hasher, new_hasher
 from .config import Config, Route
 from .corpus import Corpus, EscapedDocument
 from .cost import ExpectedOutput, expected_output, online_cost, request_cost
@@ -91,28 +92,28 @@ _DIRECT_BYTES = 64 << 10
 _GATHER_BYTES = 1 << 20
 
 
-class _BackgroundSha256:
-    """sha256 fed from the writing thread, computed on another one.
+class _BackgroundChecksum:
+    """The request file's checksum (checksums.REQUEST_ALGORITHM), fed from the writing thread,
+    computed on another one.
 
-    Every byte plan writes is hashed (the checksum submit verifies), ~1 s per 1.75 GB at
-    WildTrace scale; hashlib releases the GIL for updates over 2 KiB, so on a second core the
-    checksum overlaps the escaping and writing instead of adding to them (full-scale plan
-    4.1 -> 3.4 s, bench/plan.py). The queue is bounded: at most four pieces wait (a piece is a
-    gathered 1 MiB or one document's bytes, which the writer holds anyway), so memory does not
-    grow if hashing falls behind.
+    Every byte plan writes is hashed (the checksum submit verifies): 1.75 GB at WildTrace scale
+    and 3 routes, ten times that at 30. blake3 releases the GIL while it hashes, so on a second
+    core the checksum overlaps the escaping and writing instead of adding to them. The queue is
+    bounded: at most four pieces wait (a piece is a gathered 1 MiB or one document's bytes,
+    which the writer holds anyway), so memory does not grow if hashing falls behind.
     """
 
     def __init__(self) -> None:
-        self._sha = hashlib.sha256()
+        self._hash: Hasher = new_hasher(REQUEST_ALGORITHM)
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
         self._small: list[bytes] = []
         self._small_bytes = 0
-        self._thread = threading.Thread(target=self._run, name="batchrun-sha256", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="batchrun-checksum", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while (data := self._queue.get()) is not None:
-            self._sha.update(data)
+            self._hash.update(data)
 
     def update(self, data: bytes) -> None:
         # bytes are immutable: safe to hash after the caller moves on. Order is kept: gathered
@@ -141,7 +142,7 @@ class _BackgroundSha256:
 
     def hexdigest(self) -> str:
         self.close()
-        return self._sha.hexdigest()
+        return self._hash.hexdigest()
 
 
 class ShardWriter:
@@ -154,7 +155,7 @@ class ShardWriter:
         self.result, self.summary = result, summary
         self.batch_id: str | None = None
         self.file: Any = None
-        self.sha: Any = None  # a _BackgroundSha256 while a file is open
+        self.checksum: Any = None  # a _BackgroundChecksum while a file is open
         self.n = 0
         self.bytes = 0
         self.ids: list[str] = []
@@ -181,7 +182,7 @@ class ShardWriter:
             # A document (~1 MB) goes past the 1 MiB buffer straight to the file, and the checksum
             # thread hashes the same bytes object: neither copies it.
             self.file.write(data)
-            self.sha.update(data)
+            self.checksum.update(data)
         self.n += 1
         self.bytes += size
         self.ids.append(custom_id)
@@ -207,7 +208,7 @@ class ShardWriter:
         self.path = folder / "requests.jsonl"
         self.tmp = folder / "requests.jsonl.partial"
         self.file = open(self.tmp, "wb", buffering=1 << 20)
-        self.sha = _BackgroundSha256()
+        self.checksum = _BackgroundChecksum()
         self.n = self.bytes = self.est_in = self.est_out = 0
         self.est_cost = self.expected_cost = 0.0
         self.ids = []
@@ -220,7 +221,7 @@ class ShardWriter:
             except OSError:
                 pass  # a full disk refuses the buffered rest too: the partial file is dropped anyway
             finally:
-                self.sha.close()
+                self.checksum.close()
                 self.file = None
 
     def finish(self) -> None:
@@ -234,7 +235,7 @@ class ShardWriter:
         est_cost = self.est_cost
         db = self.store.db
         with db.atomic():
-            move(self.store, self.batch_id, Status.PLANNED, sha256=self.sha.hexdigest(), bytes=self.bytes, n_requests=self.n,
+            move(self.store, self.batch_id, Status.PLANNED, blake3=self.checksum.hexdigest(), bytes=self.bytes, n_requests=self.n,
                  est_input_tokens=self.est_in, est_output_tokens=self.est_out, est_cost=est_cost, expected_cost=self.expected_cost)
             db.conn.executemany(
                 "INSERT INTO batch_requests (batch_id, custom_id, position) VALUES (?, ?, ?)",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import faults, jsonl
+from .checksums import file_digest
 from .clients import classify, client_host, is_transient, make_client
 from .config import Config, Route
 from .errors import ProviderError
@@ -30,7 +31,7 @@ from .progress import SILENT, Progress
 from .redaction import redact, redact_file
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
 from .store import Store, sql_list
-from .submit import file_sha256, verify_request_file
+from .submit import verify_request_file
 
 DOWNLOAD_ATTEMPTS = 3  # fetches of a truncated result file per poll
 # Fetches of one batch's result files in all, across polls and runs (5 polls' worth). The
@@ -195,7 +196,7 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
         record(store, b["id"], error=None)  # fetched whole this time: the earlier notice no longer holds
     faults.point("poll.after_download")
     move(store, b["id"], Status.DOWNLOADED, downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]),
-         result_files_sha256_json=json.dumps([file_sha256(f) for f in files]))
+         result_files_sha256_json=json.dumps([file_digest(f) for f in files]))
     result.downloaded.append(b["id"])
     if files:
         progress.event(f"downloaded {b['id']}: {names}")
@@ -319,7 +320,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
     if not out_path.exists():
         out_path.touch()
     move(store, b["id"], Status.DOWNLOADED, provider_status="completed", provider_state="done", ended_at=time.time(), downloaded_at=time.time(),
-         result_files_json=json.dumps([str(out_path)]), result_files_sha256_json=json.dumps([file_sha256(out_path)]))
+         result_files_json=json.dumps([str(out_path)]), result_files_sha256_json=json.dumps([file_digest(out_path)]))
 
 
 def _truncate_partial_line(path: Path) -> None:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .manifest import file_sha256
+from .checksums import file_digest
 from .store import Store
 
 # How a file's data becomes its bytes; part of every fingerprint. Change it whenever `render`
@@ -71,7 +71,7 @@ def publish(store: Store, path: Path, data: Any, *, fingerprint_of: Any = None, 
     fp = fingerprint(data if fingerprint_of is None else fingerprint_of)
     key = str(path)
     row = store.db.execute("SELECT fingerprint, sha256 FROM results_files WHERE path = ?", [key]).fetchone()
-    if row is not None and row[0] == fp and path.is_file() and file_sha256(path) == row[1]:
+    if row is not None and row[0] == fp and path.is_file() and file_digest(path) == row[1]:
         return str(row[1])
     content = render(data)
     _write_atomic(path, content, private=private)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .checksums import file_digest
 from .config import Config, fingerprint
 from .corpus import Corpus
 from .errors import StateError
@@ -261,8 +262,6 @@ def refuse_changed_result_files(store: Store, config: Config) -> None:
     """StateError if a downloaded result file that collect is about to read is no longer the bytes
     poll recorded (m015): its answers would be scored as the provider's. A missing file is read
     as before (its requests have no result, and are sent again)."""
-    from .submit import file_sha256
-
     root = config.path.resolve().parent
     for b in store.rows("SELECT id, result_files_json, result_files_sha256_json FROM batches WHERE status = ? ORDER BY seq",
                         [Status.DOWNLOADED]):
@@ -270,7 +269,7 @@ def refuse_changed_result_files(store: Store, config: Config) -> None:
             continue  # downloaded before batchrun recorded checksums: nothing to compare with
         for path, sha in zip(json.loads(b["result_files_json"] or "[]"), json.loads(b["result_files_sha256_json"])):
             p = Path(path)
-            if not p.is_file() or (actual := file_sha256(p)) == sha:
+            if not p.is_file() or (actual := file_digest(p)) == sha:
                 continue
             name = _rel(p, root)
             raise StateError(

@@ -19,7 +19,6 @@ instead.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import faults, jsonl
+from .checksums import RequestChecksum
 from .clients import (
     Classified,
     backoff,
@@ -90,14 +90,6 @@ def _matches_tag(store: Store, batch_id: str, status: BatchStatus) -> bool:
     return status.tag == batch_id and meta.get("batchrun_store") == store.store_id
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def verify_request_file(batch: dict[str, Any]) -> None:
     path = Path(batch["request_file"])
     if not path.exists():
@@ -106,11 +98,15 @@ def verify_request_file(batch: dict[str, Any]) -> None:
             "Do not delete files under jobs/ while batches are planned. Run `batchrun cancel --batch "
             f"{batch['id']}` to drop this batch; its requests will be planned again.",
         )
-    actual = file_sha256(path)
-    if actual != batch["sha256"]:
+    recorded = RequestChecksum.of_batch(batch)
+    if recorded is None:  # every planned batch records one (plan.ShardWriter.finish)
+        raise StateError(f"Batch {batch['id']} records no checksum of its request file {path}. Refusing to send it.",
+                         f"Run `batchrun cancel --batch {batch['id']}` to drop this batch; its requests will be planned again.")
+    same, actual = recorded.matches(path)
+    if not same:
         raise StateError(
-            f"Request file {path} of batch {batch['id']} was changed after it was planned (sha256 {actual[:12]}… "
-            f"but state.db recorded {batch['sha256'][:12]}…). Refusing to send it.",
+            f"Request file {path} of batch {batch['id']} was changed after it was planned ({recorded.algorithm} {actual[:12]}… "
+            f"but state.db recorded {recorded.hexdigest[:12]}…). Refusing to send it.",
             f"Files under jobs/ must not be edited. Run `batchrun cancel --batch {batch['id']}` to drop this batch; "
             "its requests will be planned again from the dataset.",
         )

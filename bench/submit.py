@@ -10,7 +10,7 @@
    `batchrun plan` in a child process (not measured).
 3. A child process per provider runs the library's submit path, `batchrun.submit.submit(store,
    config)` on that state.db with the planned batch (nothing left to plan, so it goes straight to
-   checking the file's sha256, the upload (OpenAI) and the create: for Anthropic the create body
+   checking the file's checksum (BLAKE3), the upload (OpenAI) and the create: for Anthropic the create body
    is the request file itself, streamed). Its peak RSS is that child's ru_maxrss. The batch must
    come back `in_flight`, and the emulator must have logged every request of it.
 4. An idle child (same imports and SDK client, nothing sent) gives the fixed floor.
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         remove_tree(work)
 
     print(f"bench/submit.py — {machine_line(Path(tempfile.gettempdir()))}")
-    print("library submit (sha256 check, upload, create) in a child process against the emulator process; "
+    print("library submit (checksum check, upload, create) in a child process against the emulator process; "
           "peak RSS = that child's ru_maxrss")
     print_table(["provider", "file bytes", "requests", "emulator got", "submit s", "peak RSS", "idle RSS",
                  "RSS - idle", "extra/file", "target", "RSS/target"], rows)

@@ -29,7 +29,7 @@ def verify(folder: Path, *args: str) -> object:
 
 def test_the_demo_writes_a_manifest_of_every_input_and_output(demo: Path) -> None:
     m = json.loads((demo / "results" / "manifest.json").read_text())
-    assert m["format"] == "batchrun-manifest/1" and m["batchrun_version"]
+    assert m["format"] == "batchrun-manifest/2" and m["batchrun_version"]
     assert m["dataset"]["records"] == 30 and len(m["dataset"]["sha256"]) == 64
     assert len(m["documents"]) == 10 and all(d["chars"] > 0 and len(d["sha256"]) == 64 for d in m["documents"])
     assert m["config"]["canonical"]["judging"]["panel"] and len(m["config"]["sha256"]) == 20
@@ -63,7 +63,8 @@ def test_verify_names_the_file_after_one_byte_changes(demo: Path, tmp_path: Path
     r = verify(copy)
     assert r.exit_code == 1, r.output
     what = {"corpus": "the document", "request": "the request file", "results": "the results file"}[target]
-    assert f"MISMATCH: {what} {rel} has sha256" in r.output
+    algorithm = "blake3" if target == "request" else "sha256"  # request files: checksums.py
+    assert f"MISMATCH: {what} {rel} has {algorithm}" in r.output
     assert "checks failed" in r.output and "Traceback" not in r.output
 
 

@@ -291,7 +291,7 @@ def test_replan_with_nothing_changed_writes_nothing(project: Project) -> None:
     first = json.loads(ok(project.run("plan", "--json")).stdout)
     assert first["batches"] and sum(r["to_send"] for r in first["routes"]) == 12
     files_before = _file_state(project)
-    batches_before = project.sql("SELECT id, status, sha256, n_requests FROM batches ORDER BY seq")
+    batches_before = project.sql("SELECT id, status, blake3, n_requests FROM batches ORDER BY seq")
     requests_before = project.sql("SELECT custom_id FROM requests ORDER BY custom_id")
     cells_before = project.sql("SELECT * FROM cells ORDER BY route, task_id")
 
@@ -300,7 +300,7 @@ def test_replan_with_nothing_changed_writes_nothing(project: Project) -> None:
     assert second["batches"] == []
     assert all(r["to_send"] == 0 and r["files"] == 0 and r["bytes"] == 0 for r in second["routes"])
     assert _file_state(project) == files_before
-    assert project.sql("SELECT id, status, sha256, n_requests FROM batches ORDER BY seq") == batches_before
+    assert project.sql("SELECT id, status, blake3, n_requests FROM batches ORDER BY seq") == batches_before
     assert project.sql("SELECT custom_id FROM requests ORDER BY custom_id") == requests_before
     strip = lambda rows: [{k: v for k, v in r.items() if k != "planned_at"} for r in rows]  # noqa: E731
     assert strip(project.sql("SELECT * FROM cells ORDER BY route, task_id")) == strip(cells_before)
@@ -403,11 +403,12 @@ def test_sharding_by_request_count_and_bytes_never_splits_a_line(project: Projec
         assert set(ids) == {c["custom_id"] for c in cells(project, name).values()}
         assert summary[name]["files"] == len(fs) and summary[name]["bytes"] == sum(f.stat().st_size for f in fs)
     # batches rows describe the files exactly.
-    import hashlib
+    import blake3
 
     for b in project.sql("SELECT * FROM batches WHERE status = 'planned'"):
         data = Path(b["request_file"]).read_bytes()
-        assert b["bytes"] == len(data) and b["sha256"] == hashlib.sha256(data).hexdigest()
+        # The checksum submit verifies is BLAKE3 (checksums.py); sha256 is left for old batches.
+        assert b["bytes"] == len(data) and b["blake3"] == blake3.blake3(data).hexdigest() and b["sha256"] is None
         assert b["n_requests"] == data.count(b"\n")
         positions = project.sql("SELECT custom_id FROM batch_requests WHERE batch_id = ? ORDER BY position", [b["id"]])
         assert [p["custom_id"] for p in positions] == [line_id(json.loads(l)) for l in data.split(b"\n")[:-1]]
@@ -432,7 +433,7 @@ def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_
     store = project.store()
     with pytest.raises(DataError, match="max_bytes_per_file"):
         do_plan(store, project.load())
-    assert not [t for t in threading.enumerate() if t.name == "batchrun-sha256"]
+    assert not [t for t in threading.enumerate() if t.name == "batchrun-checksum"]
     assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["writing"]
     (partial,) = (project.root / "jobs").glob("*/requests.jsonl.partial")
     assert partial.read_bytes().endswith(b"\n")  # the first line was written, then the file closed
@@ -627,15 +628,17 @@ GOLDEN_REQUEST_FILES: list[tuple[str, str]] = [
 def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project) -> None:
     import hashlib
 
+    import blake3
+
     _golden_corpus(project)
     routes = dict(ALL_PROVIDER_ROUTES)
     routes["oa-chat"] = route("openai", "gpt-5.5", max_requests_per_file=2)
     project.config(routes=routes, panel=[])
     ok(project.run("plan"))
     written = []
-    for b in project.sql("SELECT id, request_file, sha256, bytes FROM batches WHERE status = 'planned' ORDER BY seq"):
+    for b in project.sql("SELECT id, request_file, blake3, bytes FROM batches WHERE status = 'planned' ORDER BY seq"):
         data = Path(b["request_file"]).read_bytes()
-        assert b["sha256"] == hashlib.sha256(data).hexdigest() and b["bytes"] == len(data)
-        written.append((b["id"], b["sha256"]))
+        assert b["blake3"] == blake3.blake3(data).hexdigest() and b["bytes"] == len(data)
+        written.append((b["id"], hashlib.sha256(data).hexdigest()))  # the recorded files' sha256
     assert len(written) == 7  # oa-chat in three files, every other route in one
     assert written == GOLDEN_REQUEST_FILES

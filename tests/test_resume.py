@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -326,6 +327,32 @@ def test_an_edited_request_file_is_refused_by_name(project: Project, emu: Emulat
     path.write_bytes(path.read_bytes().replace(b"harbor", b"HARBOR"))
     err = refused(project, emu, ["submit"])
     assert str(path) in err and "was changed after it was planned" in err and "batchrun cancel --batch" in err
+
+
+def test_a_request_file_planned_before_blake3_is_checked_with_its_sha256(project: Project, emu: EmulatorProcess) -> None:
+    """A batch planned by a batchrun older than m018 recorded only the file's sha256: submit checks
+    that one (an edit is still refused), and the manifest lists it under "sha256"."""
+    import hashlib
+
+    make(project)
+    assert run_batchrun(project, "plan", emu=emu).returncode == 0
+    conn = sqlite3.connect(project.state_path)
+    with conn:
+        for b in project.sql("SELECT id, request_file FROM batches WHERE status = 'planned'"):
+            digest = hashlib.sha256(Path(b["request_file"]).read_bytes()).hexdigest()
+            conn.execute("UPDATE batches SET blake3 = NULL, sha256 = ? WHERE id = ?", [digest, b["id"]])
+    conn.close()
+    path = project.jobs_files()[0]
+    original = path.read_bytes()
+    path.write_bytes(original.replace(b"harbor", b"HARBOR"))
+    err = refused(project, emu, ["submit"])
+    assert str(path) in err and "was changed after it was planned (sha256 " in err
+    path.write_bytes(original)
+    finish(project, emu)
+    manifest = json.loads((project.area / "results" / "manifest.json").read_text())
+    assert manifest["request_files"] and all("sha256" in f and "blake3" not in f for f in manifest["request_files"][:2])
+    r = run_batchrun(project, "verify", emu=emu)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 # --- a results file ------------------------------------------------------------------------------
