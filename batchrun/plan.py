@@ -187,8 +187,9 @@ class _Closer:
             then()
 
     def shutdown(self) -> None:
-        """Wait for every pending fsync (errors ignored: the plan is failing already, and its
-        partial files are cleared by the next plan) and stop the threads."""
+        """Stop the threads. After a failure, first wait for the fsyncs still pending (their errors
+        ignored: the plan is failing already, and its partial files are cleared by the next plan);
+        after settle(wait=True) there are none."""
         for future, _ in self._pending:
             try:
                 future.result()
