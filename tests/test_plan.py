@@ -423,8 +423,11 @@ def test_a_single_request_larger_than_the_file_limit_is_refused(project: Project
     assert project.jobs_files() == []
 
 
-def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_plan_recovers(project: Project) -> None:
+def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_plan_recovers(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
+
+    monkeypatch.setattr("batchrun.plan._WRITEBACK_BYTES", 1)  # a write-back in flight when it fails
 
     project.doc("a-small.txt", "word " * 20)  # written first (documents go in name order)
     project.doc("b-big.txt", "word " * 400)
@@ -433,7 +436,7 @@ def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_
     store = project.store()
     with pytest.raises(DataError, match="max_bytes_per_file"):
         do_plan(store, project.load())
-    assert not [t for t in threading.enumerate() if t.name == "batchrun-checksum"]
+    assert not [t for t in threading.enumerate() if t.name.startswith(("batchrun-fsync", "batchrun-checksum"))]
     assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["writing"]
     (partial,) = (project.root / "jobs").glob("*/requests.jsonl.partial")
     assert partial.read_bytes().endswith(b"\n")  # the first line was written, then the file closed
@@ -625,11 +628,19 @@ GOLDEN_REQUEST_FILES: list[tuple[str, str]] = [
 ]
 
 
-def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project) -> None:
+@pytest.mark.parametrize("writeback_bytes", [None, 1], ids=["default", "write-back-after-every-line"])
+def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project, monkeypatch: pytest.MonkeyPatch,
+                                                              writeback_bytes: int | None) -> None:
+    """The golden files; also with each file written back to the disk (plan._Closer.write_back, on
+    a thread) after every line, which plan does every 32 MiB: the same bytes, checksums and rows,
+    and no fsync thread left behind."""
     import hashlib
+    import threading
 
     import blake3
 
+    if writeback_bytes is not None:
+        monkeypatch.setattr("batchrun.plan._WRITEBACK_BYTES", writeback_bytes)
     _golden_corpus(project)
     routes = dict(ALL_PROVIDER_ROUTES)
     routes["oa-chat"] = route("openai", "gpt-5.5", max_requests_per_file=2)
@@ -642,3 +653,4 @@ def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project)
         written.append((b["id"], hashlib.sha256(data).hexdigest()))  # the recorded files' sha256
     assert len(written) == 7  # oa-chat in three files, every other route in one
     assert written == GOLDEN_REQUEST_FILES
+    assert not [t for t in threading.enumerate() if t.name.startswith(("batchrun-fsync", "batchrun-checksum"))]
