@@ -35,7 +35,7 @@ class Hasher(Protocol):
 
 def new_hasher(algorithm: str) -> Hasher:
     if algorithm == "blake3":
-        import blake3  # only plan, submit and verify hash request files
+        import blake3  # only where request files are hashed: plan, submit, poll (sync transport), verify
 
         return blake3.blake3()
     return hashlib.new(algorithm)

@@ -309,7 +309,9 @@ def verify(ctx: Context, directory: str | None) -> None:
     from .store import Store
 
     # Either kind of store: verify only compares checksums, and says below if it was a rehearsal.
-    store = Store(config.paths.state, readonly=True) if config.paths.state.exists() else None
+    # Any schema: verify reads only what every version has (manifest.verify checks for the one
+    # later column it reads), and upgrading it would mean a collect, which rewrites the manifest.
+    store = Store(config.paths.state, readonly=True, any_schema=True) if config.paths.state.exists() else None
     try:
         result = do_verify(manifest_path, config, store)
     finally:

@@ -123,4 +123,8 @@ def environment_error(exc: BaseException, state: object | None) -> StorageError 
             return read_only(where)
         if exc.errno in (errno.EACCES, errno.EPERM):
             return StorageError(f"Permission denied: {where}.", f"Give this user access to it (or point [paths] elsewhere); {_RESUME}")
+        if exc.errno == errno.EIO:
+            # Also what an fsync reports when the kernel could not write the pages back.
+            return StorageError(f"The disk failed while reading or writing {where} ({exc.strerror}).",
+                                f"Check the disk (dmesg, df -h); {_RESUME}")
     return None

@@ -28,6 +28,7 @@ from typing import Any
 
 from .checksums import RequestChecksum, file_digest
 from .config import Config, fingerprint
+from .errors import DataError
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store, sql_list
 
@@ -35,6 +36,8 @@ MANIFEST_NAME = "manifest.json"
 # /2: a request file's checksum is under "blake3" (under "sha256" for a file planned before
 # m018_request_blake3); /1 had "sha256" only.
 FORMAT = "batchrun-manifest/2"
+_FORMAT_1 = "batchrun-manifest/1"
+_READABLE = (_FORMAT_1, FORMAT)
 # Batches whose request file went out to a provider (or online, for the sync transport).
 _SENT = ("in_flight", "ended", "downloaded", "collected", "refused")
 
@@ -148,7 +151,14 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
     from .corpus import measure_file
     from .dataset import load_dataset
 
-    m = json.loads(manifest_path.read_text(encoding="utf-8"))
+    try:
+        m = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DataError(f"{manifest_path} is not JSON ({e}).", "It is written by `batchrun collect`; restore the published one.") from e
+    if not isinstance(m, dict) or m.get("format") not in _READABLE:
+        found = m.get("format") if isinstance(m, dict) else None
+        raise DataError(f"{manifest_path} is not a manifest this batchrun reads (format {found!r}; it reads {', '.join(_READABLE)}).",
+                        "Verify it with the batchrun version that wrote it (its batchrun_version field).")
     root = config.path.resolve().parent
     v = Verification(rehearsal=m.get("rehearsal"))
 
@@ -177,7 +187,10 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
         v.check(templates.get(key) == value, f"the prompt template {key} of this batchrun differs from the manifest's")
     recorded = {}
     if store is not None:
-        recorded = {b["id"]: b for b in store.rows("SELECT id, blake3, sha256, provider_batch_id FROM batches")}
+        # A state.db from before m018_request_blake3 has no blake3 column (and no batch with one).
+        has_blake3 = any(r[1] == "blake3" for r in store.db.execute("PRAGMA table_info(batches)"))
+        recorded = {b["id"]: b for b in store.rows(
+            f"SELECT id, {'blake3' if has_blake3 else 'NULL AS blake3'}, sha256, provider_batch_id FROM batches")}
         v.check(store.meta("dataset_sha256") == ds["sha256"], "state.db's current dataset is not the manifest's")
         known_docs = {r[0] for r in store.db.execute("SELECT sha256 FROM documents")}
         for d in m["documents"]:
@@ -189,7 +202,8 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
     for f in m["request_files"]:
         if (path := present(f["path"], "the request file")) is None:
             continue
-        algorithm = "blake3" if "blake3" in f else "sha256"  # format /1 and files planned before m018: sha256
+        # Format /1, and a file planned before m018: sha256.
+        algorithm = "blake3" if m["format"] != _FORMAT_1 and "blake3" in f else "sha256"
         expected = str(f.get(algorithm))
         actual = file_digest(path, algorithm)
         v.check(actual == expected, f"the request file {f['path']} has {algorithm} {actual[:12]}…, the manifest says {expected[:12]}…")

@@ -147,36 +147,72 @@ class _BackgroundChecksum:
         return self._hash.hexdigest()
 
 
-def _sync_and_close(file: Any, writeback: Future[None] | None) -> None:
-    """On a closer thread: the file's bytes (already flushed to the kernel) onto the disk, after
-    the file's last early writeback (its fd must stay open until that is done)."""
+# --- getting request files onto the disk ------------------------------------------------------
+
+# macOS has no fdatasync (CPython offers it where the system does); fsync also writes the data.
+_DATASYNC = getattr(os, "fdatasync", os.fsync)
+# Each request file is written back to the disk every _WRITEBACK_BYTES, on a closer thread. Linux
+# starts writing dirty pages in the background once they pass dirty_background_ratio of the
+# available memory (10%: ~2 GB here) or grow old (dirty_expire_centisecs, 30 s). At 30 routes
+# plan writes 30 files side by side, so gigabytes piled up within seconds, the writes were
+# throttled, and each shard's fsync had hundreds of MB to write. Written back as it goes, a file
+# keeps the disk busy while plan escapes and builds lines, as a copy that fsyncs each file as it
+# ends does (bench/plan_ab.py at 30 routes: 23.2 -> 19.5 s, median of 3 pairs; at 3 routes:
+# 2.67 -> 2.45 s).
+_WRITEBACK_BYTES = 32 << 20
+# Files handed to the closer and not yet recorded: each holds its descriptor (and a duplicate
+# while a write-back runs) until it is on the disk. Past this many, handing over one more waits
+# for the oldest, so many small files on a slow disk cannot run out of descriptors.
+_MAX_PENDING = 8
+
+
+def _naming(path: Path, call: Callable[[int], None], fd: int) -> None:
+    """call(fd), with the file named in its OSError (an fsync's error names none)."""
+    try:
+        call(fd)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from e
+
+
+def _write_back(fd: int, path: Path) -> None:
+    """On a closer thread: push what a request file holds so far to the disk. `fd` is a
+    duplicate of the writer's, this thread's own, so the writer may close the file meanwhile."""
+    try:
+        _naming(path, _DATASYNC, fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_and_place(file: Any, tmp: Path, path: Path, writeback: Future[None] | None) -> None:
+    """On a closer thread: a finished request file onto the disk, then in place.
+
+    Its last write-back's error is its error: Linux reports a failed write-back once per open
+    file, so the fsync below would not repeat it. Waiting for that write-back cannot deadlock: it
+    went into the same first-in, first-out pool earlier, so a thread already took it. The folder
+    is fsync'ed after the rename, so a 'planned' batch's file survives a power cut under its name."""
     try:
         if writeback is not None:
             writeback.result()
-        os.fsync(file.fileno())
+        _naming(tmp, os.fsync, file.fileno())
     finally:
         file.close()
-
-
-def _wait_quietly(future: Future[None] | None) -> None:
-    """Wait for a pending fsync whose error does not matter any more (the plan is failing)."""
-    if future is not None:
-        try:
-            future.result()
-        except OSError:
-            pass
+    os.replace(tmp, path)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        _naming(path.parent, os.fsync, folder)
+    finally:
+        os.close(folder)
 
 
 class _Closer:
-    """Full request files on their way to the disk.
+    """Request files on their way to the disk, off the main thread.
 
     A file's fsync waits on the disk with nothing for the CPU to do: ~0.7 s of a 3-route plan's
-    ~3 s (1.75 GB) when each full file was fsync'ed on the main thread. fsync releases the GIL and
-    needs nothing from the writer, so it runs on a thread while the main thread goes on writing the
-    other routes' files. What follows it (the rename, the batch row: state.db belongs to the main
-    thread) runs on the main thread, in the order the files were finished and only once a file's
-    bytes are on the disk: the same steps in the same order as before, so a crash still leaves a
-    'writing' row and a partial file, which the next plan clears.
+    ~3 s (1.75 GB) when each full file was fsync'ed on the main thread. fsync releases the GIL
+    and needs nothing from the writer, so a thread does it (and the rename) while the main thread
+    goes on writing the other routes' files; the batch row follows on the main thread (state.db's),
+    in the order the files were finished, once a file is on the disk: the same steps in the same
+    order as before, so a crash still leaves a 'writing' row and a file that the next plan clears.
     """
 
     def __init__(self) -> None:
@@ -185,47 +221,99 @@ class _Closer:
 
     def _threads(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            # Up to four fsyncs at once: the last shards of several routes end together.
+            # Up to four at once: the last shards of several routes end together.
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="batchrun-fsync")
         return self._pool
 
-    def write_back(self, file: Any) -> Future[None]:
-        """Start writing what `file` holds so far (flushed to the kernel) to the disk, on a thread."""
-        return self._threads().submit(os.fdatasync, file.fileno())
+    def write_back(self, fd: int, path: Path) -> Future[None]:
+        """Start pushing what the file `fd` holds so far (flushed to the kernel) to the disk."""
+        return self._threads().submit(_write_back, os.dup(fd), path)
 
-    def close(self, file: Any, then: Callable[[], None], writeback: Future[None] | None = None) -> None:
-        """fsync and close `file` on a thread (after its pending write_back); `then()` on the main
-        thread once that is done."""
-        self._pending.append((self._threads().submit(_sync_and_close, file, writeback), then))
+    def close(self, file: Any, tmp: Path, path: Path, writeback: Future[None] | None, then: Callable[[], None]) -> None:
+        """fsync, close and rename `file` (after its last write-back) on a thread; `then()` on the
+        main thread once that is done (settle)."""
+        while len(self._pending) >= _MAX_PENDING:
+            self._settle_oldest()
+        self._pending.append((self._threads().submit(_sync_and_place, file, tmp, path, writeback), then))
+
+    def _settle_oldest(self) -> None:
+        future, then = self._pending.popleft()
+        future.result()  # an fsync's OSError is raised here, on the main thread
+        then()
 
     def settle(self, *, wait: bool) -> None:
-        """Run `then` for the files on the disk, in order; with wait, for every file (an fsync's
-        OSError is raised here, as it was from finish)."""
+        """Record the files that are on the disk, in the order they were finished; with wait,
+        every file."""
         while self._pending and (wait or self._pending[0][0].done()):
-            future, then = self._pending.popleft()
-            future.result()
-            then()
+            self._settle_oldest()
+
+    def keep_finished(self) -> None:
+        """After a failure: record the files finished before it, up to the first that did not reach
+        the disk (plan recorded each as it finished before these threads; the rest stay 'writing'
+        for the next plan to clear)."""
+        try:
+            while self._pending:
+                self._settle_oldest()
+        except Exception:
+            pass  # the failure being raised says what went wrong
 
     def shutdown(self) -> None:
-        """Stop the threads. After a failure, first wait for the fsyncs still pending (their errors
-        ignored: the plan is failing already, and its partial files are cleared by the next plan);
-        after settle(wait=True) there are none."""
-        for future, _ in self._pending:
-            _wait_quietly(future)
+        """Stop the threads, waiting for what they are doing (after a failure, errors ignored:
+        the plan is failing already)."""
         self._pending.clear()
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
 
 
+class _RequestFile:
+    """One request file being written: the open file, its checksum thread, its write-backs."""
+
+    def __init__(self, folder: Path, closer: _Closer):
+        self.path = folder / "requests.jsonl"
+        self.tmp = folder / "requests.jsonl.partial"
+        self._closer = closer
+        self._file = open(self.tmp, "wb", buffering=1 << 20)
+        self._checksum = _BackgroundChecksum()
+        self._unwritten = 0  # bytes written since the last write-back started
+        self._writeback: Future[None] | None = None  # the last write-back (one at a time)
+
+    def write(self, data: bytes) -> None:
+        # A document (~1 MB) goes past the 1 MiB buffer straight to the file, and the checksum
+        # thread hashes the same bytes object: neither copies it.
+        self._file.write(data)
+        self._checksum.update(data)
+        self._unwritten += len(data)
+        if self._unwritten >= _WRITEBACK_BYTES and (self._writeback is None or self._writeback.done()):
+            if self._writeback is not None:
+                self._writeback.result()  # a failed write-back fails the plan here (not silently later)
+            self._file.flush()
+            self._writeback = self._closer.write_back(self._file.fileno(), self.tmp)
+            self._unwritten = 0
+
+    def hand_over(self, then: Callable[[str], None]) -> None:
+        """Finished: the closer takes the file to the disk, then `then(checksum)` runs on the
+        main thread. The checksum thread is at most four pieces behind (milliseconds)."""
+        self._file.flush()  # on this thread: the buffer is the writer's
+        checksum = self._checksum.hexdigest()
+        self._closer.close(self._file, self.tmp, self.path, self._writeback, lambda: then(checksum))
+
+    def abort(self) -> None:
+        """Stop after a failure: close the file (a write-back has its own descriptor) and stop the
+        checksum thread."""
+        try:
+            self._file.close()
+        except OSError:
+            pass  # a full disk refuses the buffered rest too: the partial file is dropped anyway
+        finally:
+            self._checksum.close()
+
+
 @dataclass(frozen=True, slots=True)
 class _Written:
-    """A full request file and what its batch row records once the file is on the disk."""
+    """A finished request file's batch and what its row records once the file is on the disk."""
 
     batch_id: str
-    tmp: Path
-    path: Path
-    checksum: str
     n: int
     bytes: int
     ids: tuple[str, ...]
@@ -233,16 +321,6 @@ class _Written:
     est_out: int
     est_cost: float | None
     expected_cost: float | None
-
-
-# Each request file is written back to the disk every _WRITEBACK_BYTES, on a closer thread. Linux
-# starts writing dirty pages in the background only past dirty_background_ratio (10% of the free
-# memory: ~2 GB here); at 30 routes plan writes 30 files side by side, so gigabytes piled up, the
-# writes were throttled, and each shard's fsync had hundreds of MB to write. Written back as it
-# goes, a file keeps the disk busy while plan escapes and builds lines, as a copy that fsyncs each
-# file as it ends does (bench/plan_ab.py at 30 routes: 23.2 -> 19.5 s, median of 3 pairs; 3 routes:
-# 2.67 -> 2.45 s). At most one write-back per file is in flight; a write never waits for one.
-_WRITEBACK_BYTES = 32 << 20
 
 
 class ShardWriter:
@@ -255,10 +333,7 @@ class ShardWriter:
         self.closer = closer
         self.result, self.summary = result, summary
         self.batch_id: str | None = None
-        self.file: Any = None
-        self.checksum: Any = None  # a _BackgroundChecksum while a file is open
-        self.unwritten = 0  # bytes written to the open file since its last write_back started
-        self.writeback: Future[None] | None = None  # the open file's last write_back
+        self.file: _RequestFile | None = None
         self.n = 0
         self.bytes = 0
         self.ids: list[str] = []
@@ -280,19 +355,11 @@ class ShardWriter:
         if self.file is not None and (self.n + 1 > self.route.max_requests_per_file or self.bytes + size > self.route.max_bytes_per_file or over_tokens):
             self.finish()
         if self.file is None:
-            self._open()
+            self.file = self._open()
         for data in parts:
-            # A document (~1 MB) goes past the 1 MiB buffer straight to the file, and the checksum
-            # thread hashes the same bytes object: neither copies it.
             self.file.write(data)
-            self.checksum.update(data)
         self.n += 1
         self.bytes += size
-        self.unwritten += size
-        if self.unwritten >= _WRITEBACK_BYTES and (self.writeback is None or self.writeback.done()):
-            self.file.flush()
-            self.writeback = self.closer.write_back(self.file)
-            self.unwritten = 0
         self.ids.append(custom_id)
         self.est_in += est_in
         self.est_out += est_out
@@ -301,7 +368,7 @@ class ShardWriter:
         e = request_cost(self.route, est_in, self.expected.tokens(self.route.name, self.stage, est_out))
         self.expected_cost = None if (e is None or self.expected_cost is None) else self.expected_cost + e
 
-    def _open(self) -> None:
+    def _open(self) -> _RequestFile:
         self.closer.settle(wait=False)  # record the files already on the disk
         db = self.store.db
         with db.atomic():
@@ -314,47 +381,34 @@ class ShardWriter:
                       transport=self.route.transport, model=self.route.model, dir=str(folder), request_file=str(folder / "requests.jsonl"),
                       endpoint_host=self.route.endpoint_host, run_id=self.store.run_id, created_at=time.time())
         folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / "requests.jsonl"
-        self.tmp = folder / "requests.jsonl.partial"
-        self.file = open(self.tmp, "wb", buffering=1 << 20)
-        self.unwritten = 0
-        self.writeback = None
-        self.checksum = _BackgroundChecksum()
         self.n = self.bytes = self.est_in = self.est_out = 0
         self.est_cost = self.expected_cost = 0.0
         self.ids = []
+        return _RequestFile(folder, self.closer)
 
     def abort(self) -> None:
         """Stop writing after a failure: close the file and stop its checksum thread."""
         if self.file is not None:
-            _wait_quietly(self.writeback)  # its fd must stay open until it is done
-            try:
-                self.file.close()
-            except OSError:
-                pass  # a full disk refuses the buffered rest too: the partial file is dropped anyway
-            finally:
-                self.checksum.close()
-                self.file = None
+            file, self.file = self.file, None
+            file.abort()
 
     def finish(self) -> None:
-        """Hand the open file to the closer: fsync'ed on a thread, then recorded (_record)."""
+        """Hand the open file to the closer: on the disk and in place, then recorded (_record)."""
         if self.file is None:
             return
         assert self.batch_id is not None  # set by _open with the file
-        self.file.flush()  # on this thread: the buffer is the writer's
-        # The checksum thread is at most four pieces behind (milliseconds at BLAKE3's speed).
-        written = _Written(self.batch_id, self.tmp, self.path, self.checksum.hexdigest(), self.n, self.bytes, tuple(self.ids), self.est_in,
-                           self.est_out, self.est_cost, self.expected_cost)
-        self.closer.close(self.file, lambda: self._record(written), self.writeback)
-        self.file = None
+        # Ownership moves first: an interrupt from here on cannot make abort close it a second time.
+        file, self.file = self.file, None
+        written = _Written(self.batch_id, self.n, self.bytes, tuple(self.ids), self.est_in, self.est_out, self.est_cost,
+                           self.expected_cost)
         self.ids = []
+        file.hand_over(lambda checksum: self._record(written, checksum))
 
-    def _record(self, w: _Written) -> None:
-        """The file is on the disk: put it in place and mark its batch planned."""
-        os.replace(w.tmp, w.path)
+    def _record(self, w: _Written, checksum: str) -> None:
+        """The file is on the disk under its name: mark its batch planned."""
         db = self.store.db
         with db.atomic():
-            move(self.store, w.batch_id, Status.PLANNED, blake3=w.checksum, bytes=w.bytes, n_requests=w.n,
+            move(self.store, w.batch_id, Status.PLANNED, blake3=checksum, bytes=w.bytes, n_requests=w.n,
                  est_input_tokens=w.est_in, est_output_tokens=w.est_out, est_cost=w.est_cost, expected_cost=w.expected_cost)
             db.conn.executemany(
                 "INSERT INTO batch_requests (batch_id, custom_id, position) VALUES (?, ?, ?)",
@@ -367,14 +421,14 @@ class ShardWriter:
 
 
 def recover_interrupted_writes(store: Store, config: Config) -> None:
-    """Batches left 'writing' by a crash: their files are incomplete; drop them (and the scratch
-    files of escaped documents that earlier versions of plan spooled to disk)."""
+    """Batches left 'writing' by a crash: their files are incomplete, or complete but never
+    recorded (a crash between the rename and the batch row); drop them (and the scratch files of
+    escaped documents that earlier versions of plan spooled to disk)."""
     for stale in (config.paths.jobs / ".scratch").glob("*.escaped"):
         stale.unlink(missing_ok=True)
     for row in store.rows("SELECT id, dir FROM batches WHERE status = ?", [Status.WRITING]):
-        partial = Path(row["dir"]) / "requests.jsonl.partial"
-        if partial.exists():
-            partial.unlink()
+        for name in ("requests.jsonl.partial", "requests.jsonl"):
+            (Path(row["dir"]) / name).unlink(missing_ok=True)
         move(store, row["id"], Status.ABANDONED, error="interrupted while writing")
 
 
@@ -441,6 +495,7 @@ def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dat
             files.closer.settle(wait=True)
         except BaseException:
             files.abort()  # each 'writing' batch row and partial file is cleared by the next plan
+            files.closer.keep_finished()
             raise
         finally:
             files.closer.shutdown()

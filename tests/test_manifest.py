@@ -68,6 +68,54 @@ def test_verify_names_the_file_after_one_byte_changes(demo: Path, tmp_path: Path
     assert "checks failed" in r.output and "Traceback" not in r.output
 
 
+def test_verify_reads_a_format_1_manifest_against_a_state_db_from_before_blake3(demo: Path, tmp_path: Path) -> None:
+    """A project published before m018_request_blake3: its manifest lists each request file's
+    sha256 (format /1) and its state.db has no blake3 column. verify checks it as it is: it does
+    not ask for the schema upgrade (a collect, which would rewrite the manifest being verified)."""
+    import hashlib
+    import shutil
+
+    copy = tmp_path / "demo"
+    shutil.copytree(demo, copy)
+    manifest_path = copy / "results" / "manifest.json"
+    m = json.loads(manifest_path.read_text())
+    m["format"] = "batchrun-manifest/1"
+    for f in m["request_files"]:
+        f["sha256"] = hashlib.sha256((copy / f["path"]).read_bytes()).hexdigest()
+        del f["blake3"]
+    manifest_path.write_text(json.dumps(m))
+    state = next(copy.rglob("state.db"))
+    conn = sqlite3.connect(state)
+    with conn:
+        for f in m["request_files"]:
+            conn.execute("UPDATE batches SET sha256 = ? WHERE id = ?", [f["sha256"], f["batch"]])
+        conn.execute("ALTER TABLE batches DROP COLUMN blake3")
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm018_request_blake3'")
+    conn.close()
+    before = state.read_bytes()
+    r = verify(copy)
+    assert r.exit_code == 0, r.output
+    assert "verified:" in r.output
+    assert state.read_bytes() == before  # not upgraded
+
+
+def test_verify_refuses_a_manifest_format_it_does_not_read(demo: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "demo"
+    shutil.copytree(demo, copy)
+    manifest_path = copy / "results" / "manifest.json"
+    m = json.loads(manifest_path.read_text())
+    m["format"] = "batchrun-manifest/9"
+    manifest_path.write_text(json.dumps(m))
+    r = verify(copy)
+    assert r.exit_code == 1 and "batchrun-manifest/9" in r.output and "batchrun_version" in r.output
+    assert "Traceback" not in r.output
+    manifest_path.write_text("{not json")
+    r = verify(copy)
+    assert r.exit_code == 1 and "is not JSON" in r.output and "Traceback" not in r.output
+
+
 def test_verify_without_a_manifest_says_where_it_comes_from(tmp_path: Path, demo: Path) -> None:
     r = verify(demo, str(tmp_path))
     assert r.exit_code == 1 and "No manifest.json" in r.output and "batchrun collect" in r.output

@@ -450,6 +450,76 @@ def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_
     store.close()
 
 
+def test_a_failed_write_back_fails_the_plan_by_name_and_the_next_plan_recovers(project: Project,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linux reports a failed write-back once per open file: a later fsync would return 0. So
+    plan must not lose a write-back's error and mark the batch planned with pages the kernel
+    dropped: the plan fails (exit 1, the file named, no traceback) and the next one writes again."""
+    import errno
+
+    small_project(project)
+    project.config(routes={"one": route("openai", "gpt-5.5")}, panel=[])
+    monkeypatch.setattr("batchrun.plan._WRITEBACK_BYTES", 1)  # a write-back after every line
+    failures = []
+
+    def fail_once(fd: int) -> None:
+        if not failures:
+            failures.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        os.fsync(fd)
+
+    monkeypatch.setattr("batchrun.plan._DATASYNC", fail_once)
+    r = project.run("plan")
+    assert r.exit_code == 1 and failures, r.output
+    assert "The disk failed while reading or writing" in r.output and "requests.jsonl.partial" in r.output
+    assert "Traceback" not in r.output
+    assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["writing"]
+    ok(project.run("plan"))
+    assert [b["status"] for b in project.sql("SELECT status FROM batches ORDER BY seq")] == ["abandoned", "planned"]
+    assert len(project.jobs_files()) == 1
+
+
+def test_the_closer_keeps_few_files_waiting_and_records_them_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many small files on a slow disk: handing one more over waits once _MAX_PENDING wait (each
+    holds a descriptor), and the batch rows still follow in the order the files were finished."""
+    import time
+
+    from batchrun import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "_sync_and_place", lambda *args: time.sleep(0.005))
+    closer = plan_module._Closer()
+    recorded: list[int] = []
+    most = 0
+    try:
+        for i in range(40):
+            closer.close(None, Path("t"), Path("p"), None, lambda i=i: recorded.append(i))
+            most = max(most, len(closer._pending))
+        closer.settle(wait=True)
+    finally:
+        closer.shutdown()
+    assert most <= plan_module._MAX_PENDING
+    assert recorded == list(range(40))
+
+
+def test_a_complete_file_whose_batch_was_not_recorded_is_dropped_by_the_next_plan(project: Project) -> None:
+    """A crash after a finished file's rename and before its batch row says 'planned' leaves the
+    row 'writing' beside a whole requests.jsonl: never sent, so the next plan drops both."""
+    small_project(project)
+    project.config(routes={"one": route("openai", "gpt-5.5")}, panel=[])
+    ok(project.run("plan"))
+    (f,) = project.jobs_files()
+    import sqlite3
+
+    conn = sqlite3.connect(project.state_path)
+    with conn:
+        conn.execute("DELETE FROM batch_requests")
+        conn.execute("UPDATE batches SET status = 'writing', blake3 = NULL, bytes = NULL, n_requests = NULL")
+    conn.close()
+    ok(project.run("plan"))
+    assert [b["status"] for b in project.sql("SELECT status FROM batches ORDER BY seq")] == ["abandoned", "planned"]
+    assert not f.exists() and len(project.jobs_files()) == 1
+
+
 # --- custom_ids ----------------------------------------------------------------------------
 
 
