@@ -176,8 +176,6 @@ class _Inputs:
 
     def judge_change(self, task_id: str, graded_sha256: str | None) -> Change | None:
         """The question or rubric a judge request grades changed."""
-        from .prompts import judge_graded_sha256
-
         t = self.tasks.get(task_id)
         dataset = self.dataset
         if t is None:
@@ -186,6 +184,10 @@ class _Inputs:
         if graded_sha256 is None:
             return None
         if task_id not in self._graded:
+            # Imported here, once per task: an import statement runs the import machinery even
+            # when the module is loaded, and this is asked once per judge request (86,000 a night).
+            from .prompts import judge_graded_sha256
+
             self._graded[task_id] = judge_graded_sha256(t.question, t.rubric)
         if self._graded[task_id] == graded_sha256:
             return None

@@ -136,6 +136,25 @@ class Lines:
         return {"key": custom_id, "error": {"code": status, "message": message, "status": gstatus}}, False
 
 
+def id_and_answer(obj: Any) -> tuple[str | None, str | None]:
+    """(custom_id, answer text or None) of a line `Lines.line` wrote, read by its shape alone: the
+    least any collect must take from a line (bench/ingest.py's floor). An error line has no answer."""
+    if not isinstance(obj, dict):
+        return None, None
+    custom_id = obj.get("custom_id") or obj.get("key")
+    response, result = obj.get("response"), obj.get("result")
+    if isinstance(response, dict) and isinstance(response.get("body"), dict):  # a chat completion, or its error
+        choices = response["body"].get("choices")
+        return custom_id, (choices[0]["message"]["content"] if choices else None)
+    if isinstance(response, dict) and response.get("candidates"):
+        parts = response["candidates"][0]["content"]["parts"]
+        return custom_id, (parts[0]["text"] if parts else "")
+    if isinstance(result, dict) and isinstance(result.get("message"), dict):
+        content = result["message"]["content"]
+        return custom_id, (content[0]["text"] if content else "")
+    return custom_id, None
+
+
 def result_file_names(provider: str) -> list[str]:
     """The files `poll` downloads for a batch of this provider (OpenAI: output + error file)."""
     return ["output.jsonl", "errors.jsonl"] if provider == "openai" else ["results.jsonl"]

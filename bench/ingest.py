@@ -26,11 +26,19 @@ Timed, interleaved in each repeat:
 
 - raw: every result line of both nights (the same files) into a fresh table (`line TEXT`) with
   one executemany in one transaction, same folder, WAL and synchronous=NORMAL as state.db.
+- floor: the least any collect must do with the same lines: decode each line (UTF-8, json.loads),
+  take its custom_id and answer text by the line's shape (bench/_lines.id_and_answer), and insert
+  one row per line into a fresh `results` table made with state.db's own DDL (its 17 columns, its
+  UNIQUE key and its two indexes: custom_id in random order), all in one executemany in one
+  transaction, WAL, synchronous=NORMAL and the 64 MB page cache collect's ingest uses. Not done:
+  the adapters' reading of errors and usage, verdict parsing and the judgments rows, costs,
+  attribution to requests, and everything collect does once per command (sync, resume check,
+  judge requests, the views, results files). raw ÷ floor is the most any collect could reach.
 - batchrun: `batchrun collect` (night 1) + `batchrun collect` (night 2), each a child process
   timed from spawn to exit: start-up, sync_state, reconciling, queue_judgments, the leaderboard,
   write_results (responses and scores files of every route) and the manifest.
 
-Output: one table, the target, and, last, `ratio=<collect throughput / raw executemany
+Output: one table, the target, the floor's ratio, and, last, `ratio=<collect throughput / raw executemany
 throughput>` over all lines (= raw seconds / the two collects' seconds). Target (issue 15): >= 0.5.
 `--profile` reruns night 2's collect under cProfile and prints its top entries to stderr.
 """
@@ -51,7 +59,7 @@ from _common import (
     child_env, load_line, machine_line, median, note, print_table, raw_executemany, refuse_inside_repo, remove_state,
     remove_tree, run_measured,
 )
-from _lines import EN_WORDS, Lines, age_state, download_planned
+from _lines import EN_WORDS, Lines, age_state, download_planned, id_and_answer
 
 N_TASKS = 481
 N_DOCS = 24
@@ -155,6 +163,53 @@ def prepare(root: Path, n_routes: int, n_judges: int, seed: int) -> dict[str, An
             "lines1": sum(kinds1.values()), "lines2": sum(kinds2.values()), "linked": linked, "judge_requests": judge_requests}
 
 
+def floor_ingest(files_by_batch: dict[str, list[Path]], state: Path, db_path: Path) -> tuple[float, int]:
+    """The floor (module docstring): seconds, rows. `state`: a state.db whose results DDL to copy."""
+    con = sqlite3.connect(state)
+    ddl = [sql for (sql,) in con.execute(
+        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND sql IS NOT NULL ORDER BY type DESC, name")]
+    con.close()
+    remove_state(db_path)
+    t0 = time.perf_counter()
+    con = sqlite3.connect(db_path)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("PRAGMA cache_size=-65536")
+    for sql in ddl:
+        con.execute(sql)
+    now = time.time()
+
+    def rows() -> Any:
+        for batch_id, paths in files_by_batch.items():
+            for path in paths:
+                with open(path, "rb") as f:
+                    for raw in f:
+                        line = raw.rstrip(b"\n").decode("utf-8")
+                        if line:
+                            custom_id, text = id_and_answer(json.loads(line))
+                            yield (batch_id, custom_id, "ok" if text is not None else "error", text, line, now, 1)
+
+    with con:
+        con.executemany("""INSERT INTO results (batch_id, custom_id, kind, text, raw_json, collected_at, run_id)
+                           VALUES (?, ?, ?, ?, ?, ?, ?)""", rows())
+    n = con.execute("SELECT count(*) FROM results").fetchone()[0]
+    con.close()
+    seconds = time.perf_counter() - t0
+    remove_state(db_path)
+    return seconds, n
+
+
+def batch_files(states: list[Path]) -> dict[str, list[Path]]:
+    """Each downloaded batch's result files, as each night's state.db records them before its collect."""
+    out: dict[str, list[Path]] = {}
+    for state in states:
+        con = sqlite3.connect(state)
+        for bid, files in con.execute("SELECT id, result_files_json FROM batches WHERE status = 'downloaded' ORDER BY seq"):
+            out[bid] = [Path(p) for p in json.loads(files or "[]")]
+        con.close()
+    return out
+
+
 # --- driver -----------------------------------------------------------------------------------
 
 
@@ -182,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         n = info["lines1"] + info["lines2"]
         note(f"  {n:,} lines ({info['lines1']:,} + {info['lines2']:,}), {nbytes:,} bytes; "
              f"{info['linked']:,} of {info['judge_requests']:,} judge requests linked to their answer ({time.perf_counter() - t0:.0f} s)")
-        raw_t, c1_t, c2_t = [], [], []
+        by_batch = batch_files([root / "night1.db", root / "night2.db"])
+        if sorted(p for ps in by_batch.values() for p in ps) != sorted(files):
+            raise RuntimeError("the batches' recorded result files are not the files written")
+        raw_t, floor_t, c1_t, c2_t = [], [], [], []
         timed_out = False
         for i in range(args.repeat):
             loads.append(load_line())
@@ -191,7 +249,12 @@ def main(argv: list[str] | None = None) -> int:
             if got != n:
                 raise RuntimeError(f"raw baseline inserted {got} lines, expected {n}")
             raw_t.append(seconds)
-            note(f"  raw {seconds:.2f} s; batchrun collect, night 1 ...")
+            note(f"  raw {seconds:.2f} s; floor ...")
+            seconds, got = floor_ingest(by_batch, root / "night2.db", work / "floor.db")
+            if got != n:
+                raise RuntimeError(f"the floor inserted {got} rows, expected {n}")
+            floor_t.append(seconds)
+            note(f"  floor {seconds:.2f} s; batchrun collect, night 1 ...")
             restore(work / "project" / "night1.db", info["state"])
             r1 = batchrun(info["config"], "collect", timeout=args.timeout)
             note(f"  night 1 {r1.wall:.2f} s: {r1.stdout.strip()}; batchrun collect, night 2 ...")
@@ -219,11 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         remove_tree(work)
 
-    raw_s, c1, c2 = median(raw_t), median(c1_t), median(c2_t)
+    raw_s, floor_s, c1, c2 = median(raw_t), median(floor_t), median(c1_t), median(c2_t)
     both = median([a + b for a, b in zip(c1_t, c2_t)])
     rng = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
     rows = [
         ["raw: one executemany, one transaction", f"{n:,}", f"{nbytes:,}", f"{raw_s:.2f}", rng(raw_t), f"{n / raw_s:,.0f}", "1.00"],
+        ["floor: decode + one row per line into results' table", f"{n:,}", f"{nbytes:,}", f"{floor_s:.2f}", rng(floor_t),
+         f"{n / floor_s:,.0f}", f"{raw_s / floor_s:.3f}"],
         ["batchrun collect, night 1 (answers)", f"{info['lines1']:,}", "", f"{c1:.2f}", rng(c1_t), f"{info['lines1'] / c1:,.0f}", ""],
         ["batchrun collect, night 2 (verdicts, retries)", f"{info['lines2']:,}", "", f"{c2:.2f}", rng(c2_t), f"{info['lines2'] / c2:,.0f}", ""],
         ["batchrun collect, both nights", f"{n:,}", f"{nbytes:,}", f"{both:.2f}", rng([a + b for a, b in zip(c1_t, c2_t)]),
@@ -239,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {args.repeat} run(s)")
     print_table(["ingestion", "lines", "bytes", "median s", "min-max s", "lines/s", "this/raw"], rows)
     ratio = raw_s / both
+    print(f"floor: the least any collect must do reaches {raw_s / floor_s:.3f} of raw; batchrun collect is "
+          f"{both / floor_s:.1f}x the floor's time ({both - floor_s:.2f} s above it)")
     print(f"target collect/raw throughput >= {TARGET}: {ratio:.3f} ({'met' if ratio >= TARGET else 'MISSED'})"
           + (" (a collect timed out: its time is a lower bound, the ratio an upper bound)" if timed_out else ""))
     print(f"ratio={ratio:.3f}")

@@ -1,0 +1,117 @@
+"""results/ files are rendered by results_files.dumps_indent2, which must give exactly the text of
+`json.dumps(data, ensure_ascii=False, indent=2)` (results_files.RENDERING names that rendering:
+every file batchrun wrote before must read the same, and a file is skipped when its recorded
+sha256 still matches). Compared here on random nested data with every awkward value JSON has, on
+the edge cases one by one, and on the route files of a real state.db."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import random
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batchrun.results_files import dumps_indent2, render
+
+FIXTURE = Path(__file__).parent / "fixtures" / "report-project"
+
+STRINGS = ["", "ok", "task-0001", 'quote " and \\ backslash', "tab\tnew\nline\r", "\x00\x01\x1f\x7f", "中文答案，含标点。",
+           "emoji 😀 and \U0010ffff", "\u2028\u2029\u0085", "\ud800 lone surrogate", "\udfff", "é" * 50, "x" * 5000,
+           "</script>", "ü\u0301"]
+NUMBERS = [0, 1, -1, 2**63, -(2**70), 0.0, -0.0, 1.5, 1e-300, 1e300, 0.1 + 0.2, 1 / 3, float("nan"), float("inf"),
+           float("-inf"), 123456789.0, 5e-324]
+KEYS = ["task_id", "", "ключ", "a\"b", 1, -7, 2.5, float("nan"), True, False, None]
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Name(str):
+    pass
+
+
+class Ratio(float):
+    def __repr__(self) -> str:  # json writes float.__repr__, never a subclass's own
+        return "not this"
+
+
+def _scalar(rng: random.Random) -> Any:
+    return rng.choice([rng.choice(STRINGS), rng.choice(NUMBERS), True, False, None, Color.RED, Name("sub"), Ratio(0.25)])
+
+
+def _value(rng: random.Random, depth: int) -> Any:
+    roll = rng.random()
+    if depth >= 5 or roll < 0.45:
+        return _scalar(rng)
+    n = rng.choice([0, 1, 2, 3, 5])
+    if roll < 0.7:
+        items = [_value(rng, depth + 1) for _ in range(n)]
+        return tuple(items) if rng.random() < 0.2 else items
+    d: dict[Any, Any] = OrderedDict() if rng.random() < 0.1 else {}
+    for _ in range(n):
+        d[rng.choice(KEYS) if rng.random() < 0.3 else rng.choice(STRINGS[:6]) + str(rng.randrange(3))] = _value(rng, depth + 1)
+    return d
+
+
+def _same(data: Any) -> None:
+    assert dumps_indent2(data) == json.dumps(data, ensure_ascii=False, indent=2)
+
+
+def test_random_nested_data_renders_as_json_dumps() -> None:
+    rng = random.Random(15)
+    for _ in range(3000):
+        _same(_value(rng, 0))
+
+
+@pytest.mark.parametrize("data", [
+    {}, [], (), {"a": {}}, {"a": []}, [[], {}, [[]]], {"a": {"b": {"c": {"d": [1, {"e": None}]}}}},
+    {1: "int key", 1.5: "float key", True: "bool key", None: "none key"}, [math.nan, math.inf, -math.inf],
+    {"x": Color.RED, Name("k"): Name("v"), "r": Ratio(0.5)}, "a bare string", 3, None, 2.5,
+    {"response": "x" * 100_000, "usage": {"input_tokens": 1, "output_tokens": None}},
+], ids=repr)
+def test_edge_cases_render_as_json_dumps(data: Any) -> None:
+    _same(data)
+
+
+def test_what_json_refuses_it_refuses_alike() -> None:
+    for bad in ({"a": object()}, [1, {2, 3}], {("tuple", "key"): 1}):
+        with pytest.raises(TypeError):
+            json.dumps(bad, ensure_ascii=False, indent=2)
+        with pytest.raises(TypeError):
+            dumps_indent2(bad)
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        dumps_indent2(cycle)
+
+
+def test_deep_nesting_renders_as_json_dumps() -> None:
+    deep: Any = "leaf"
+    for _ in range(400):
+        deep = {"k": [deep]}
+    _same(deep)
+
+
+def test_the_route_files_of_a_real_state_db_render_as_json_dumps(tmp_path: Path) -> None:
+    from batchrun.config_file import load_config
+    from batchrun.outputs import judge_details, judge_scores, leaderboard, provenance_sources, route_responses, route_scores
+    from batchrun.store import Store
+
+    for name in ("batchrun.json", "state.db"):
+        shutil.copyfile(FIXTURE / name, tmp_path / name)
+    config = load_config(tmp_path / "batchrun.json")
+    with Store(tmp_path / "state.db") as store:
+        board = leaderboard(store)
+        details, sources = judge_details(judge_scores(store)), provenance_sources(store)
+        files = [f(row) for row in board if row["route"] in config.routes
+                 for f in (lambda r: route_responses(store, config, r["route"]), lambda r: route_scores(store, config, r, details, sources))]
+    assert len(files) >= 4
+    for data in files:
+        assert render(data) == (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
