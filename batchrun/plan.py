@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from . import jsonl
 from .checksums import REQUEST_ALGORITHM, Hasher, new_hasher
@@ -183,7 +183,7 @@ def _write_back(fd: int, path: Path) -> None:
         os.close(fd)
 
 
-def _sync_and_place(file: Any, tmp: Path, path: Path, writeback: Future[None] | None) -> None:
+def _sync_and_place(file: BinaryIO, tmp: Path, path: Path, writeback: Future[None] | None) -> None:
     """On a closer thread: a finished request file onto the disk, then in place.
 
     Its last write-back's error is its error: Linux reports a failed write-back once per open
@@ -229,7 +229,7 @@ class _Closer:
         """Start pushing what the file `fd` holds so far (flushed to the kernel) to the disk."""
         return self._threads().submit(_write_back, os.dup(fd), path)
 
-    def close(self, file: Any, tmp: Path, path: Path, writeback: Future[None] | None, then: Callable[[], None]) -> None:
+    def close(self, file: BinaryIO, tmp: Path, path: Path, writeback: Future[None] | None, then: Callable[[], None]) -> None:
         """fsync, close and rename `file` (after its last write-back) on a thread; `then()` on the
         main thread once that is done (settle)."""
         while len(self._pending) >= _MAX_PENDING:
