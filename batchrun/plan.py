@@ -232,9 +232,9 @@ class _Closer:
     def close(self, file: BinaryIO, tmp: Path, path: Path, writeback: Future[None] | None, then: Callable[[], None]) -> None:
         """fsync, close and rename `file` (after its last write-back) on a thread; `then()` on the
         main thread once that is done (settle)."""
-        while len(self._pending) >= _MAX_PENDING:
-            self._settle_oldest()
         self._pending.append((self._threads().submit(_sync_and_place, file, tmp, path, writeback), then))
+        while len(self._pending) > _MAX_PENDING:
+            self._settle_oldest()
 
     def _settle_oldest(self) -> None:
         future, then = self._pending.popleft()
@@ -294,8 +294,12 @@ class _RequestFile:
     def hand_over(self, then: Callable[[str], None]) -> None:
         """Finished: the closer takes the file to the disk, then `then(checksum)` runs on the
         main thread. The checksum thread is at most four pieces behind (milliseconds)."""
-        self._file.flush()  # on this thread: the buffer is the writer's
-        checksum = self._checksum.hexdigest()
+        try:
+            self._file.flush()  # on this thread: the buffer is the writer's (a full disk refuses it here)
+            checksum = self._checksum.hexdigest()
+        except BaseException:
+            self.abort()  # the writer has let go of this file: it is this method's to close
+            raise
         self._closer.close(self._file, self.tmp, self.path, self._writeback, lambda: then(checksum))
 
     def abort(self) -> None:

@@ -525,6 +525,10 @@ def test_disk_full_at_any_moment_is_a_clear_error_and_the_rerun_completes(tmp_pa
         # Paid once: every request went out in exactly one batch that the emulator answered.
         dup = project.sql("SELECT custom_id, count(*) AS n FROM results WHERE kind = 'ok' GROUP BY custom_id HAVING n > 1")
         assert dup == []
+        # Every failed plan stopped its checksum and fsync threads (a full disk refused the last flush once, leaking one each).
+        import threading
+
+        assert not [t.name for t in threading.enumerate() if t.name.startswith(("batchrun-checksum", "batchrun-fsync"))]
     finally:
         _umount(disk)
 
