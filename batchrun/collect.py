@@ -31,7 +31,7 @@ from typing import Any
 from . import faults, jsonl
 from .config import Config
 from .cost import billed_output, request_cost
-from .grading import parse_verdict, points_json, score
+from .grading import Verdict, parse_verdict, points_json, score
 from .ledger import queue_judgments, sync_state
 from .lifecycle import KEY_REFUSED, Status, move
 from .progress import SILENT, Progress
@@ -266,7 +266,11 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
             if len(text) > MAX_STORED_CHARS:
                 raw_json, cut = _pointer(path, number, raw), 1
             if stage == "judge" and kind == "ok":
-                verdict = parse_verdict(answer)
+                try:
+                    # A reply cut at the judge's budget, or by us at MAX_STORED_CHARS, may end inside its verdict.
+                    verdict = parse_verdict(answer, complete=not (line.at_budget or cut))
+                except (ValueError, OverflowError, RecursionError) as e:  # a reply no reading of should stop the collect
+                    verdict = Verdict(None, error=f"unreadable verdict: {type(e).__name__}")
                 if verdict.total is None:
                     kind = "unparseable"
                 verdicts.append((line.custom_id, verdict, rubric_total))

@@ -8,6 +8,7 @@ parseable total is an infrastructure failure (the caller re-queues it), never a 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,8 @@ from . import jsonl
 
 _DECODER = json.JSONDecoder()
 # `total` as a whole word: "max_total": 50 or "subtotal": 5 is not the verdict's total.
-_TOTAL_RE = re.compile(r'(?<![\w])"?total"?\s*[:=]\s*"?\s*(-?\d+(?:\.\d+)?)')
+# The number must end there: "9e1" or "12.5.3" is not a total of 9 or 12.5.
+_TOTAL_RE = re.compile(r'(?<![\w])"?total"?\s*[:=]\s*"?\s*(-?\d+(?:\.\d+)?)(?!\d|\.\d|[eE][-+]?\d)')
 
 
 @dataclass(frozen=True)
@@ -27,16 +29,21 @@ class Verdict:
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, or None. NaN (which JSON decoding accepts) would be stored as NULL and
+    drop the judge from the cell's mean; Infinity would clamp to full marks; an integer past a
+    float's range raises OverflowError: none of them is a verdict."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip().rstrip("%"))
-        except ValueError:
+    try:
+        if isinstance(value, (int, float)):
+            number = float(value)
+        elif isinstance(value, str):
+            number = float(value.strip().rstrip("%"))
+        else:
             return None
-    return None
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _objects(text: str) -> list[dict[str, Any]]:
@@ -46,7 +53,7 @@ def _objects(text: str) -> list[dict[str, Any]]:
     while i != -1:
         try:
             obj, end = _DECODER.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's limit
             i = text.find("{", i + 1)
             continue
         if isinstance(obj, dict):
@@ -55,7 +62,10 @@ def _objects(text: str) -> list[dict[str, Any]]:
     return found
 
 
-def parse_verdict(text: str | None) -> Verdict:
+def parse_verdict(text: str | None, *, complete: bool = True) -> Verdict:
+    """The verdict in a judge's reply. `complete=False`: the reply stopped at the judge's output
+    budget, so only a whole JSON verdict counts, never a `total` read from the text (a cut
+    `"total":1` may have been `"total":100`)."""
     if not text or not text.strip():
         return Verdict(None, error="empty reply")
     stripped = text.strip()
@@ -76,9 +86,9 @@ def parse_verdict(text: str | None) -> Verdict:
                 if total is not None:
                     points = obj.get("points_awarded")
                     return Verdict(total, points if isinstance(points, list) else None)
-    matches = list(_TOTAL_RE.finditer(text))
-    if matches:  # malformed JSON, but a `total` is written out: the last one wins
-        return Verdict(float(matches[-1].group(1)), error=None)
+    matches = list(_TOTAL_RE.finditer(text)) if complete else []
+    if matches and (total := _number(matches[-1].group(1))) is not None:
+        return Verdict(total, error=None)  # malformed JSON, but a `total` is written out: the last one wins
     return Verdict(None, error="no parseable total in the judge's reply")
 
 

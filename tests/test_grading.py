@@ -172,3 +172,28 @@ def test_parse_then_score_of_string_total_on_odd_rubric() -> None:
 def test_points_json_is_json_for_what_it_was_given(points: list) -> None:
     assert json.loads(points_json(points)) == points
     assert points_json(None) is None
+
+
+@pytest.mark.parametrize("reply", [
+    '{"points_awarded":[0,0],"total":NaN}',
+    '{"total":Infinity}',
+    '{"total":-Infinity}',
+    '{"total":"nan"}',
+    '{"total":"inf"}',
+    '{"total":1' + "0" * 400 + "}",
+    'The total: 1' + "0" * 400,
+    'total: 9e1 points',
+], ids=["nan", "infinity", "minus-infinity", "nan-string", "inf-string", "overflows-json", "overflows-text", "exponent-text"])
+def test_a_total_that_is_not_a_finite_plain_number_is_no_verdict(reply: str) -> None:
+    # NaN is stored as NULL (the judge drops out of the mean), Infinity clamps to full marks,
+    # and "9e1" read as 9 is a wrong score: none of them is a verdict (retried as unparseable).
+    assert parse_verdict(reply).total is None
+
+
+def test_a_reply_cut_at_the_budget_counts_only_a_whole_json_verdict() -> None:
+    cut = 'Grading each point... {"points_awarded":[60,40],"total":1'
+    assert parse_verdict(cut).total == 1.0  # read from the text when the reply is whole
+    assert parse_verdict(cut, complete=False).total is None
+    whole_then_cut = '{"points_awarded":[60,40],"total":100} Now, to explain my reasoning in det'
+    assert parse_verdict(whole_then_cut, complete=False).total == 100.0
+    assert parse_verdict("The total: 7.", complete=True).total == 7.0  # a sentence's full stop ends the number

@@ -214,10 +214,34 @@ def test_openai_chat_empty_content(message: dict[str, Any]) -> None:
     assert r.usage.input_tokens == 10
 
 
-def test_openai_chat_no_choices_is_empty() -> None:
-    body = chat_body({"content": "x"})
-    body["choices"] = []
-    assert OPENAI.parse_line(openai_ok(body)).kind == "empty"
+# A 200 whose body is not an answer is the provider's failure, retried: never an "empty" (a 0
+# on the leaderboard). Some OpenAI-compatible servers and proxies send errors with status 200.
+@pytest.mark.parametrize("body", [
+    {**chat_body({"content": "x"}), "choices": []},
+    {"usage": {"prompt_tokens": 3}},
+    {},
+    {"error": {"message": "upstream overloaded", "type": "server_error"}},
+    {**chat_body({"content": ""}), "error": "quota"},
+], ids=["no-choices", "no-choices-key", "empty-body", "error-object", "error-beside-choices"])
+def test_openai_chat_body_that_is_not_an_answer_is_transient(body: dict[str, Any]) -> None:
+    r = OPENAI.parse_line(openai_ok(body))
+    assert (r.kind, r.error_type) == ("transient", "malformed")
+
+
+@pytest.mark.parametrize("status", ["failed", "cancelled", "queued", "in_progress", None])
+def test_openai_responses_body_that_did_not_end_is_transient(status: str | None) -> None:
+    body = responses_body([], status="completed")
+    body["status"] = status
+    if status == "failed":
+        body["error"] = {"code": "server_error", "message": "The model failed."}
+    r = OPENAI.parse_line(openai_ok(body))
+    assert (r.kind, r.error_type) == ("transient", "malformed")
+
+
+def test_openai_responses_content_filter_is_a_refusal_as_on_chat() -> None:
+    body = responses_body([{"type": "output_text", "text": "The first half"}], status="incomplete", incomplete="content_filter")
+    assert OPENAI.parse_line(openai_ok(body)).kind == "refusal"
+    assert OPENAI.parse_line(openai_ok(responses_body([], status="incomplete", incomplete="content_filter"))).kind == "refusal"
 
 
 def responses_body(content: list[dict[str, Any]], status: str = "completed", incomplete: str | None = None) -> dict[str, Any]:
@@ -311,6 +335,17 @@ def anthropic_succeeded(content: list[dict[str, Any]], stop: str = "end_turn", c
         "usage": {"input_tokens": 2000, "output_tokens": 150, "cache_creation_input_tokens": 0,
                   "cache_read_input_tokens": 1800, "service_tier": "batch"},
     }}}
+
+
+@pytest.mark.parametrize("result", [
+    {"type": "succeeded"},
+    {"type": "succeeded", "message": None},
+    {"type": "succeeded", "message": "text"},
+    {"type": "succeeded", "message": {"type": "error", "error": {"type": "overloaded_error"}}},
+])
+def test_anthropic_succeeded_without_a_message_is_transient(result: dict[str, Any]) -> None:
+    r = ANTHROPIC.parse_line({"custom_id": "g-10", "result": result})
+    assert (r.kind, r.error_type) == ("transient", "malformed")
 
 
 def anthropic_errored(error_type: str, message: str) -> dict[str, Any]:
@@ -434,11 +469,16 @@ def test_gemini_prompt_block_is_refusal(response: dict[str, Any]) -> None:
     {"candidates": [{"content": {"parts": [], "role": "model"}, "finishReason": "STOP"}]},
     {"candidates": [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS"}]},
     {"candidates": [{"content": {"parts": [{"text": "hidden", "thought": True}]}, "finishReason": "MAX_TOKENS"}]},
-    {"candidates": []},
-    {},
 ])
 def test_gemini_empty_output(response: dict[str, Any]) -> None:
     assert GEMINI.parse_line({"key": "g-25", "response": response}).kind == "empty"
+
+
+@pytest.mark.parametrize("response", [{"candidates": []}, {}, {"usageMetadata": {"promptTokenCount": 9}}])
+def test_gemini_response_without_candidates_or_block_is_transient(response: dict[str, Any]) -> None:
+    """Nothing the model answered, and no blocked prompt: the provider's failure, never an "empty"."""
+    r = GEMINI.parse_line({"key": "g-25", "response": response})
+    assert (r.kind, r.error_type) == ("transient", "malformed")
 
 
 @pytest.mark.parametrize("code,status,kind", [

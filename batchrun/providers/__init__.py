@@ -83,6 +83,9 @@ class LineResult:
     usage: Usage = field(default_factory=Usage)
     error_type: str | None = None
     error_message: str | None = None
+    # The answer stopped at the request's output budget (max tokens): it may end mid-sentence, so
+    # a judge's verdict in it is read only as a whole JSON object (grading.parse_verdict).
+    at_budget: bool = False
 
 
 #: `LineResult.error_type` of a request the provider refused because its prompt is longer than the

@@ -26,6 +26,7 @@ from . import (
     BatchState,
     BatchStatus,
     LineResult,
+    Malformed,
     ProbeAnswer,
     RequestSpec,
     ResultKind,
@@ -122,6 +123,9 @@ class AnthropicAdapter:
         result = as_object(obj.get("result"), "`result`")
         kind = result.get("type")
         if kind == "succeeded":
+            # Only a Message is an answer: "succeeded" without one is not the model's (never an "empty").
+            if not isinstance(result.get("message"), dict) or result["message"].get("type", "message") != "message":
+                raise Malformed("a succeeded result without a `message` object")
             message = as_object(result.get("message"), "`result.message`")
             u = as_object(message.get("usage"), "`usage`")
             usage = Usage(
@@ -140,7 +144,7 @@ class AnthropicAdapter:
                 return LineResult(custom_id, "refusal", text=text, finish_reason=stop, usage=usage)
             if not text.strip():
                 return LineResult(custom_id, "empty", text=text, finish_reason=stop, usage=usage)
-            return LineResult(custom_id, "ok", text=text, finish_reason=stop, usage=usage)
+            return LineResult(custom_id, "ok", text=text, finish_reason=stop, usage=usage, at_budget=stop == "max_tokens")
         if kind == "errored":
             err = as_object(as_object(result.get("error"), "`result.error`").get("error"), "`result.error.error`")
             etype = as_label(err.get("type")) or "error"

@@ -191,7 +191,8 @@ class GeminiAdapter:
             return LineResult(custom_id, "refusal", finish_reason=block, usage=usage, error_message=f"prompt blocked: {block}")
         candidates = as_array(response.get("candidates"), "`candidates`")
         if not candidates:
-            return LineResult(custom_id, "empty", usage=usage, error_message="no candidates")
+            # No candidate and no blocked prompt: nothing the model answered (never an "empty").
+            raise Malformed("the response has no `candidates` and no `promptFeedback.blockReason`")
         cand = as_object(candidates[0], "a candidate")
         finish = as_label(_get(cand, "finishReason", "finish_reason"))
         parts = as_array(as_object(cand.get("content"), "`candidate.content`").get("parts"), "`content.parts`")
@@ -205,7 +206,7 @@ class GeminiAdapter:
             return LineResult(custom_id, "refusal", text=text, finish_reason=finish, usage=usage)
         if not text.strip():
             return LineResult(custom_id, "empty", text=text, finish_reason=finish, usage=usage)
-        return LineResult(custom_id, "ok", text=text, finish_reason=finish, usage=usage)
+        return LineResult(custom_id, "ok", text=text, finish_reason=finish, usage=usage, at_budget=finish == "MAX_TOKENS")
 
     # -- I/O halves ----------------------------------------------------------------------------
 

@@ -332,10 +332,15 @@ def _usage_chat(u: Any) -> Usage:
 
 
 def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
+    # Only a chat completion with a choice is the model's answer (an empty one is its failure,
+    # scored 0). Some OpenAI-compatible servers and proxies send an error with status 200
+    # (`{"error": {...}}`), or a body without choices: not an answer, so malformed (retried).
+    if body.get("error") is not None:
+        raise Malformed(f"the answer body is an error: {as_message(body.get('error'))}")
     choices = as_array(body.get("choices"), "`choices`")
     usage = _usage_chat(body.get("usage"))
     if not choices:
-        return LineResult(custom_id, "empty", usage=usage, error_message="no choices")
+        raise Malformed("the answer body has no `choices`")
     choice = as_object(choices[0], "a choice")
     message = as_object(choice.get("message"), "`choice.message`")
     finish = as_label(choice.get("finish_reason"))
@@ -351,10 +356,19 @@ def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
         return LineResult(custom_id, "refusal", text=content or "", finish_reason=finish, usage=usage)
     if not content or not content.strip():
         return LineResult(custom_id, "empty", text=content or "", finish_reason=finish, usage=usage)
-    return LineResult(custom_id, "ok", text=content, finish_reason=finish, usage=usage)
+    return LineResult(custom_id, "ok", text=content, finish_reason=finish, usage=usage, at_budget=finish == "length")
+
+
+# A Responses object is an answer only when the response ended: "completed", or "incomplete"
+# (cut at max_output_tokens or by the content filter). "failed" (with an `error`), "cancelled",
+# "queued" and "in_progress" are not the model's answer (platform.openai.com, the response object).
+_RESPONSE_ENDED = ("completed", "incomplete")
 
 
 def _parse_responses_body(custom_id: str, body: dict[str, Any]) -> LineResult:
+    if body.get("error") is not None or as_label(body.get("status")) not in _RESPONSE_ENDED:
+        raise Malformed(f"the response did not end with an answer (status {as_label(body.get('status'))!r}"
+                        f"{': ' + (as_message(body.get('error')) or '') if body.get('error') is not None else ''})")
     u = as_object(body.get("usage"), "`usage`")
     usage = Usage(
         input_tokens=as_count(u.get("input_tokens")),
@@ -377,9 +391,12 @@ def _parse_responses_body(custom_id: str, body: dict[str, Any]) -> LineResult:
     reason = as_label(as_object(body.get("incomplete_details"), "`incomplete_details`").get("reason"))
     if reason:
         finish = reason
+    if finish == "content_filter":
+        # As on the chat endpoint: the content filter withheld the answer, a refusal.
+        return LineResult(custom_id, "refusal", text="".join(texts) or "\n".join(refusals), finish_reason=finish, usage=usage)
     if refusals and not texts:
         return LineResult(custom_id, "refusal", text="\n".join(refusals), finish_reason=finish, usage=usage)
     text = "".join(texts)
     if not text.strip():
         return LineResult(custom_id, "empty", text=text, finish_reason=finish, usage=usage)
-    return LineResult(custom_id, "ok", text=text, finish_reason=finish, usage=usage)
+    return LineResult(custom_id, "ok", text=text, finish_reason=finish, usage=usage, at_budget=finish == "max_output_tokens")
