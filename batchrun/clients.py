@@ -94,8 +94,34 @@ def make_client(route: Route, *, timeout: float = 600.0) -> Any:
         if client is None:
             if len(_clients) >= _MAX_CLIENTS:
                 _clients.pop(next(iter(_clients)))  # the oldest; whoever still holds it keeps using it
-            client = _clients[cache_key] = get_adapter(route.provider).make_client(route, key, timeout=timeout)
+            client = get_adapter(route.provider).make_client(route, key, timeout=timeout)
+            _refuse_loopback_from_environment(client, route)
+            _clients[cache_key] = client
         return client
+
+
+def _refuse_loopback_from_environment(client: Any, route: Route) -> None:
+    """A route without a base_url goes where its SDK's own variable says (OPENAI_BASE_URL...).
+    Pointing at this machine, that is what a rehearsal on the emulator leaves in a shell: a real
+    run would record the emulator's answers as real results. A rehearsal sets every route's
+    base_url (Config.with_emulator), and a local proxy can be named in the config, where it is
+    part of the route's policy; so such a variable is refused, before anything is sent."""
+    from urllib.parse import urlparse
+
+    from .config import is_loopback
+
+    if route.base_url is not None:
+        return
+    adapter = get_adapter(route.provider)
+    base = adapter.client_base_url(client)
+    parts = urlparse(base) if base else None
+    if parts is not None and parts.hostname and is_loopback(parts.hostname):
+        env = adapter.sdk_base_url_env
+        raise ConfigError(
+            f"Route {route.name!r} has no base_url, and {env} sends it to {parts.netloc} on this machine, as a rehearsal "
+            "on the emulator would: this real run would record the emulator's answers as real results. Nothing was sent.",
+            f"Unset {env} for a real run, or rehearse with --emulator URL; if a local proxy really serves this provider, "
+            f"set base_url = \"{base}\" in the route (it is then part of the route's policy).")
 
 
 def client_host(client: Any, route: Route) -> str:

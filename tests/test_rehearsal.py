@@ -152,22 +152,27 @@ def test_every_batch_records_the_host_it_was_sent_to(project: Project, emulator:
     assert {b["endpoint_host"] for b in batches} == {host_of(emulator)}
 
 
-def test_sdk_base_url_variables_are_the_recorded_host(project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
-    # No base_url in the routes: the SDKs read their own variables, and the batch records say so.
-    small_project(project, panel=[], routes={
-        "gpt": route("openai", "gpt-5.5"), "gpt-sync": route("openai", "gpt-5.5", transport="sync"),
-        "claude": route("anthropic", "claude-opus-4.8"), "gemini": route("gemini", "gemini-2.5-pro"),
-    })
-    monkeypatch.setenv("OPENAI_BASE_URL", emulator.url + "/v1")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", emulator.url)
-    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", emulator.url)
+def test_an_sdk_base_url_variable_pointing_at_this_machine_is_refused_in_a_real_run(
+        project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No base_url in the routes: the SDKs read their own variables. Left over in a shell from a
+    rehearsal, they would send a real run to the emulator and record its answers as real results
+    (found by an adversarial review): refused by name, before anything is sent."""
+    calls_before = len(emulator.calls)
+    cases = (("openai", "gpt-5.5", "OPENAI_BASE_URL", emulator.url + "/v1"), ("anthropic", "claude-opus-4.8", "ANTHROPIC_BASE_URL", emulator.url),
+             ("gemini", "gemini-2.5-pro", "GOOGLE_GEMINI_BASE_URL", emulator.url))
+    for provider, model, env, url in cases:
+        small_project(project, panel=[], routes={"r": route(provider, model)})  # one route: nothing goes anywhere else
+        monkeypatch.setenv(env, url)
+        r = project.run("refresh", "--interval", "0.05", "--timeout", "10s")
+        assert r.exit_code == 1, r.output
+        assert env in r.output and "on this machine" in r.output and "--emulator" in r.output and "Traceback" not in r.output
+        monkeypatch.delenv(env)
+    assert len(emulator.calls) == calls_before  # nothing reached the emulator
+    assert not project.sql("SELECT * FROM results") and not project.sql("SELECT * FROM batches WHERE provider_batch_id IS NOT NULL")
+    # The same local address named in the config is a choice (recorded in the route's policy): allowed.
+    small_project(project, panel=[], routes={"gpt": route("openai", "gpt-5.5", base_url=emulator.url + "/v1")})
     ok(project.run("refresh", "--interval", "0.05"))
-    assert {r["endpoint_host"] for r in project.sql("SELECT endpoint_host FROM batches")} == {host_of(emulator)}
-    data = json.loads(ok(project.run("report", "--format", "json")).stdout)
-    assert {r["route"]: (r["provenance"]["endpoint_host"], r["provenance"]["configured_host"]) for r in data["routes"]} == {
-        "gpt": (host_of(emulator), "api.openai.com"), "gpt-sync": (host_of(emulator), "api.openai.com"),
-        "claude": (host_of(emulator), "api.anthropic.com"), "gemini": (host_of(emulator), "generativelanguage.googleapis.com"),
-    }
+    assert {r["endpoint_host"] for r in project.sql("SELECT endpoint_host FROM batches WHERE status = 'collected'")} == {host_of(emulator)}
 
 
 def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -373,6 +373,8 @@ class Adapter(Protocol):
     alt_key_env: str | None
     #: The API host when a route sets no base_url; None = the route must set base_url.
     default_host: str | None
+    #: The variable the provider's SDK reads a base URL from when the route sets none.
+    sdk_base_url_env: str
     #: What the SDK's base URL carries after the origin (the emulator serves every provider at one
     #: origin: `--emulator URL` becomes URL + this).
     base_url_suffix: str

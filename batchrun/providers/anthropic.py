@@ -66,6 +66,7 @@ _STATED = re.compile(r"prompt is too long: (?P<tokens>\d+) tokens > (?P<window>\
 class AnthropicAdapter:
     name: str = "anthropic"
     default_key_env: str = "ANTHROPIC_API_KEY"
+    sdk_base_url_env: str = "ANTHROPIC_BASE_URL"
     alt_key_env: str | None = None
     default_host: str | None = "api.anthropic.com"
     base_url_suffix: str = ""  # the SDK adds /v1 to each path itself

@@ -112,6 +112,7 @@ def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
 class GeminiAdapter:
     name: str = "gemini"
     default_key_env: str = "GEMINI_API_KEY"
+    sdk_base_url_env: str = "GOOGLE_GEMINI_BASE_URL"
     alt_key_env: str | None = "GOOGLE_API_KEY"  # google-genai's own alternative to GEMINI_API_KEY
     default_host: str | None = "generativelanguage.googleapis.com"
     base_url_suffix: str = ""  # the SDK adds the API version (/v1beta, /v1) to each path itself

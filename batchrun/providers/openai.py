@@ -74,6 +74,7 @@ RESPONSES_MIN_OUTPUT_TOKENS = 16
 class OpenAIAdapter:
     name: str = "openai"
     default_key_env: str = "OPENAI_API_KEY"
+    sdk_base_url_env: str = "OPENAI_BASE_URL"
     alt_key_env: str | None = None
     default_host: str | None = "api.openai.com"
     # The SDK's base URL includes the API version path: https://api.openai.com/v1.
