@@ -197,3 +197,18 @@ def test_a_reply_cut_at_the_budget_counts_only_a_whole_json_verdict() -> None:
     whole_then_cut = '{"points_awarded":[60,40],"total":100} Now, to explain my reasoning in det'
     assert parse_verdict(whole_then_cut, complete=False).total == 100.0
     assert parse_verdict("The total: 7.", complete=True).total == 7.0  # a sentence's full stop ends the number
+
+
+def test_the_hashed_templates_describe_the_prompts_batchrun_sends() -> None:
+    """GENERATION_TEMPLATE and JUDGE_TEMPLATE are what the policy fingerprints hash (a change
+    re-plans or re-judges everything), while generation_prompt and judge_prompt build what is
+    sent. Found by a review: an edit to a builder alone would have kept every old answer and
+    judgment. Rendering each template by hand must give the builder's prompt, slices included,
+    so a builder cannot change without its template (and so its hash)."""
+    from batchrun.prompts import GENERATION_TEMPLATE, JUDGE_TEMPLATE, generation_prompt
+
+    question, document = "When did {it} fail?", "Line one.\nLine two {x}."
+    assert GENERATION_TEMPLATE.replace("{question}", question).replace("{document}", document) == generation_prompt(question, document)
+    by_hand = (JUDGE_TEMPLATE.replace("{question[:600]}", "Q" * 600).replace("{points}", "40")
+               .replace("{correct_criterion[:260]}", "C" * 260).replace("...\n", "").replace("{response[:5000]}", "R" * 5000))
+    assert by_hand == judge_prompt("Q" * 700, [RubricItem(40, "C" * 300)], "R" * 6000)
