@@ -112,6 +112,22 @@ def test_missing_keys_are_named_all_at_once_and_a_rehearsal_needs_none(project: 
     assert rehearsal.exit_code == 0, rehearsal.output
 
 
+def test_demo_refuses_a_folder_holding_another_projects_files(tmp_path: Path) -> None:
+    """`demo --dir` on a real project overwrote its data/dataset.json and same-named documents
+    (found by a review): refused, naming them, with nothing changed."""
+    folder = tmp_path / "project"
+    (folder / "data").mkdir(parents=True)
+    (folder / "corpus").mkdir()
+    (folder / "data" / "dataset.json").write_text('[{"task_id": "mine"}]')
+    (folder / "corpus" / "freight_yard_ops_log.txt").write_text("my own document")
+    (folder / "batchrun.toml").write_text('[paths]\ndataset = "data/dataset.json"\n')
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    r = CliRunner().invoke(cli, ["demo", "--dir", str(folder)])
+    assert r.exit_code == 1, r.output
+    assert "batchrun.toml, data/dataset.json, corpus/freight_yard_ops_log.txt" in r.output and "demo-run" in r.output
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
 def test_demo_hint_is_a_command_that_works_as_printed(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "d")])
     assert r.exit_code == 0, r.output

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config_file import load_config
+from ..errors import DataError
 from ..lock import WriterLock
 from ..progress import Progress
 from ..store import Store
@@ -22,12 +23,45 @@ from ..store import Store
 DEMO_KEY_ENV = "BATCHRUN_DEMO_KEY"
 
 
+def _refuse_another_project(directory: Path, root: Path) -> None:
+    """The demo writes its dataset, documents and config into its folder and runs there. A folder
+    that holds another project's files of those names (found by a review: `demo --dir` on a real
+    project overwrote its data/dataset.json and same-named documents) is refused, not
+    overwritten. A demo folder (the demo's config, or a state.db a demo or rehearsal marked) is
+    the demo's to refresh."""
+    import sqlite3
+
+    config, state = directory / "batchrun.toml", directory / "state.db"
+    if config.exists() and config.read_bytes() == (root / "batchrun.toml").read_bytes():
+        return
+    if state.is_file():
+        try:
+            conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
+            try:
+                if conn.execute("SELECT value FROM meta WHERE key = 'rehearsal'").fetchone():
+                    return  # a demo folder whose config was edited
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass  # not readable as a marked state.db: not known to be a demo's
+    ours = [("batchrun.toml", root / "batchrun.toml"), ("data/dataset.json", root / "dataset.json"),
+            *((f"corpus/{doc.name}", doc) for doc in sorted((root / "corpus").glob("*.txt")))]
+    clashes = [name for name, src in ours if (directory / name).exists() and (directory / name).read_bytes() != src.read_bytes()]
+    if state.exists():
+        clashes.append("state.db")
+    if clashes:
+        raise DataError(f"{directory} holds another project's {', '.join(clashes)}: `batchrun demo` writes its own config, "
+                        "dataset and documents there and would overwrite them. Nothing was changed.",
+                        "Give the demo a folder of its own: `batchrun demo --dir demo-run` (the default), or any new folder.")
+
+
 def prepare(directory: Path) -> Path:
     """Copy the demo files into `directory` (keeping an existing config); return the config path."""
     src = resources.files("batchrun.demo")
-    (directory / "data").mkdir(parents=True, exist_ok=True)
-    (directory / "corpus").mkdir(parents=True, exist_ok=True)
     with resources.as_file(src) as root:
+        _refuse_another_project(directory, root)
+        (directory / "data").mkdir(parents=True, exist_ok=True)
+        (directory / "corpus").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / "dataset.json", directory / "data" / "dataset.json")
         for doc in sorted((root / "corpus").glob("*.txt")):
             target = directory / "corpus" / doc.name
