@@ -100,28 +100,48 @@ def make_client(route: Route, *, timeout: float = 600.0) -> Any:
         return client
 
 
+def _reaches_this_machine(host: str) -> bool:
+    """Whether a connection to `host` stays on this machine: loopback in any spelling the
+    resolver accepts (localhost., *.localhost, 127.1, ::ffff:127.0.0.1) and the unspecified
+    addresses (0.0.0.0 and :: connect to this machine on Linux)."""
+    import ipaddress
+    import socket
+
+    h = host.strip("[]").rstrip(".").lower()
+    if h == "localhost" or h.endswith(".localhost"):
+        return True
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(h)
+    except ValueError:
+        try:  # inet_aton's short forms: 127.1, 2130706433
+            ip = ipaddress.ip_address(socket.inet_aton(h))
+        except OSError:
+            return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified
+
+
 def _refuse_loopback_from_environment(client: Any, route: Route) -> None:
     """A route without a base_url goes where its SDK's own variable says (OPENAI_BASE_URL...).
     Pointing at this machine, that is what a rehearsal on the emulator leaves in a shell: a real
     run would record the emulator's answers as real results. A rehearsal sets every route's
-    base_url (Config.with_emulator), and a local proxy can be named in the config, where it is
-    part of the route's policy; so such a variable is refused, before anything is sent."""
+    base_url (Config.with_emulator), and a local proxy can be named in the config (deliberately,
+    in the file the project keeps); so such a variable is refused, before anything is sent."""
     from urllib.parse import urlparse
-
-    from .config import is_loopback
 
     if route.base_url is not None:
         return
     adapter = get_adapter(route.provider)
     base = adapter.client_base_url(client)
     parts = urlparse(base) if base else None
-    if parts is not None and parts.hostname and is_loopback(parts.hostname):
+    if parts is not None and parts.hostname and _reaches_this_machine(parts.hostname):
         env = adapter.sdk_base_url_env
         raise ConfigError(
             f"Route {route.name!r} has no base_url, and {env} sends it to {parts.netloc} on this machine, as a rehearsal "
             "on the emulator would: this real run would record the emulator's answers as real results. Nothing was sent.",
             f"Unset {env} for a real run, or rehearse with --emulator URL; if a local proxy really serves this provider, "
-            f"set base_url = \"{base}\" in the route (it is then part of the route's policy).")
+            f"name it in the route: base_url = \"{base}\".")
 
 
 def client_host(client: Any, route: Route) -> str:

@@ -124,8 +124,24 @@ def test_demo_refuses_a_folder_holding_another_projects_files(tmp_path: Path) ->
     before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     r = CliRunner().invoke(cli, ["demo", "--dir", str(folder)])
     assert r.exit_code == 1, r.output
-    assert "batchrun.toml, data/dataset.json, corpus/freight_yard_ops_log.txt" in r.output and "demo-run" in r.output
+    assert "its own batchrun.toml, which the demo would run" in r.output
+    assert "data/dataset.json, corpus/freight_yard_ops_log.txt, which the demo would overwrite" in r.output
+    assert "--dir demo-run`" in r.output
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
+def test_a_demo_folder_stays_the_demos_after_its_config_changes(tmp_path: Path) -> None:
+    """An upgrade may ship another demo config, and a user may edit theirs and delete state.db:
+    the folder's marker keeps it the demo's to refresh (a review found it locked out)."""
+    folder = tmp_path / "demo-run"
+    assert CliRunner().invoke(cli, ["demo", "--dir", str(folder)]).exit_code == 0
+    assert (folder / ".batchrun-demo").is_file()
+    config = folder / "batchrun.toml"
+    config.write_text(config.read_text().replace("Prices are illustrative", "Prices are made up"))
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        (folder / name).unlink(missing_ok=True)
+    r = CliRunner().invoke(cli, ["demo", "--dir", str(folder)])
+    assert r.exit_code == 0, r.output
 
 
 def test_demo_hint_is_a_command_that_works_as_printed(tmp_path: Path) -> None:

@@ -220,22 +220,39 @@ def test_openai_chat_empty_content(message: dict[str, Any]) -> None:
     {**chat_body({"content": "x"}), "choices": []},
     {"usage": {"prompt_tokens": 3}},
     {},
-    {"error": {"message": "upstream overloaded", "type": "server_error"}},
-    {**chat_body({"content": ""}), "error": "quota"},
-], ids=["no-choices", "no-choices-key", "empty-body", "error-object", "error-beside-choices"])
+], ids=["no-choices", "no-choices-key", "empty-body"])
 def test_openai_chat_body_that_is_not_an_answer_is_transient(body: dict[str, Any]) -> None:
     r = OPENAI.parse_line(openai_ok(body))
     assert (r.kind, r.error_type) == ("transient", "malformed")
 
 
-@pytest.mark.parametrize("status", ["failed", "cancelled", "queued", "in_progress", None])
-def test_openai_responses_body_that_did_not_end_is_transient(status: str | None) -> None:
-    body = responses_body([], status="completed")
-    body["status"] = status
-    if status == "failed":
-        body["error"] = {"code": "server_error", "message": "The model failed."}
+@pytest.mark.parametrize("error,kind", [
+    ({"message": "upstream overloaded", "type": "server_error"}, "transient"),
+    ({"message": "The model `gpt-9` does not exist", "type": "invalid_request_error", "code": "model_not_found"}, "invalid"),
+    ({"message": "Incorrect API key provided", "type": "authentication_error"}, "auth"),
+    ("quota exceeded", "transient"),
+], ids=["server-error", "invalid-request", "bad-key", "a-string"])
+def test_openai_chat_error_sent_with_status_200_is_read_as_that_error(error: Any, kind: str) -> None:
+    """Some OpenAI-compatible servers and proxies send errors with status 200: a config error
+    blocks the route with its diagnosis, anything else is retried; never an "empty" answer."""
+    for body in ({"error": error}, {**chat_body({"content": ""}), "error": error}):
+        assert OPENAI.parse_line(openai_ok(body)).kind == kind
+    # An answer beside an error field is still the answer.
+    assert OPENAI.parse_line(openai_ok({**chat_body({"content": "The crane failed."}), "error": error})).kind == "ok"
+
+
+@pytest.mark.parametrize("status", ["cancelled", "queued", "in_progress"])
+def test_openai_responses_body_that_did_not_end_is_transient(status: str) -> None:
+    body = responses_body([], status=status)
     r = OPENAI.parse_line(openai_ok(body))
     assert (r.kind, r.error_type) == ("transient", "malformed")
+
+
+@pytest.mark.parametrize("code,kind", [("server_error", "transient"), ("invalid_prompt", "invalid"), ("rate_limit_exceeded", "transient")])
+def test_openai_responses_that_failed_is_its_error(code: str, kind: str) -> None:
+    body = {**responses_body([], status="failed"), "error": {"code": code, "message": "The response failed."}}
+    r = OPENAI.parse_line(openai_ok(body))
+    assert (r.kind, r.error_type) == (kind, code)
 
 
 def test_openai_responses_content_filter_is_a_refusal_as_on_chat() -> None:

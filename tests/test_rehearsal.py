@@ -175,6 +175,17 @@ def test_an_sdk_base_url_variable_pointing_at_this_machine_is_refused_in_a_real_
     assert {r["endpoint_host"] for r in project.sql("SELECT endpoint_host FROM batches WHERE status = 'collected'")} == {host_of(emulator)}
 
 
+@pytest.mark.parametrize("host,local", [
+    ("127.0.0.1", True), ("localhost", True), ("[::1]", True), ("LOCALHOST", True), ("localhost.", True), ("0.0.0.0", True),
+    ("127.1", True), ("[::ffff:127.0.0.1]", True), ("[::]", True), ("foo.localhost", True),
+    ("api.openai.com", False), ("10.0.0.1", False), ("generativelanguage.googleapis.com", False),
+])
+def test_every_spelling_of_this_machine_counts_as_this_machine(host: str, local: bool) -> None:
+    from batchrun.clients import _reaches_this_machine
+
+    assert _reaches_this_machine(host) is local
+
+
 def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
     small_project(project)
     # BATCHRUN_EMULATOR rehearses like --emulator.

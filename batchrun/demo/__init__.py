@@ -23,36 +23,45 @@ from ..store import Store
 DEMO_KEY_ENV = "BATCHRUN_DEMO_KEY"
 
 
+# Written by every demo into its folder: the folder is the demo's to refresh, whatever this
+# batchrun's shipped config and dataset are now (an upgrade may change them).
+MARKER = ".batchrun-demo"
+
+
 def _refuse_another_project(directory: Path, root: Path) -> None:
-    """The demo writes its dataset, documents and config into its folder and runs there. A folder
-    that holds another project's files of those names (found by a review: `demo --dir` on a real
-    project overwrote its data/dataset.json and same-named documents) is refused, not
-    overwritten. A demo folder (the demo's config, or a state.db a demo or rehearsal marked) is
-    the demo's to refresh."""
+    """The demo writes its dataset and documents into its folder and runs its config there. A
+    folder holding another project (found by a review: `demo --dir` on a real project overwrote
+    its data/dataset.json and same-named documents) is refused, not overwritten or run. A demo
+    folder (its marker, the demo's config, or a state.db a demo or rehearsal marked) is the
+    demo's to refresh."""
     import sqlite3
 
     config, state = directory / "batchrun.toml", directory / "state.db"
-    if config.exists() and config.read_bytes() == (root / "batchrun.toml").read_bytes():
+    if (directory / MARKER).is_file() or (config.exists() and config.read_bytes() == (root / "batchrun.toml").read_bytes()):
         return
     if state.is_file():
         try:
             conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
             try:
                 if conn.execute("SELECT value FROM meta WHERE key = 'rehearsal'").fetchone():
-                    return  # a demo folder whose config was edited
+                    return  # a demo folder from before the marker, whose config was edited
             finally:
                 conn.close()
         except sqlite3.Error:
             pass  # not readable as a marked state.db: not known to be a demo's
-    ours = [("batchrun.toml", root / "batchrun.toml"), ("data/dataset.json", root / "dataset.json"),
-            *((f"corpus/{doc.name}", doc) for doc in sorted((root / "corpus").glob("*.txt")))]
-    clashes = [name for name, src in ours if (directory / name).exists() and (directory / name).read_bytes() != src.read_bytes()]
+    ours = [("data/dataset.json", root / "dataset.json"), *((f"corpus/{doc.name}", doc) for doc in sorted((root / "corpus").glob("*.txt")))]
+    overwritten = [name for name, src in ours if (directory / name).exists() and (directory / name).read_bytes() != src.read_bytes()]
+    problems = []
+    if config.exists():
+        problems.append("its own batchrun.toml, which the demo would run on the emulator, writing into the folder")
     if state.exists():
-        clashes.append("state.db")
-    if clashes:
-        raise DataError(f"{directory} holds another project's {', '.join(clashes)}: `batchrun demo` writes its own config, "
-                        "dataset and documents there and would overwrite them. Nothing was changed.",
-                        "Give the demo a folder of its own: `batchrun demo --dir demo-run` (the default), or any new folder.")
+        problems.append("a state.db that is not a demo's")
+    if overwritten:
+        problems.append(f"its own {', '.join(overwritten)}, which the demo would overwrite")
+    if problems:
+        elsewhere = "demo-run" if directory.name != "demo-run" else "demo-run-2"
+        raise DataError(f"{directory} holds another project: {'; '.join(problems)}. Nothing was changed.",
+                        f"Give the demo a folder of its own: `batchrun demo --dir {elsewhere}`, or any new folder.")
 
 
 def prepare(directory: Path) -> Path:
@@ -62,6 +71,7 @@ def prepare(directory: Path) -> Path:
         _refuse_another_project(directory, root)
         (directory / "data").mkdir(parents=True, exist_ok=True)
         (directory / "corpus").mkdir(parents=True, exist_ok=True)
+        (directory / MARKER).write_text("This folder is batchrun's demo: `batchrun demo --dir` refreshes it.\n", encoding="utf-8")
         shutil.copyfile(root / "dataset.json", directory / "data" / "dataset.json")
         for doc in sorted((root / "corpus").glob("*.txt")):
             target = directory / "corpus" / doc.name

@@ -145,7 +145,9 @@ class AnthropicAdapter:
                 return LineResult(custom_id, "refusal", text=text, finish_reason=stop, usage=usage)
             if not text.strip():
                 return LineResult(custom_id, "empty", text=text, finish_reason=stop, usage=usage)
-            return LineResult(custom_id, "ok", text=text, finish_reason=stop, usage=usage, at_budget=stop == "max_tokens")
+            # model_context_window_exceeded: cut by the context window (anthropic-sdk-python 0.119+), as final as max_tokens.
+            return LineResult(custom_id, "ok", text=text, finish_reason=stop, usage=usage,
+                              at_budget=stop in ("max_tokens", "model_context_window_exceeded"))
         if kind == "errored":
             err = as_object(as_object(result.get("error"), "`result.error`").get("error"), "`result.error.error`")
             etype = as_label(err.get("type")) or "error"

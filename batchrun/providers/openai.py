@@ -25,6 +25,7 @@ from . import (
     Malformed,
     ProbeAnswer,
     RequestSpec,
+    ResultKind,
     SdkError,
     Usage,
     as_array,
@@ -255,8 +256,8 @@ class OpenAIAdapter:
         """An online failure rendered as a batch error-file line, so collect has one path.
 
         Without an HTTP error status (no answer, or a 200 whose body could not be read: a proxy's
-        HTML page) it is the connection-error form, a transient failure: a response with status
-        200 would read as an answer without choices, an "empty" answer, scored zero."""
+        HTML page) it is the connection-error form, a transient failure (a line with status 200
+        must be an answer)."""
         if status is None or status < 400:
             return {"custom_id": custom_id, "response": None, "error": {"code": error_type or "connection_error", "message": message}}
         body = {"error": {"message": message, "type": error_type or "error", "param": None, "code": error_type}}
@@ -332,13 +333,33 @@ def _usage_chat(u: Any) -> Usage:
     )
 
 
+# The error types of OpenAI's error object (platform.openai.com, error codes) that say what the
+# status would have: the request or its config is wrong, or the key is.
+_INVALID_TYPES = ("invalid_request_error", "invalid_prompt", "not_found_error")
+_AUTH_TYPES = ("authentication_error", "permission_error")
+
+
+def _error_in_200(custom_id: str, error: Any) -> LineResult:
+    """An error object that came with status 200 (some OpenAI-compatible servers and proxies;
+    a Responses object that failed): classified by its type, as its status would have been, so
+    a config error blocks the route with its diagnosis instead of being retried run after run."""
+    err = error if isinstance(error, dict) else {}
+    label = as_label(err.get("type") or err.get("code")) or "error"
+    codes = {as_label(err.get("type")), as_label(err.get("code"))}
+    kind: ResultKind = "invalid" if codes & set(_INVALID_TYPES) else "auth" if codes & set(_AUTH_TYPES) else "transient"
+    text = as_message(err.get("message") if err else error)
+    if kind == "invalid" and _TOO_LONG_TEXT.search(f"{label} {text}"):
+        label = TOO_LONG
+    return LineResult(custom_id, kind, error_type=label, error_message=text)
+
+
 def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
     # Only a chat completion with a choice is the model's answer (an empty one is its failure,
     # scored 0). Some OpenAI-compatible servers and proxies send an error with status 200
-    # (`{"error": {...}}`), or a body without choices: not an answer, so malformed (retried).
-    if body.get("error") is not None:
-        raise Malformed(f"the answer body is an error: {as_message(body.get('error'))}")
+    # (`{"error": {...}}`): read as the error it is. A body with neither is malformed (retried).
     choices = as_array(body.get("choices"), "`choices`")
+    if body.get("error") and not choices:
+        return _error_in_200(custom_id, body["error"])
     usage = _usage_chat(body.get("usage"))
     if not choices:
         raise Malformed("the answer body has no `choices`")
@@ -356,20 +377,24 @@ def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
         # The provider's content filter withheld the answer: a refusal (the protocol counts it as one), never retried.
         return LineResult(custom_id, "refusal", text=content or "", finish_reason=finish, usage=usage)
     if not content or not content.strip():
+        if body.get("error"):  # no answer beside an error: the error, not the model's empty answer
+            return _error_in_200(custom_id, body["error"])
         return LineResult(custom_id, "empty", text=content or "", finish_reason=finish, usage=usage)
     return LineResult(custom_id, "ok", text=content, finish_reason=finish, usage=usage, at_budget=finish == "length")
 
 
-# A Responses object is an answer only when the response ended: "completed", or "incomplete"
-# (cut at max_output_tokens or by the content filter). "failed" (with an `error`), "cancelled",
-# "queued" and "in_progress" are not the model's answer (platform.openai.com, the response object).
-_RESPONSE_ENDED = ("completed", "incomplete")
+# A Responses object is an answer when the response ended: "completed", or "incomplete" (cut at
+# max_output_tokens or by the content filter). "failed" (with an `error`), "cancelled", "queued"
+# and "in_progress" are not the model's answer (platform.openai.com, the response object). The
+# SDK's type leaves `status` optional: a body without one is read as an answer.
+_RESPONSE_NOT_ENDED = ("failed", "cancelled", "queued", "in_progress")
 
 
 def _parse_responses_body(custom_id: str, body: dict[str, Any]) -> LineResult:
-    if body.get("error") is not None or as_label(body.get("status")) not in _RESPONSE_ENDED:
-        raise Malformed(f"the response did not end with an answer (status {as_label(body.get('status'))!r}"
-                        f"{': ' + (as_message(body.get('error')) or '') if body.get('error') is not None else ''})")
+    if body.get("error"):
+        return _error_in_200(custom_id, body["error"])
+    if (status := as_label(body.get("status"))) in _RESPONSE_NOT_ENDED:
+        raise Malformed(f"the response did not end with an answer (status {status!r})")
     u = as_object(body.get("usage"), "`usage`")
     usage = Usage(
         input_tokens=as_count(u.get("input_tokens")),
