@@ -145,3 +145,41 @@ def test_a_judge_reply_cut_at_its_budget_is_not_read_for_a_total(project: Projec
     assert r.exit_code == 0, r.output
     assert kinds(project, "judge", "judge-o", "p1") == ["unparseable", "ok"]
     assert project.sql("SELECT status, score FROM cell_status WHERE route = 'r' AND task_id = 'p1'") == [{"status": "ok", "score": 1.0}]
+
+
+def test_rows_read_wrongly_before_are_read_again_on_upgrade(project: Project, emu: Any, responder: Responder) -> None:
+    """m019_reread_false_zeros: a state.db collected by the readings before these fixes holds an
+    'empty' answer that was a 200 error body, and a judgment whose NaN total was stored as NULL.
+    The upgrade reads those lines again; their requests go out again and the leaderboard
+    completes with real answers."""
+    import sqlite3
+
+    from batchrun import grading
+    from batchrun.providers import LineResult
+
+    setup(project, route("openai", "gpt-5.5"))
+    assert project.run("plan", emulator=emu).exit_code == 0
+    error_line = ('{"id":"batch_req_1","custom_id":"$CUSTOM_ID","response":{"status_code":200,"request_id":"r","body":'
+                  '{"error":{"message":"upstream overloaded","type":"server_error"}}},"error":null}')
+    emu.add_fault({"kind": "corrupt_line", "custom_id": gen_id(project, "p2"), "line": error_line, "times": 1})
+    responder.judge_o_on_p1 = '{"points_awarded":[0,0],"total":NaN}'
+    # The readings before the fixes: an error body with status 200 was an empty answer, and any number was a total.
+    with pytest.MonkeyPatch.context() as old:
+        old.setattr("batchrun.providers.openai._error_in_200", lambda custom_id, error: LineResult(custom_id, "empty"))
+        old.setattr(grading, "_number", lambda value: float(value) if isinstance(value, (int, float)) else None)
+        refresh(project, emu)
+    responder.judge_o_on_p1 = None
+    cells = {c["task_id"]: (c["status"], c["judged_n"]) for c in project.sql("SELECT task_id, status, judged_n FROM cell_status WHERE route = 'r'")}
+    assert cells["p1"] == ("ok", 2) and cells["p2"][0] == "empty"  # a zero, and a task scored by one judge of two
+    conn = sqlite3.connect(project.state_path)
+    with conn:
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm019_reread_false_zeros'")
+    conn.close()
+    r = refresh(project, emu)  # the writer applies m019 first
+    assert r.exit_code == 0, r.output
+    kinds_p2 = kinds(project, "gen", "r", "p2")
+    assert kinds_p2[0] == "transient" and kinds_p2[-1] == "ok"
+    assert kinds(project, "judge", "judge-o", "p1")[0] == "unparseable"
+    cells_after = project.sql("SELECT task_id, status, score FROM cell_status WHERE route = 'r' ORDER BY task_id")
+    assert cells_after == [{"task_id": t, "status": "ok", "score": 1.0} for t in TASKS]
+    assert project.sql("SELECT complete, failed_n FROM leaderboard WHERE route = 'r'") == [{"complete": 1, "failed_n": 0}]
