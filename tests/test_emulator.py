@@ -527,7 +527,7 @@ def test_user_responder_renders_refusal_error_and_empty(tmp_path):
         ])
         inl = g.batches.get(name=job.name).dest.inlined_responses
         assert inl[0].response.candidates[0].finish_reason.name == "SAFETY" and inl[0].response.candidates[0].content is None
-        assert inl[1].error.code == 500
+        assert inl[1].error.code == 13  # a google.rpc.Status: HTTP 500 is 13 INTERNAL
         assert inl[2].response.candidates[0].finish_reason.name == "STOP" and not inl[2].response.candidates[0].content.parts
 
 
@@ -612,7 +612,8 @@ def test_fault_request_error_and_garbage(emu, tmp_path):
     name = gemini_upload(g, tmp_path, [gemini_line("k", "hi"), gemini_line("k2", gen_prompt())])
     job = g.batches.get(name=g.batches.create(model="gemini-x", src=name).name)
     lines = jsonl(g.files.download(file=job.dest.file_name).decode())
-    assert lines[0] == {"key": "k", "error": {"code": 429, "message": "Rate limit reached (emulator fault)."}}
+    # google.rpc.Status: the 429 a request would get online is 8 RESOURCE_EXHAUSTED in a result line.
+    assert lines[0] == {"key": "k", "error": {"code": 8, "message": "Rate limit reached (emulator fault)."}}
     assert lines[1]["response"]["candidates"][0]["content"]["parts"][0]["text"] == "I think it is fine."
 
     # Online: the SDK retries the transient 429 and the second attempt succeeds.

@@ -5,7 +5,8 @@
         client = openai.OpenAI(base_url=f"{emu.url}/v1", api_key="test")
 
 Cut per provider, as moto cuts a fake cloud: ``openai.py``, ``anthropic.py`` and ``gemini.py``
-each hold one API's route table, auth and wire shapes; ``core.py`` the batch core they share
+each hold one API's route table, auth and wire shapes (``openai_answers.py`` and
+``gemini_answers.py`` the objects OpenAI and Gemini answer with); ``core.py`` the batch core they share
 (files, batches and their lifecycle, latency, logs, fault hooks); ``server.py`` the HTTP server
 that dispatches to the routes, and the ``/_emulator/*`` control API. ``wire.py``: ids, usage and
 outcomes the shapes share; ``httpio.py``: bodies, requests, responses, routes; ``responder.py``:

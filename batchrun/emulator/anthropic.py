@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
 from .httpio import ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
-from .wire import REJECTS_TEMPERATURE, Outcome, count_input_tokens, first_user, new_id, rfc3339, text_of
+from .wire import REJECTS_TEMPERATURE, Outcome, count_input_tokens, last_user, new_id, rfc3339, text_of
 
 # The anthropic-version values the emulator accepts. 2026-10-21 (the default of anthropic SDK
 # 2.x) rejects the sampling parameters on every model.
@@ -277,9 +277,12 @@ class Anthropic(Provider):
     def model_get(self, ctx: Ctx, model_id: str) -> Resp:
         """``GET /v1/models/{id}`` (anthropic ``models.retrieve``): a ModelInfo with ``max_input_tokens``."""
         self.auth(ctx)
+        # `capabilities` is required (nullable) by the published spec (ModelInfo.kt in
+        # anthropics/anthropic-sdk-java 2.57.0); the emulator does not describe them.
         return json_resp({
             "type": "model", "id": model_id, "display_name": model_id, "created_at": "2026-01-01T00:00:00Z",
             "lifecycle": "active", "max_input_tokens": self.core.windows.get(model_id), "max_tokens": 128000,
+            "capabilities": None,
         })
 
 
@@ -287,7 +290,7 @@ class Anthropic(Provider):
 
 
 def prompt_of(params: dict) -> str:
-    message = first_user(params.get("messages"))
+    message = last_user(params.get("messages"))
     return text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
 
 
@@ -326,15 +329,22 @@ def error_envelope(status: int, message: str, request_id: str | None = None) -> 
 
 
 def message_body(model: str, outcome: Outcome, service_tier: str = "standard") -> dict:
-    """A Message (anthropic types/message.py). Refusal: stop_reason "refusal" + stop_details."""
+    """A Message (anthropic types/message.py). Refusal: stop_reason "refusal" + stop_details.
+
+    Every field Anthropic's published spec marks required is present, null where it may be
+    (the Python SDK types them ``Optional[...] = None``; the Java SDK generated from the same spec
+    lists them as required: anthropics/anthropic-sdk-java 2.57.0,
+    com/anthropic/models/messages/{Message,Usage,TextBlock}.kt, "The following fields are
+    required"). The emulator runs no server tools, no container and no cache."""
     refusal = outcome.kind == "refusal"
-    content = [{"type": "text", "text": outcome.text}] if outcome.text else []
+    content = [{"type": "text", "text": outcome.text, "citations": None}] if outcome.text else []
     return {
         "id": new_id("msg_01", 22),
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": content,
+        "container": None,  # set only when a code-execution container was used
         "stop_reason": "refusal" if refusal else "end_turn",
         "stop_sequence": None,
         "stop_details": {"type": "refusal", "category": None, "explanation": outcome.text} if refusal else None,
@@ -343,6 +353,12 @@ def message_body(model: str, outcome: Outcome, service_tier: str = "standard") -
             "output_tokens": outcome.output_tokens,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
+            "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+            # Where inference ran: "global" is the default of the inference_geo request parameter
+            # (https://platform.claude.com/docs/en/build-with-claude/data-residency).
+            "inference_geo": "global",
+            "output_tokens_details": {"thinking_tokens": 0},
+            "server_tool_use": None,  # nullable: no server tool (web search / fetch) ran
             "service_tier": service_tier,
         },
     }

@@ -12,7 +12,8 @@ names a Gemini object, or names none and looks like Google's (``x-goog-api-key``
 
 On the wire a batch is a long-running operation: ``BATCH_STATE_PENDING`` (create response and
 first get), ``BATCH_STATE_RUNNING``, then ``BATCH_STATE_SUCCEEDED`` / ``FAILED`` / ``EXPIRED`` /
-``CANCELLED``; a cancel ends it at once, without results. int64 fields are JSON strings.
+``CANCELLED``; a cancel ends it at once, without results. int64 fields are JSON strings. The
+answer objects (responses, google.rpc.Status errors, the error envelope) are in ``gemini_answers.py``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from email.message import Message
 from typing import Any, ClassVar, TypeVar
 
 from .core import TRACE_HEADER, BatchRec, Core, End, FileRec, Provider
+from .gemini_answers import CANCELLED, error_envelope, generate_response, line_error
 from .httpio import CHUNK, ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
-from .wire import REJECTS_TEMPERATURE, Outcome, count_input_tokens, first_user, lower_id, new_id, rfc3339
+from .wire import REJECTS_TEMPERATURE, Outcome, count_input_tokens, last_user, lower_id, new_id, rfc3339
 
 VERSIONS = ("v1", "v1beta", "v1alpha")
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
@@ -41,20 +43,6 @@ STATES = {
     "failed": "BATCH_STATE_FAILED",
     "expired": "BATCH_STATE_EXPIRED",
     "cancelled": "BATCH_STATE_CANCELLED",
-}
-
-_STATUS_NAMES = {  # HTTP status -> google.rpc.Code name
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ALREADY_EXISTS",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    501: "NOT_IMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-    529: "UNAVAILABLE",
 }
 
 T = TypeVar("T")
@@ -392,11 +380,14 @@ class Gemini(Provider):
             elif rec.inline_responses is not None:
                 # Inline output is double-nested: output.inlinedResponses.inlinedResponses[].
                 output = {"inlinedResponses": {"inlinedResponses": rec.inline_responses}}
+            # A cancelled operation carries google.rpc.Code 1 CANCELLED (see gemini_answers.CANCELLED).
+            error = rec.error or (CANCELLED if rec.final == STATES["cancelled"] else None)
             if output is not None:
-                metadata["output"] = output  # what the SDK reads
-                op["response"] = {"@type": OUTPUT_TYPE, **output}  # what REST users read
-            if rec.error:
-                op["error"] = rec.error
+                metadata["output"] = output  # what the SDK reads (partial results of a cancelled batch too)
+                if error is None:  # a done Operation sets one of `response` / `error`, never both
+                    op["response"] = {"@type": OUTPUT_TYPE, **output}  # what REST users read
+            if error is not None:
+                op["error"] = error
         return op
 
     @staticmethod
@@ -566,7 +557,7 @@ def prompt_of(request: dict) -> str:
     contents = request.get("contents")
     if isinstance(contents, dict):
         contents = [contents]
-    content = first_user(contents)
+    content = last_user(contents)
     if not isinstance(content, dict):
         return ""
     parts = content.get("parts") or []
@@ -583,44 +574,3 @@ def validate_request(request: Any, model: str) -> Outcome | None:
     if isinstance(config, dict) and "temperature" in config and model in REJECTS_TEMPERATURE:
         return Outcome.error(400, f"temperature is not supported for model {model}.")
     return None
-
-
-def status_name(status: int) -> str:
-    return _STATUS_NAMES.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
-
-
-def error_envelope(status: int, message: str) -> dict:
-    return {"error": {"code": status, "message": message, "status": status_name(status)}}
-
-
-def generate_response(model: str, outcome: Outcome) -> dict:
-    """A GenerateContentResponse. Refusal: candidate finishReason SAFETY and no content parts."""
-    if outcome.kind == "refusal":
-        candidate: dict = {
-            "finishReason": "SAFETY",
-            "index": 0,
-            "finishMessage": outcome.text,
-            "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}],
-        }
-        output_tokens = 0
-    else:
-        parts = [{"text": outcome.text}] if outcome.text else []
-        candidate = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}
-        output_tokens = outcome.output_tokens
-    return {
-        "candidates": [candidate],
-        "usageMetadata": {
-            "promptTokenCount": outcome.input_tokens,
-            "candidatesTokenCount": output_tokens,
-            "totalTokenCount": outcome.input_tokens + output_tokens,
-            "thoughtsTokenCount": 0,
-            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": outcome.input_tokens}],
-        },
-        "modelVersion": model,
-        "responseId": new_id("", 22),
-    }
-
-
-def line_error(outcome: Outcome) -> dict:
-    """google.rpc.Status as used in result lines: {"code": <http status>, "message"}."""
-    return {"code": outcome.status, "message": outcome.message}

@@ -4,7 +4,7 @@ A responder is a callable ``responder(request: dict) -> str | dict``. The reques
 
     {"provider": "openai" | "anthropic" | "gemini",
      "model": "gpt-x",              # bare model name (Gemini's "models/" prefix removed)
-     "prompt": "...",               # text of the single user turn
+     "prompt": "...",               # text of the last user turn (the one to answer)
      "params": {...},               # the native request body (OpenAI line body, Anthropic
                                     # params, Gemini GenerateContentRequest)
      "custom_id": "..." | None}     # OpenAI/Anthropic custom_id, Gemini key; None online

@@ -7,7 +7,8 @@ state).
 Usage accounting (deterministic; the same for every provider):
 
 * input tokens  = ceil(non-CJK characters of the prompt / 4) + number of CJK characters
-  (U+4E00-U+9FFF), where the prompt is the text of the single user turn;
+  (U+4E00-U+9FFF), where the prompt is the text of the last user turn (the one the responder
+  answers; batchrun's requests have exactly one);
 * output tokens = ceil(len(answer) / 4) (a refusal counts its text; Gemini's blocked candidate
   carries no text and reports 0).
 """
@@ -106,10 +107,13 @@ def text_of(content: Any, text_types: tuple[str, ...]) -> str:
     return ""
 
 
-def first_user(messages: Any) -> Any:
+def last_user(messages: Any) -> Any:
+    """The turn the model answers: the last user turn of a conversation (system / developer
+    messages and earlier assistant or model turns are context). An item without a role counts as
+    a user turn, as it does for Gemini ``contents`` and Responses ``input`` items."""
     if not isinstance(messages, list) or not messages:
         return None
-    for message in messages:
-        if isinstance(message, dict) and message.get("role", "user") == "user":
+    for message in reversed(messages):
+        if isinstance(message, str) or (isinstance(message, dict) and message.get("role", "user") == "user"):
             return message
-    return messages[0]
+    return messages[-1]
