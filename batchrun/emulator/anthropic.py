@@ -94,6 +94,13 @@ class Anthropic(Provider):
         resp.headers.append(("request-id", json.loads(resp.body)["request_id"]))
         return resp
 
+    def outgoing(self, ctx: Ctx, resp: Resp) -> None:
+        # "The Anthropic API includes the following headers in every response: request-id ..."
+        # (https://platform.claude.com/docs/en/api/overview, Response headers); the SDK exposes it
+        # as `_request_id`. An error already carries the one its body names.
+        if not ctx.path.startswith("/_emulator") and not any(k.lower() == "request-id" for k, _ in resp.headers):
+            resp.headers.append(("request-id", new_id("req_011C", 20)))
+
     def too_long(self, model: str, tokens: int, window: int, params: Any) -> Outcome:
         return Outcome.error(400, f"prompt is too long: {tokens} tokens > {window} maximum")
 

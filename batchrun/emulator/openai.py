@@ -93,6 +93,13 @@ class OpenAI(Provider):
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
         return error_envelope(status, message, param, code)
 
+    def outgoing(self, ctx: Ctx, resp: Resp) -> None:
+        # Every response carries its request's id in x-request-id
+        # (https://platform.openai.com/docs/api-reference/debugging-requests); the SDK exposes it as
+        # `_request_id`.
+        if not ctx.path.startswith("/_emulator"):
+            resp.headers.append(("x-request-id", new_id("req_", 32)))
+
     def too_long(self, model: str, tokens: int, window: int, params: Any) -> Outcome:
         # Chat Completions states both counts; the Responses API states neither (same code).
         if isinstance(params, dict) and "input" in params and "messages" not in params:
