@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +292,28 @@ def test_gemini_online_objects(emu: Emulator, rec: Recorder) -> None:
         client.models.generate_content(model="gemini-2.5-flash", contents="Say hello.")
     assert http("GET", emu.url + "/v1beta/batches") == 403  # no key
     assert_clean(rec.take())
+
+
+@pytest.mark.parametrize("provider, path, headers", [
+    ("openai", "/v1/chat/completions", {"Authorization": "Bearer sk-test"}),
+    ("anthropic", "/v1/messages", {"x-api-key": "k", "anthropic-version": "2023-06-01"}),
+    ("gemini", "/v1/models/gemini-2.5-flash:generateContent", {"x-goog-api-key": "k"}),
+])
+def test_an_unreadable_request_gets_the_provider_error_envelope(emu: Emulator, provider: str, path: str, headers: dict) -> None:
+    """A request whose body cannot be framed (a bad Content-Length) is refused in the envelope of
+    the API it was sent to, like every other error."""
+    conn = HTTPConnection(emu.host, emu.port, timeout=5)
+    try:
+        conn.putrequest("POST", path)
+        for name, value in {**headers, "Content-Length": "abc"}.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        resp = conn.getresponse()
+        status, body = resp.status, resp.read()
+    finally:
+        conn.close()
+    answer = Answer(provider, "POST", path, status, body)
+    assert status == 400 and answer.kind == "error" and violations(answer) == [], body
 
 
 # --------------------------------------------------------------------------- batchrun's own flows

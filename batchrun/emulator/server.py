@@ -321,14 +321,14 @@ class Emulator:
         split = urlsplit(handler.path)
         path = unquote(split.path)
         query = parse_qs(split.query, keep_blank_values=True)
+        provider = self._looks_like(path, handler.headers, query)
         try:
             body = BodyReader(handler.rfile, handler.headers)
         except BodyError as exc:
             handler.close_connection = True
             core.record_call(method, path, 400)
-            handler.send_resp(json_resp({"error": {"message": str(exc)}}, 400))
+            handler.send_resp(self._error_resp(provider, ApiError(400, str(exc))))  # in the provider's envelope
             return
-        provider = self._looks_like(path, handler.headers, query)
         core.credential = presented_credential(handler.headers, query)
         host = handler.headers.get("Host") or f"{self.host}:{self.port}"
         ctx = Ctx(method, path, query, handler.headers, body, provider, host, split.path)
