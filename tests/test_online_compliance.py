@@ -25,7 +25,7 @@ from google.genai import errors as genai_errors
 from google.genai import types as gt
 
 from batchrun.emulator import Emulator
-from sdk_conformance import Recorder, report
+from answers import Recorder, report
 
 DOCUMENT = ("The Harbor Bridge opened in 1932 after six years of construction. It was designed by engineer Ruth Calder. "
             "Seagulls nest under the eastern span every spring.")

@@ -29,7 +29,7 @@ from google.genai import errors as genai_errors
 
 from batchrun.emulator import Emulator, builtin_responder
 from conftest import Project, route, task
-from sdk_conformance import Answer, Recorder, report, violations
+from answers import Answer, Recorder, report, violations
 
 MARKERS = {
     "[[REFUSE]]": {"refusal": "I can't help with that."},
