@@ -133,6 +133,7 @@ def test_openai_batch_objects_in_every_state(emu: Emulator, rec: Recorder, tmp_p
     statuses[batch.status] += 1
     lines = read_results(client, batch)
     assert len(lines) == len(PROMPTS) and {line["response"]["status_code"] for line in lines} == {200, 400, 429, 500, 503}
+    assert '"refusal": "I can\'t help with that."' in json.dumps(lines)
     # running: a slow batch is validating, then in_progress
     emu.add_fault({"kind": "slow", "latency": 60})
     slow = openai_batch(client, tmp_path, endpoint, [body("Say hello.")])
@@ -263,8 +264,12 @@ def test_gemini_batch_objects_in_every_state(emu: Emulator, rec: Recorder, tmp_p
         states[client.batches.get(name=slow.name).state.name] += 1
     client.batches.cancel(name=slow.name)
     states[client.batches.get(name=slow.name).state.name] += 1
-    for fault in ({"kind": "fail_validation"}, {"kind": "expire", "complete_fraction": 0.5}):
-        states[client.batches.get(name=create(**fault).name).state.name] += 1
+    # failed as a whole, expired (no results), cancelled by the provider half-way (partial results)
+    for fault in ({"kind": "fail_validation"}, {"kind": "expire", "complete_fraction": 0.5}, {"kind": "cancel", "complete_fraction": 0.5}):
+        ended = client.batches.get(name=create(**fault).name)
+        states[ended.state.name] += 1
+        if ended.dest and ended.dest.file_name:
+            client.files.download(file=ended.dest.file_name)
     inline = client.batches.create(model="gemini-2.5-flash", src=[{"contents": [{"parts": [{"text": p}], "role": "user"}]} for p in PROMPTS])
     client.batches.get(name=inline.name)
     assert set(states) == {"JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED",
