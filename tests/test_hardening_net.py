@@ -346,6 +346,20 @@ def test_a_redirect_of_the_listing_that_resolves_an_uncertain_create_sends_nothi
     assert len([c for c in emu.calls if c["method"] == "POST" and c["path"] == "/v1/batches"]) == 1
 
 
+def test_a_results_url_on_another_host_is_never_called(project: Project, proxy: HostileProxy, recorder: Recorder,
+                                                       emu: Emulator) -> None:
+    """Not a redirect: the Anthropic SDK calls the batch's `results_url` as given, with the key."""
+    setup(project, {"bad": ANTHROPIC, "control": OPENAI})
+    emu.add_fault({"kind": "mangle_json", "method": "GET", "path": r"^/v1/messages/batches/[^/]+$", "count": -1,
+                   "set": {"results_url": f"http://{recorder.netloc}/v1/messages/batches/x/results"}})
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "60s", emulator=proxy)
+    nothing_reached(recorder)
+    assert result.exit_code == 2, result.output
+    blocked = [line for line in result.stderr.splitlines() if line.startswith("blocked: route 'bad'")]
+    assert blocked and recorder.netloc in blocked[0] and "URL on another host" in blocked[0], result.stderr
+    assert board(project)["control"]["complete"] == 1
+
+
 def test_cancel_refuses_a_redirect_to_another_host(project: Project, proxy: HostileProxy, recorder: Recorder, emu: Emulator) -> None:
     setup(project, {"bad": ANTHROPIC})
     emu.add_fault({"kind": "slow", "latency": 60})
