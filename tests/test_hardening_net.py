@@ -300,7 +300,7 @@ REDIRECTS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     "gemini-upload-chunk": (GEMINI, OPENAI, {"method": "POST", "path": r"^/upload/", "status": 308,
                                              "header": ("X-Goog-Upload-Command", "upload")}),
     "gemini-create": (GEMINI, OPENAI, {"method": "POST", "path": r":batchGenerateContent$", "status": 307}),
-    "gemini-status": (GEMINI, OPENAI, {"method": "GET", "path": r"^/v1/batches/(?!batch_)", "status": 302}),
+    "gemini-status": (GEMINI, OPENAI, {"method": "GET", "path": r"^/v1(beta)?/batches/(?!batch_)", "status": 302}),
     "gemini-download": (GEMINI, OPENAI, {"method": "GET", "path": r":download$", "status": 302}),
     "openai-online": ({**OPENAI, "transport": "sync"}, ANTHROPIC, {"method": "POST", "path": r"/chat/completions$", "status": 307}),
     "anthropic-online": ({**ANTHROPIC, "transport": "sync"}, OPENAI, {"method": "POST", "path": r"^/v1/messages$", "status": 307}),
