@@ -121,8 +121,8 @@ class Guard:
 
 
 def cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    """`exc` or the first exception of `kind` along its cause chain: the SDKs wrap what an event
-    hook raised (openai-python < 2 in APIConnectionError; newer ones let it through)."""
+    """`exc` or the first exception of `kind` along its cause chain: an SDK may wrap what an event
+    hook raised (openai-python 1.55 raises APIConnectionError from it; 3.x lets it through)."""
     seen: BaseException | None = exc
     for _ in range(8):
         if seen is None:
