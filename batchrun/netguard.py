@@ -52,6 +52,11 @@ def origin(url: str) -> Origin | None:
     scheme, host = parts.scheme.lower(), (parts.hostname or "").lower().rstrip(".")
     if not scheme or not host:
         return None
+    if not host.isascii():
+        try:  # httpx writes a request's host in its ASCII (IDNA) form; a config may name it in Unicode
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            pass
     return scheme, host, port or _DEFAULT_PORTS.get(scheme, 0)
 
 

@@ -327,6 +327,16 @@ def test_a_redirect_to_another_host_sends_it_nothing_and_blocks_the_route(case: 
     assert SECRET not in result.output
 
 
+def test_an_origin_is_scheme_host_and_port_in_one_spelling() -> None:
+    from batchrun.netguard import origin
+
+    assert origin("https://api.openai.com/v1") == origin("https://API.openai.com.:443/v1/files?x=1") == ("https", "api.openai.com", 443)
+    assert origin("https://bücher.example/v1") == origin("https://xn--bcher-kva.example/x")  # httpx writes the IDNA form
+    assert origin("http://[::1]:8765") == ("http", "::1", 8765)
+    assert origin("http://127.0.0.1:8765") != origin("http://127.0.0.1:8766") != origin("https://127.0.0.1:8766")
+    assert origin("/relative") is None and origin("http://host:notaport/") is None
+
+
 def test_a_redirect_of_the_listing_that_resolves_an_uncertain_create_sends_nothing(project: Project, proxy: HostileProxy,
                                                                                  recorder: Recorder, emu: Emulator) -> None:
     setup(project, {"bad": OPENAI, "control": ANTHROPIC})
