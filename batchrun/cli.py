@@ -176,9 +176,12 @@ def poll(ctx: Context, wait: bool, interval: float, timeout: float | None, wait_
     with writer(ctx, "poll", config, wait_lock=wait_lock) as store:
         r = do_poll(store, config, wait=wait, interval=interval, timeout=timeout, progress=ctx.progress())
         click.echo(f"{r.in_flight} batch(es) in flight, {len(r.downloaded)} downloaded")
+    for text in r.blocked.values():
+        click.echo(f"blocked: {redact(text)}", err=True)
     if wait and r.in_flight:
         # --wait ended (--timeout) before the work did: not done, run again later.
         click.echo(f"--timeout reached with {r.in_flight} batch(es) still in flight; poll again later.", err=True)
+    if (wait and r.in_flight) or r.blocked:
         sys.exit(EXIT_INCOMPLETE)
 
 
@@ -232,6 +235,8 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
         published = publish(store, config, command="refresh")
         click.echo(render(published.data, "md"))
         if not outcome.complete:
+            for text in outcome.blocked:  # batches the provider refused to show in this run
+                click.echo(f"blocked: {redact(text)}", err=True)
             print_problems(store, config, requests="requests_now")  # publish's leaderboard just filled it
         click.echo(f"refresh: {redact(outcome.reason)}", err=True)
         click.echo(f"site: {published.site}", err=True)

@@ -8,6 +8,10 @@ SDK retries are switched off (`max_retries=0`) and done here instead, uniformly 
 because the Stainless-generated SDKs (OpenAI's, Anthropic's) retry a `POST` after a dropped
 connection without an idempotency key for batch creates: a create must never be retried blindly,
 only through the adoption path in `submit`.
+
+Every client is built with a `netguard.Guard`'s event hooks: its requests reach only the route's
+own origin (a redirect or a URL to another host is refused before a byte goes out: "redirect"),
+and inside a run's time limit no call outlives it ("deadline").
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from . import netguard
 from .config import Route
 from .errors import ConfigError, ProviderError
 from .providers import get_adapter, read_sdk_error
@@ -34,7 +39,9 @@ T = TypeVar("T")
 # a minute of backoff must never look like a hang.
 log = logging.getLogger("batchrun")
 
-CallFailure = Literal["transient", "uncertain", "auth", "client", "quota", "not_found"]
+# redirect: the call was sent to (or redirected towards) another host than the route's and refused
+# there (netguard.ForeignHost); deadline: the run's time limit cut the call, or came before it.
+CallFailure = Literal["transient", "uncertain", "auth", "client", "quota", "not_found", "redirect", "deadline"]
 
 
 # Sent to the emulator when a rehearsal's route has no key set: it accepts any key.
@@ -94,7 +101,11 @@ def make_client(route: Route, *, timeout: float = 600.0) -> Any:
         if client is None:
             if len(_clients) >= _MAX_CLIENTS:
                 _clients.pop(next(iter(_clients)))  # the oldest; whoever still holds it keeps using it
-            client = get_adapter(route.provider).make_client(route, key, timeout=timeout)
+            adapter = get_adapter(route.provider)
+            guard = netguard.Guard()
+            client = adapter.make_client(route, key, timeout=timeout, hooks=guard.hooks())
+            # The origin the client really sends to (the SDKs read their own *_BASE_URL variables too).
+            guard.allow(adapter.client_base_url(client) or route.base_url or f"https://{adapter.default_host}")
             _refuse_loopback_from_environment(client, route)
             _clients[cache_key] = client
         return client
@@ -179,6 +190,22 @@ def classify(exc: BaseException) -> Classified | None:
     """Map an SDK exception to what it means for us; None if it is not a provider call failure."""
     name = type(exc).__name__
     module = type(exc).__module__
+    foreign = netguard.cause(exc, netguard.ForeignHost)
+    if isinstance(foreign, netguard.ForeignHost):
+        # Certain: nothing went to the other host. A redirect is the route's own host answering.
+        return Classified("redirect", foreign.status, _short(str(foreign)), connected=foreign.status is not None)
+    late = netguard.cause(exc, netguard.DeadlineReached)
+    if late is not None:
+        return Classified("deadline", None, _short(str(late)), connected=False)  # not sent
+    found = _classify(exc, name, module)
+    if found is not None and found.failure in ("uncertain", "transient") and found.status in (None, 200) and netguard.passed():
+        # A call without an answer once the run's time limit has passed: the watchdog cut it (or
+        # its timeouts, capped at the time left, ran out). It may have reached the provider.
+        return Classified("deadline", None, _short(f"cut at the run's time limit ({found.message})"), connected=found.connected)
+    return found
+
+
+def _classify(exc: BaseException, name: str, module: str) -> Classified | None:
     if isinstance(exc, MalformedResponse):
         return Classified("transient", exc.status, _short(str(exc)))
     if isinstance(exc, (json.JSONDecodeError, RecursionError)) or (isinstance(exc, ValueError) and "integer string conversion" in str(exc)):
@@ -294,6 +321,9 @@ def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 8, ret
             if not retryable or attempt == attempts - 1:
                 break
             delay = min(c.retry_after if c.retry_after is not None else backoff(attempt + 1, base=retry_base(), cap=60.0), 60.0)
+            left = netguard.remaining()
+            if left is not None and delay >= left:
+                break  # the next attempt would come after the run's time limit: the next run makes it
             log.info("retry %d/%d in %.0f s: %s (%s for route %r)", attempt + 1, attempts - 1, delay,
                      c.message or c.failure, what, route.name)
             time.sleep(delay)
@@ -310,10 +340,16 @@ def _is_loopback(route: Route) -> bool:
 
 def provider_error(c: Classified, *, what: str, route: Route) -> ProviderError:
     where = route.base_url or route.endpoint_host
-    status = f"HTTP {c.status}" if c.status else "no response"
+    status = f"HTTP {c.status}" if c.status else {"redirect": "refused", "deadline": "at the time limit"}.get(c.failure, "no response")
     if c.failure == "auth":
         hint = f"Check the key in {route.api_key_env} for route {route.name!r}."
-    elif not c.connected and _is_loopback(route):
+    elif c.failure == "redirect":
+        hint = (f"batchrun sends the key and the requests of route {route.name!r} only to the host its base URL names. "
+                "Check base_url in the config: if the provider really moved, name its new address there; a proxy that "
+                "redirects elsewhere is misconfigured or hostile.")
+    elif c.failure == "deadline":
+        hint = "The run reached its time limit (--timeout or --until) during this call; the next run resumes where it stopped."
+    elif c.failure == "uncertain" and not c.connected and _is_loopback(route):
         hint = (f"Nothing is listening at {where} on this machine: start it (for a rehearsal, `batchrun emulator` "
                 f"prints its URL) or correct the port. batchrun will resume where it stopped.")
     elif c.failure == "uncertain":
@@ -324,16 +360,17 @@ def provider_error(c: Classified, *, what: str, route: Route) -> ProviderError:
     err.classified = c  # type: ignore[attr-defined]
     # A refused connection to this machine will not go away by waiting (nothing was started on
     # that port), so no caller retries it: refresh and poll stop at once, like submit.
-    err.loopback_refused = not c.connected and _is_loopback(route)  # type: ignore[attr-defined]
+    err.loopback_refused = c.failure == "uncertain" and not c.connected and _is_loopback(route)  # type: ignore[attr-defined]
     return err
 
 
 def is_transient(err: BaseException) -> bool:
-    """A ProviderError that may go away by itself (429, 5xx, a dropped connection): "not now"."""
+    """A ProviderError that may go away by itself (429, 5xx, a dropped connection, the run's time
+    limit): "not now"."""
     c = getattr(err, "classified", None)
     if getattr(err, "loopback_refused", False):
         return False
-    return c is not None and c.failure in ("transient", "quota", "uncertain")
+    return c is not None and c.failure in ("transient", "quota", "uncertain", "deadline")
 
 
 def is_auth(err: BaseException) -> bool:
@@ -345,4 +382,12 @@ def is_auth(err: BaseException) -> bool:
 def is_unreachable(err: BaseException) -> bool:
     """A ProviderError after the connection could not even be opened: a wrong or down base URL."""
     c = getattr(err, "classified", None)
-    return c is not None and not c.connected
+    return c is not None and not c.connected and c.failure == "uncertain"
+
+
+def blocks_route(err: BaseException) -> bool:
+    """A ProviderError that sending again cannot cure, about the route rather than one request:
+    the key refused (401/403), or a redirect to another host. The route is blocked with the
+    diagnosis; the other routes go on."""
+    c = getattr(err, "classified", None)
+    return c is not None and c.failure in ("auth", "redirect")

@@ -33,7 +33,7 @@ from .config import Config
 from .cost import billed_output, request_cost
 from .grading import Verdict, parse_verdict, points_json, score
 from .ledger import queue_judgments, sync_state
-from .lifecycle import KEY_REFUSED, Status, move
+from .lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
 from .progress import SILENT, Progress
 from .providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
 from .redaction import known_keys, redact
@@ -51,8 +51,9 @@ MAX_STORED_CHARS = 1 << 20
 
 # What a request its batch never answered gets, by the batch's provider_state. KEY_REFUSED: the
 # provider refused the key on the upload or the create, so every request is an 'auth' failure
-# that blocks the route until the key is fixed.
-_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed", KEY_REFUSED: "auth"}
+# that blocks the route until the key is fixed; HOST_REFUSED: the upload or the create was sent
+# to another host, refused, so every request is 'invalid' (the route's config or proxy must change).
+_MISSING_KIND = {"expired": "expired", "cancelled": "cancelled", "failed": "batch_failed", KEY_REFUSED: "auth", HOST_REFUSED: "invalid"}
 
 
 @dataclass
@@ -292,7 +293,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     unread = 0
     for cid in members:
         if cid not in seen:
-            if missing_kind in ("batch_failed", "auth"):
+            if missing_kind in ("batch_failed", "auth") or b["provider_state"] == HOST_REFUSED:
                 message = b["error"]
             elif b["download_truncated"]:
                 message = (f"no readable result line: the result file was still truncated after {b['download_attempts']} "

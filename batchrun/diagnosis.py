@@ -82,6 +82,12 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
     if kind == "auth" or "api key not valid" in text or "api_key_invalid" in text:
         env = route.api_key_env if route is not None else "the route's api_key_env"
         return Diagnosis("the provider refused the API key", f"check the key in {env} for route {route_name!r}, {retry}.")
+    if _has(text, "redirect to another host", "url on another host"):
+        # netguard.ForeignHost's words: batchrun refused to send the key or a request elsewhere.
+        return Diagnosis("the provider, or a proxy in front of it, sent a call to another host than the route's, "
+                         "where batchrun sends no key and no request",
+                         f"check base_url under {table}{where}: if the provider really moved, name its new address there "
+                         f"(a proxy that redirects elsewhere is misconfigured or hostile), {retry}.")
     if kind == "batch_failed":
         return Diagnosis("the provider failed the batch at validation, twice",
                          f"fix what the provider's message names under {table}{where} (a changed policy re-plans the cells); "
@@ -114,6 +120,31 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
     return Diagnosis("the provider rejected the request as invalid",
                      f"fix what the provider's message names under {table}{where} (a changed policy re-plans the cells); "
                      f"if the request was right, {retry}.")
+
+
+def refused_call(route_name: str, failure: str, message: str, config: Config | None, *, batch_id: str,
+                 host: str | None) -> tuple[str, str]:
+    """(cause, fix) for a batch's status check or download that the provider refused: the route is
+    blocked for the run, and the batch, still the provider's, is checked again by the next run
+    (nothing is sent again)."""
+    table = f'[routes."{route_name}"]'
+    where = f" in {config.path}" if config is not None else ""
+    again = f"the next run checks batch {batch_id} again (nothing is sent again)"
+    text = (message or "").lower()
+    # Gemini answers a bad key with 400 "API key not valid" (see diagnose): the key's fix too.
+    if failure == "auth" or "api key not valid" in text or "api_key_invalid" in text:
+        route = config.routes.get(route_name) if config is not None else None
+        env = route.api_key_env if route is not None else "the route's api_key_env"
+        return "the provider refused the API key", f"check the key in {env} for route {route_name!r}; {again}."
+    if failure == "redirect":
+        found = diagnose(route_name, "invalid", message, config)
+        return found.cause, f"check base_url under {table}{where} (the batch was created at {host or 'its host'}); {again}."
+    if failure == "not_found":
+        return ("the provider does not know this batch",
+                f"check base_url under {table}{where}: the batch was created at {host or 'its host'}, and only that host "
+                f"knows it; {again}.")
+    return ("the provider refused the call",
+            f"check base_url and api_version under {table}{where} (the batch was created at {host or 'its host'}); {again}.")
 
 
 def open_problems(store: Store, config: Config | None = None, *, requests: str = "request_status") -> list[Problem]:

@@ -99,6 +99,10 @@ STARTED: tuple[Status, ...] = (Status.IN_FLIGHT, Status.ENDED, Status.DOWNLOADED
 # (401/403): batchrun's own mark (no provider reports it as a batch state); collect records each
 # of its requests as an 'auth' result, which blocks the route with "check the key in VAR".
 KEY_REFUSED = "key_refused"
+# `batches.provider_state` of a batch whose upload or create was redirected (or sent) to another host
+# than the route's, which batchrun refused (netguard.ForeignHost): batchrun's own mark; collect
+# records each of its requests as an 'invalid' result, which blocks the route with the diagnosis.
+HOST_REFUSED = "host_refused"
 # `batches.provider_state` of an in-flight batch the user cancelled (`cancel`): batchrun's own mark
 # until the next poll sees the provider end it (and records the provider's final state instead).
 CANCEL_REQUESTED = "cancel_requested"

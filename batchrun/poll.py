@@ -8,7 +8,13 @@ collect resubmits the requests that have no readable result line.
 
 Sync-transport batches are run here: their lines are sent online with bounded concurrency and
 each answer is appended to jobs/<id>/results.jsonl as it arrives, in the provider's batch result
-shape, so collect has one path. A killed run resumes from that file without resending.
+shape, so collect has one path. A killed run resumes from that file without resending. A line
+that cannot be written (a disk error) stops the sending: no new request goes out, so at most
+`sync_concurrency` answers are lost and sent again, as after a crash.
+
+A route whose batch the provider refuses to show or hand over (the key refused, a redirect to
+another host, a 404) is blocked for this run: its other batches are not checked again, the other
+routes go on, and the batch stays where it was at the provider for the next run.
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults, jsonl
+from . import faults, jsonl, netguard
 from .checksums import file_digest
-from .clients import classify, client_host, is_transient, make_client
+from .clients import Classified, classify, client_host, is_transient, make_client
 from .config import Config, Route
 from .errors import ProviderError
 from .lifecycle import TO_FOLLOW, Status, move, record
@@ -63,6 +69,10 @@ class PollResult:
     requests_in_flight: int = 0
     provider_errors: int = 0
     running: list[BatchProgress] = field(default_factory=list)
+    # Routes blocked for this run because the provider refused to show or hand over one of their
+    # batches: route -> what happened and the fix (printed as "blocked: ..."). Their batches are
+    # not counted in `in_flight`: nothing in this run will move them.
+    blocked: dict[str, str] = field(default_factory=dict)
 
     def in_flight_words(self) -> str:
         """The live line's account of the batches in flight: counts per batch where the providers
@@ -113,7 +123,16 @@ def state_words(status: BatchStatus) -> str:
     return f"{status.state} (provider: {raw})"
 
 
-def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> PollResult:
+# What a status check or a download answered that blocks the route for the run: sending the call
+# again cannot help until the key, the base URL or the proxy is fixed.
+_BLOCKING = ("auth", "redirect", "not_found", "client")
+# The start of `batches.error` while a batch waits because its route was blocked (cleared once the
+# provider shows it again).
+BLOCKED_PREFIX = "blocked: "
+
+
+def poll_once(store: Store, config: Config, *, progress: Progress = SILENT, skip: set[str] | frozenset[str] = frozenset()) -> PollResult:
+    """Check every batch in flight once (`skip`: routes already blocked in this run, not checked again)."""
     result = PollResult()
     following = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq")
     if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
@@ -128,13 +147,21 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> P
         if route is None:
             progress.event(f"skipping {b['id']}: route {b['route']!r} is no longer in the config")
             continue
+        if route.name in skip or route.name in result.blocked:
+            continue
         if b["transport"] == "sync":
-            run_sync_batch(store, route, b, progress)
-            result.downloaded.append(b["id"])
+            if run_sync_batch(store, route, b, progress):
+                result.downloaded.append(b["id"])
+            else:
+                result.waiting(b)  # stopped at the run's time limit: the next run sends the rest
             continue
         try:
             _follow(store, route, b, result, progress)
         except ProviderError as e:
+            c: Classified | None = getattr(e, "classified", None)
+            if c is not None and c.failure in _BLOCKING and not getattr(e, "loopback_refused", False):
+                _block(store, config, route, b, c, e, result, progress)
+                continue
             if not is_transient(e):
                 raise
             # Checking or downloading failed even after retries: the batch is still wherever it
@@ -145,6 +172,20 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> P
     return result
 
 
+def _block(store: Store, config: Config, route: Route, b: dict[str, Any], c: Classified, e: ProviderError, result: PollResult,
+           progress: Progress) -> None:
+    """The provider refused to show or hand over a batch of this route: the route is blocked for
+    this run (the others go on); the batch stays in flight at the provider, for the next run."""
+    from .diagnosis import refused_call
+
+    what = "downloaded" if b["status"] == Status.ENDED else "checked"
+    cause, fix = refused_call(route.name, c.failure, e.message, config, batch_id=b["id"], host=b["endpoint_host"])
+    text = f"route {route.name!r}: batch {b['id']} could not be {what}: {cause} ({e.message}). Fix: {fix}"
+    record(store, b["id"], error=redact(f"{BLOCKED_PREFIX}{cause} ({e.message})"))
+    result.blocked[route.name] = redact(text)
+    progress.event(f"{b['id']}: {e.message}; route {route.name!r} is blocked for this run")
+
+
 def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, progress: Progress) -> None:
     """Retrieve one batch; once terminal, record it and download its results."""
     adapter = get_adapter(route.provider)
@@ -152,6 +193,8 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
     # An 'ended' batch whose download did not finish is simply retrieved again (idempotent).
     status = adapter.retrieve(client, route, b["provider_batch_id"])
     faults.point("poll.after_retrieve")
+    if (b["error"] or "").startswith(BLOCKED_PREFIX):
+        record(store, b["id"], error=None)  # the provider shows it again: the route is no longer blocked
     counts_json = json.dumps(status.counts)
     # One line per change of a batch's counts (compared with what the last poll recorded, in this
     # run or an earlier one), not one per poll: a cron log reads as a list of events.
@@ -263,8 +306,11 @@ def _last_line(path: Path, block_size: int = 1 << 20) -> bytes:
     return b"".join(reversed(blocks)).strip()
 
 
-def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Progress) -> None:
-    """Send a sync batch's lines online; append each result as it arrives; resume after a crash."""
+def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Progress) -> bool:
+    """Send a sync batch's lines online; append each result as it arrives; resume after a crash.
+
+    True once every line has its result; False if the run's time limit stopped the sending (the
+    batch stays in flight: the next run sends the rest)."""
     # The file is sent line by line from here, so its checksum is checked here, before any line
     # goes out: on every run, a resumed one too (submit's check was at the batch's start).
     verify_request_file(b)
@@ -292,9 +338,24 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
     hosts = set(filter(None, (b["endpoint_host"] or "").split(", "))) if done else set()
     record(store, b["id"], endpoint_host=", ".join(sorted(hosts | {host})))
     lock = threading.Lock()
+    # Set by the first failure to record an answer (a disk error: every answer after it would be
+    # lost, and paid for again by the next run) or by the run's time limit: no new request goes
+    # out, only the at most sync_concurrency already in flight finish.
+    stop = threading.Event()
+    unsent = threading.Event()  # some line has no result yet: the batch is not done
     progress.event(f"{b['id']}: sending {len(todo)} request(s) online ({len(done)} already answered)")
 
     def one(raw: bytes) -> None:
+        if stop.is_set() or netguard.passed():
+            unsent.set()
+            return
+        try:
+            send_one(raw)
+        except BaseException:
+            stop.set()
+            raise
+
+    def send_one(raw: bytes) -> None:
         line = json.loads(raw)
         cid = str(line.get("custom_id") or line.get("key"))
         try:
@@ -303,7 +364,15 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             c = classify(exc)
             if c is None:
                 raise
-            out = adapter.error_line(cid, c.status, c.message)
+            if c.failure == "deadline":
+                # Not sent, or cut at the run's time limit (it may have reached the provider):
+                # no result line, so the next run sends it (at most sync_concurrency such, as after a crash).
+                stop.set()
+                unsent.set()
+                return
+            # A redirect to another host is refused like an invalid request (status 400 reads as
+            # one in every adapter's error line): it blocks the route, its message names the host.
+            out = adapter.error_line(cid, 400 if c.failure == "redirect" else c.status, c.message)
             if c.retry_after is not None:
                 out[RETRY_AFTER_KEY] = c.retry_after
         # An answer or an error may quote the key back (the provider repeats what it was sent).
@@ -315,12 +384,23 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             faults.point("poll.sync_line")
 
     with ThreadPoolExecutor(max_workers=route.sync_concurrency) as pool:
-        for fut in [pool.submit(one, raw) for raw in todo]:
-            fut.result()
+        futures = [pool.submit(one, raw) for raw in todo]
+        try:
+            for fut in futures:
+                fut.result()
+        except BaseException:
+            stop.set()
+            for fut in futures:
+                fut.cancel()
+            raise
+    if unsent.is_set():
+        progress.event(f"{b['id']}: the run's time limit stopped the online sends; the next run sends the rest")
+        return False
     if not out_path.exists():
         out_path.touch()
     move(store, b["id"], Status.DOWNLOADED, provider_status="completed", provider_state="done", ended_at=time.time(), downloaded_at=time.time(),
          result_files_json=json.dumps([str(out_path)]), result_files_sha256_json=json.dumps([file_digest(out_path)]))
+    return True
 
 
 def _truncate_partial_line(path: Path) -> None:
@@ -331,15 +411,24 @@ def _truncate_partial_line(path: Path) -> None:
 
 def poll(store: Store, config: Config, *, wait: bool = False, interval: float = 30.0, timeout: float | None = None,
          progress: Progress = SILENT) -> PollResult:
+    """Check the batches in flight; with `wait`, until none is left or `timeout` seconds have
+    passed. Every provider call is bounded by that timeout too (netguard.time_limit)."""
+    with netguard.time_limit(time.time() + timeout if wait and timeout is not None else None):
+        return _poll(store, config, wait=wait, interval=interval, timeout=timeout, progress=progress)
+
+
+def _poll(store: Store, config: Config, *, wait: bool, interval: float, timeout: float | None, progress: Progress) -> PollResult:
     start = time.monotonic()
     ended: list[str] = []
     downloaded: list[str] = []
+    blocked: dict[str, str] = {}
     while True:
-        result = poll_once(store, config, progress=progress)
-        # Report what this whole call ended and downloaded, not only its last round.
+        result = poll_once(store, config, progress=progress, skip=set(blocked))
+        # Report what this whole call ended, downloaded and blocked, not only its last round.
         ended += result.ended
         downloaded += result.downloaded
-        result.ended, result.downloaded = list(ended), list(downloaded)
+        blocked.update(result.blocked)
+        result.ended, result.downloaded, result.blocked = list(ended), list(downloaded), dict(blocked)
         if not wait or result.in_flight == 0:
             progress.done()
             return result

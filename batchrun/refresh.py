@@ -6,6 +6,12 @@ routes (the config must change: each is named with its diagnosis), cells whose r
 run used up (the next run resumes them), or everything held by the budget or a quota (exit 2,
 said plainly); (c) the time limit is reached: in-flight batches are left for the next run (exit 2).
 While only retries are left that back off (the protocol retries with backoff), it sleeps until the first is due.
+
+The time limit bounds every provider call too (netguard.time_limit): a call still running then is
+cut, so the run ends on time and releases the writer lock. A route whose batch the provider
+refuses to show (the key, a redirect to another host, a 404) is blocked for the run and named;
+the other routes go on. An uncertain create waiting for candidate batches to end (Anthropic) is
+waited for like a batch in flight.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from . import netguard
 from .clients import is_transient
 from .collect import collect
 from .config import Config
@@ -22,7 +29,7 @@ from .ledger import scan_pending
 from .outputs import write_results
 from .poll import poll_once
 from .progress import SILENT, Progress
-from .lifecycle import LIVE
+from .lifecycle import LIVE, TO_FOLLOW
 from .store import Store, sql_list
 from .submit import submit
 
@@ -36,6 +43,9 @@ class RefreshOutcome:
     reason: str
     batches_created: int = 0
     leaderboard: list[dict] = field(default_factory=list)
+    # Routes blocked in this run because the provider refused to show or hand over their batches:
+    # each with what happened and the fix (poll.PollResult.blocked).
+    blocked: list[str] = field(default_factory=list)
 
 
 def deadline_from(timeout: float | None, until: str | None) -> float | None:
@@ -55,15 +65,29 @@ def deadline_from(timeout: float | None, until: str | None) -> float | None:
 
 def refresh(store: Store, config: Config, *, deadline: float | None = None, interval: float = 30.0,
             budget: float | None = None, progress: Progress = SILENT) -> RefreshOutcome:
+    with netguard.time_limit(deadline):
+        return _refresh(store, config, deadline=deadline, interval=interval, budget=budget, progress=progress)
+
+
+def _refresh(store: Store, config: Config, *, deadline: float | None, interval: float, budget: float | None,
+             progress: Progress) -> RefreshOutcome:
     created = 0
     started = time.time()
     stalled = 0  # consecutive rounds where the providers only answered with errors
     first_round = True
     last_error = ""
+    blocked: dict[str, str] = {}  # routes blocked in this run (poll.PollResult.blocked)
+
+    def outcome(complete: bool, reason: str, leaderboard: list[dict]) -> RefreshOutcome:
+        return RefreshOutcome(complete, reason, created, leaderboard, list(blocked.values()))
+
+    def out_of_time() -> bool:
+        return deadline is not None and time.time() >= deadline
+
     while True:
         try:
             s = submit(store, config, budget=budget, progress=progress)
-            p = poll_once(store, config, progress=progress)
+            p = poll_once(store, config, progress=progress, skip=set(blocked))
         except ProviderError as e:
             if not is_transient(e):
                 raise
@@ -71,11 +95,13 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
             stalled += 1
             last_error = e.message
             progress.event(f"provider error: {e.message}")
-            if stalled >= MAX_STALLED_ROUNDS or (deadline is not None and time.time() + interval > deadline):
+            if out_of_time() or stalled >= MAX_STALLED_ROUNDS or (deadline is not None and time.time() + interval > deadline):
                 c = collect(store, config, progress=progress)
-                return RefreshOutcome(False, f"persistent infrastructure failure: {last_error}", created, c.leaderboard)
+                reason = "time limit reached; the next run resumes" if out_of_time() else f"persistent infrastructure failure: {last_error}"
+                return outcome(False, reason, c.leaderboard)
             time.sleep(interval)
             continue
+        blocked.update(p.blocked)
         created += len(s.created) + len(s.adopted)
         # results/ changes only when something was collected (or, on the first round, when the
         # config changed since the last run): rewriting ~2 files per route every tick is waste.
@@ -86,29 +112,33 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
         progressed = bool(s.created or s.adopted or p.ended or p.downloaded or c.batches)
         if s.provider_errors or p.provider_errors:
             stalled = 0 if progressed else stalled + 1
-            if stalled >= MAX_STALLED_ROUNDS:
+            if stalled >= MAX_STALLED_ROUNDS and not out_of_time():
                 why = "; ".join(sorted({r for _, r in s.held})) or "checking or downloading batches keeps failing"
-                return RefreshOutcome(False, f"persistent infrastructure failure: {why}", created, c.leaderboard)
+                return outcome(False, f"persistent infrastructure failure: {why}", c.leaderboard)
         else:
             stalled = 0
         if c.complete:
             reason = "every route is complete" if created else "nothing to do: every route is already complete"
-            return RefreshOutcome(True, reason, created, c.leaderboard)
-        live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE)}") or 0
+            return outcome(True, reason, c.leaderboard)
+        # Batches of a route blocked in this run are not waited for: nothing in this run moves them.
+        marks = ", ".join("?" for _ in blocked)
+        live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE)} "
+                            f"AND NOT (status IN {sql_list(TO_FOLLOW)} AND route IN ({marks}))", sorted(blocked)) or 0
+        if out_of_time():
+            return outcome(False, f"time limit reached with {live} batch(es) in flight; the next run picks them up", c.leaderboard)
         scan = scan_pending(store, config)
-        if live == 0 or (s.held and not p.in_flight and not s.provider_errors and not progressed):
+        if live == 0 or (s.held and not p.in_flight and not s.awaiting and not s.provider_errors and not progressed):
             if s.held:
                 why = "; ".join(sorted({r for _, r in s.held}))
-                return RefreshOutcome(False, f"held back: {why}", created, c.leaderboard)
+                return outcome(False, f"held back: {why}", c.leaderboard)
             if not scan.due and not c.new_judge_requests:
                 retry_at = scan.next_retry_at
                 if retry_at is None or (deadline is not None and retry_at > deadline):
-                    return RefreshOutcome(False, _stuck_reason(store, config, scan.backing_off), created, c.leaderboard)
+                    return outcome(False, _stuck_reason(store, config, scan.backing_off, blocked), c.leaderboard)
                 _sleep_until(retry_at, progress, f"{scan.backing_off} request(s) back off after a failure")
             continue  # something new became sendable (retries, judgments): submit it now
         if deadline is not None and time.time() + interval > deadline:
-            return RefreshOutcome(False, f"time limit reached with {live} batch(es) in flight; the next run picks them up",
-                                  created, c.leaderboard)
+            return outcome(False, f"time limit reached with {live} batch(es) in flight; the next run picks them up", c.leaderboard)
         if not progressed:
             waited = 0.0
             while waited < interval:
@@ -122,11 +152,14 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
             progress.done()
 
 
-def _stuck_reason(store: Store, config: Config, backing_off: int) -> str:
+def _stuck_reason(store: Store, config: Config, backing_off: int, blocked_routes: dict[str, str]) -> str:
     from .diagnosis import open_problems
 
     problems = open_problems(store, config)
     parts = []
+    if blocked_routes:
+        parts.append(f"the provider refused to show the batches of route(s) {', '.join(repr(r) for r in sorted(blocked_routes))} "
+                     "(see above)")
     waiting = sum(p.requests for p in problems if p.state == "waiting")
     blocked = sum(p.requests for p in problems if p.state == "blocked")
     if waiting:

@@ -14,7 +14,12 @@ state the next run can finish without paying twice:
 
 SDK retries are off for creates (clients.py): an SDK that retries a dropped `POST` of a batch
 create without an idempotency key would create duplicates. We retry through the adoption path
-instead.
+instead. A batch held while candidates run is listed in `SubmitResult.awaiting`: refresh keeps
+waiting for them, within its time limit, as it waits for batches in flight.
+
+A route whose key is refused, or whose upload or create is redirected to another host (refused:
+netguard), is blocked; the other routes go on. Once the run's time limit has passed nothing more
+is sent: the batches left wait for the next run.
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults, jsonl
+from . import faults, jsonl, netguard
 from .checksums import RequestChecksum
 from .clients import (
     Classified,
     backoff,
+    blocks_route,
     classify,
     client_host,
     is_auth,
@@ -44,7 +50,7 @@ from .config import Config, Route
 from .cost import fmt_money
 from .errors import ProviderError, StateError
 from .ledger import supersede_stale_batches
-from .lifecycle import KEY_REFUSED, NOT_CREATED, Status, move
+from .lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
 from .plan import PlanResult, plan
 from .progress import SILENT, Progress
 from .providers import Adapter, BatchStatus, get_adapter
@@ -64,6 +70,9 @@ class SubmitResult:
     created: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     held: list[tuple[str, str]] = field(default_factory=list)  # (batch id, reason)
+    # Held batches an uncertain create left waiting for candidate batches to end (Anthropic): they
+    # resolve by waiting, so refresh waits for them like batches in flight.
+    awaiting: list[str] = field(default_factory=list)
     bytes_uploaded: int = 0
     provider_errors: int = 0
     # A dry run: batches planned earlier and not sent yet (planned/uploading/uploaded), which the
@@ -146,6 +155,9 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
     gate = Gate(store, config, budget if budget is not None else config.budget)
     for b in batches:
         route = config.routes[b["route"]]
+        if netguard.passed():
+            result.held.append((b["id"], "the run's time limit was reached"))
+            continue
         reason = gate.check(b)
         if reason:
             result.held.append((b["id"], reason))
@@ -164,6 +176,12 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         try:
             created = _upload_and_create(store, config, route, b, result, progress)
         except ProviderError as e:
+            if blocks_route(e) and store.scalar("SELECT status FROM batches WHERE id = ?", [b["id"]]) == Status.CREATING:
+                # Refused while finding out whether an uncertain create made the batch (the
+                # listing or a candidate's download): still unknown, so it is held, never sent again.
+                result.held.append((b["id"], f"uncertain creation: {e.message}"))
+                progress.event(f"held {b['id']}: {e.message}")
+                continue
             if is_auth(e):
                 # The key was refused (401/403) on the upload or the create: nothing was created.
                 # The route is blocked like a per-request 401 ("check the key in VAR"); the
@@ -171,6 +189,13 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
                 _refused_as_a_whole(store, b, e.classified, provider_state=KEY_REFUSED)  # type: ignore[attr-defined]
                 progress.event(f"{b['id']}: the provider refused the key of route {route.name!r} ({e.message}); "
                                f"its requests are blocked until the key in {route.api_key_env} is fixed")
+                continue
+            if blocks_route(e):
+                # The upload or the create was redirected to another host, and refused: nothing
+                # went there and nothing was created. The route is blocked with the diagnosis.
+                _refused_as_a_whole(store, b, e.classified, provider_state=HOST_REFUSED)  # type: ignore[attr-defined]
+                progress.event(f"{b['id']}: {e.message}; the requests of route {route.name!r} are blocked until its base_url "
+                               "or the proxy in front of it is fixed")
                 continue
             if not is_transient(e) or is_unreachable(e):
                 raise  # a wrong or down base URL is reported, not waited for
@@ -234,6 +259,12 @@ def _create(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[s
             c = classify(exc)
             if c is None:
                 raise
+            if c.failure == "deadline":
+                # The run's time limit: not sent (certainly not created), or cut while it ran (maybe
+                # created: it stays 'creating', and the next run's adoption finds out).
+                if not c.connected:
+                    move(store, b["id"], Status.UPLOADED)
+                raise provider_error(c, what=f"Creating the batch {b['id']}", route=route)
             if c.failure == "uncertain" and not c.connected:
                 # Certain too: the connection itself failed (refused, DNS), nothing was sent.
                 move(store, b["id"], Status.UPLOADED)
@@ -248,8 +279,8 @@ def _create(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[s
                 _refused_as_a_whole(store, b, c, provider_state="failed")
                 progress.event(f"{b['id']} refused by the provider as a whole (HTTP {c.status}): {c.message}")
                 return False
-            if c.failure in ("client", "auth", "not_found", "quota"):
-                # Certain: the provider refused, nothing was created.
+            if c.failure in ("client", "auth", "not_found", "quota", "redirect"):
+                # Certain: the provider refused (or redirected elsewhere), nothing was created.
                 move(store, b["id"], Status.UPLOADED, error=f"create refused: HTTP {c.status}: {c.message}")
                 if c.failure == "quota":
                     result.held.append((b["id"], f"provider quota: {c.message}"))
@@ -266,6 +297,7 @@ def _create(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[s
                 return True
             if outcome == "hold":
                 result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
+                result.awaiting.append(b["id"])
                 return False
             # Not created (adoption found nothing). The batch stays 'creating', so if the provider
             # did create it after all, the next round's adoption finds it before any new create.
@@ -289,18 +321,23 @@ CREATE_BACKOFF_CAP = 10.0
 
 def _back_off(attempt: int, c: Classified) -> bool:
     """Sleep before create attempt `attempt + 2`; False if the provider asked to wait longer than
-    this process waits (the batch is then left for a later round)."""
+    this process waits, or the wait would end past the run's time limit (the batch is then left
+    for a later round)."""
     cap = CREATE_BACKOFF_CAP * retry_base()
     if c.retry_after is not None and c.retry_after > cap:
         return False
-    time.sleep(backoff(attempt + 1, base=retry_base(), cap=cap, retry_after=c.retry_after))
+    delay = backoff(attempt + 1, base=retry_base(), cap=cap, retry_after=c.retry_after)
+    left = netguard.remaining()
+    if left is not None and delay >= left:
+        return False
+    time.sleep(delay)
     return True
 
 
 def _refused_as_a_whole(store: Store, b: dict[str, Any], c: Classified, *, provider_state: str) -> None:
     """Record a batch the provider refused before creating it: ended, with no result file."""
     now = time.time()
-    move(store, b["id"], Status.DOWNLOADED, provider_state=provider_state, provider_status=f"HTTP {c.status}",
+    move(store, b["id"], Status.DOWNLOADED, provider_state=provider_state, provider_status=f"HTTP {c.status}" if c.status else "refused",
          error=c.message, creating_at=b.get("creating_at") or now, ended_at=now, downloaded_at=now, result_files_json="[]",
          run_id=store.run_id)
 
@@ -365,19 +402,21 @@ def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResu
         try:
             outcome = _adopt(store, route, adapter, client, b, progress)
         except ProviderError as e:
-            if not is_transient(e):
+            if not is_transient(e) and not blocks_route(e):
                 raise
-            # The listing could not be read (even after retries): whether the provider made this
-            # batch is still unknown, so it stays 'creating' for a later round; the other batches
-            # and routes go on.
+            # The listing could not be read (even after retries), or the provider refused it (the
+            # key, a redirect to another host): whether the provider made this batch is still
+            # unknown, so it stays 'creating' for a later round; the other batches and routes go on.
             result.held.append((b["id"], f"uncertain creation: {e.message}"))
-            result.provider_errors += 1
+            if is_transient(e):
+                result.provider_errors += 1
             progress.event(f"held {b['id']}: {e.message}; will retry later")
             continue
         if outcome == "adopted":
             result.adopted.append(b["id"])
         elif outcome == "hold":
             result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
+            result.awaiting.append(b["id"])
         else:
             # Nothing at the provider is ours: it is safe to create it now.
             move(store, b["id"], Status.UPLOADED)

@@ -433,8 +433,10 @@ class Adapter(Protocol):
         ...
 
     # -- I/O halves ------------------------------------------------------------------------------
-    def make_client(self, route: Route, key: str, *, timeout: float) -> Any:
-        """The SDK client for a route: its key, its base URL, SDK retries off (see clients.py)."""
+    def make_client(self, route: Route, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
+        """The SDK client for a route: its key, its base URL, SDK retries off (see clients.py), and
+        `hooks` as its HTTP client's event hooks (netguard.Guard: the route's origin only, within
+        the run's time limit), for every request it sends."""
         ...
 
     def client_base_url(self, client: Any) -> str | None:

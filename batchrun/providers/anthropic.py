@@ -11,7 +11,7 @@ submit.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,12 +164,14 @@ class AnthropicAdapter:
 
     # -- I/O halves ----------------------------------------------------------------------------
 
-    def make_client(self, route: Route, key: str, *, timeout: float) -> Any:
+    def make_client(self, route: Route, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
         import anthropic
 
         return anthropic.Anthropic(
             api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout,
             default_headers={"anthropic-version": route.api_version or self.default_api_version or ""},
+            # The SDK's own HTTP client settings (timeouts, limits, redirects), with our event hooks.
+            http_client=anthropic.DefaultHttpxClient(event_hooks=hooks),
         )
 
     def client_base_url(self, client: Any) -> str | None:

@@ -211,11 +211,13 @@ class GeminiAdapter:
 
     # -- I/O halves ----------------------------------------------------------------------------
 
-    def make_client(self, route: Route, key: str, *, timeout: float) -> Any:
+    def make_client(self, route: Route, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
         from google import genai
         from google.genai import types
 
-        http_options: dict[str, Any] = {"timeout": int(timeout * 1000)}
+        # client_args: passed to the sync httpx/httpx2 client google-genai builds (which follows
+        # redirects); the hooks see every request, the resumable upload's chunks included.
+        http_options: dict[str, Any] = {"timeout": int(timeout * 1000), "client_args": {"event_hooks": hooks}}
         if route.base_url:
             http_options["base_url"] = route.base_url
         return genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))

@@ -10,6 +10,7 @@ servers read).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,10 +165,13 @@ class OpenAIAdapter:
 
     # -- I/O halves ----------------------------------------------------------------------------
 
-    def make_client(self, route: Route, key: str, *, timeout: float) -> Any:
+    def make_client(self, route: Route, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
         import openai
 
-        return openai.OpenAI(api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout)
+        # DefaultHttpxClient: the SDK's own HTTP client settings (timeouts, limits, redirects),
+        # with our event hooks.
+        return openai.OpenAI(api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout,
+                             http_client=openai.DefaultHttpxClient(event_hooks=hooks))
 
     def client_base_url(self, client: Any) -> str | None:
         base = getattr(client, "base_url", None)  # without base_url in the route: OPENAI_BASE_URL, else the default
