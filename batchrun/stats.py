@@ -523,8 +523,8 @@ class Documents:
             trace = (c * (a - 2 * a * h + h * h * s)).sum(axis=0)
             square = ((c * c * (a * a + 2 * a * (s * h * h - 2 * a * h))).sum(axis=0)
                       + 2 * caa * chh + s * s * chh * chh + 2 * cah * cah - 4 * s * cah * chh)
-            df = np.where(ok & (square > 0), trace**2 / np.where(square > 0, square, 1.0), np.nan)
-            df = np.clip(df, 1.0, np.maximum(docs - 1, 1))
+            df = np.where(square > 0, trace**2 / np.where(square > 0, square, 1.0), np.nan)
+            df = np.clip(np.where(np.isfinite(df), df, docs - 1), 1.0, np.maximum(docs - 1, 1))
         q = np.full(values.shape[1], np.nan)
         if ok.any():
             q[ok] = t_quantile(0.5 + confidence / 2, df[ok])
