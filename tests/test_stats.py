@@ -259,6 +259,27 @@ def test_interval_needs_min_documents_handles_missing_constant_and_bounds() -> N
         stats.Documents(docs, min_documents=1)
 
 
+def test_intervals_and_tests_hold_on_degenerate_small_columns() -> None:
+    """1-6 documents, constant, binary, sparse and near-zero values: every interval holds its
+    estimate with 1 <= df <= D - 1, and every p-value is in (0, 1]."""
+    rng = random.Random(12)
+    makers = {"random": lambda: rng.random(), "constant": lambda: 0.5, "binary": lambda: float(rng.random() < 0.5),
+              "sparse": lambda: None if rng.random() < 0.7 else rng.random(), "tiny": lambda: rng.choice([0.0, 1e-12, -1e-12])}
+    estimable = 0
+    for _ in range(600):
+        d = rng.choice([1, 2, 3, 4, 6])
+        docs = [f"d{rng.randrange(d)}" for _ in range(rng.randrange(1, 15))]
+        make = makers[rng.choice(list(makers))]
+        values = [make() for _ in docs]
+        iv = stats.Documents(docs).interval(values, bounds=(-1.0, 1.0))
+        if iv.low is not None:
+            estimable += 1
+            assert iv.low <= iv.estimate + 1e-12 and iv.estimate <= iv.high + 1e-12 and 1 <= iv.df <= iv.n_documents - 1
+        (t,) = stats.Documents(docs).paired_tests([values], resamples=200, seed=1)
+        assert 0 < t.sign_p <= 1 and 0 < t.permutation.p <= 1 and t.wins + t.losses + t.ties == t.n_documents
+    assert estimable > 100
+
+
 @pytest.mark.parametrize("p", [0.6, 0.9, 0.95, 0.975, 0.995, 0.9999])
 def test_t_quantile_matches_scipy(p: float) -> None:
     import numpy as np
