@@ -3,7 +3,9 @@ breakdowns, judge panel health and what changed since the last refresh.
 
 Everything is read once from `cells_now` (outputs.snapshot_cells) and the tables, then handed to
 the pure functions of `stats`. Scores are fractions 0-1 in the data (JSON, CSV); human formats
-show 0-100.
+show 0-100. The document is the unit of every interval and paired test (one `stats.Documents`
+per report): an interval resting on fewer than stats.MIN_DOCUMENTS documents is not printed, and
+the pairwise tables say when a pair differs on too few documents for any test to reject.
 
 Which tasks count, per value (spec 001 §5):
 - All-tasks: a scored cell counts its score, a final failure (out of context, refusal, empty,
@@ -28,8 +30,11 @@ from .outputs import ZERO_FILLED, judge_scores, report_data
 from .store import Store
 
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
-DEFAULT_PERMUTATIONS = stats.DEFAULT_PERMUTATIONS
 DEFAULT_SEED = stats.DEFAULT_SEED
+# The range a mean can take: intervals are clipped to it (a wide interval on 3 documents would
+# otherwise run past 0 or 100).
+SCORE_BOUNDS = (0.0, 1.0)
+DIFF_BOUNDS = (-1.0, 1.0)
 
 # Document length buckets, in characters as the harness reads them (powers of 4 from 4,000: at
 # ~3.3 characters a token, <1.2k, 1.2k-5k, 5k-20k, 20k-80k, 80k-300k and >=300k tokens of English).
@@ -49,9 +54,8 @@ OPEN_STATUSES = ("pending", "judging", "waiting", "blocked")
 
 @dataclass(frozen=True)
 class Settings:
-    resamples: int = DEFAULT_RESAMPLES
+    resamples: int = DEFAULT_RESAMPLES  # Monte-Carlo sign flips of the document permutation test
     seed: int = DEFAULT_SEED
-    permutations: int = DEFAULT_PERMUTATIONS
     alpha: float = stats.ALPHA
 
 
@@ -59,7 +63,7 @@ class Settings:
 class Task:
     task_id: str
     position: int
-    doc: str  # the document's sha256: the bootstrap's resampling unit
+    doc: str  # the document's sha256: the unit of every interval and paired test
     corpus_file: str
     question: str
     fields: dict[str, Any]
@@ -127,7 +131,7 @@ def _letters(i: int) -> str:
 # --- per route ---------------------------------------------------------------------------------------
 
 
-def route_statistics(cells: Cells, boot: stats.DocumentBootstrap) -> dict[str, dict[str, Any]]:
+def route_statistics(cells: Cells, docs: stats.Documents) -> dict[str, dict[str, Any]]:
     """Per route: All-tasks and Scored with intervals (complete routes only), and coverage."""
     import numpy as np
 
@@ -136,7 +140,7 @@ def route_statistics(cells: Cells, boot: stats.DocumentBootstrap) -> dict[str, d
     columns = np.empty((len(cells.tasks), 2 * len(keys)))
     columns[:, 0::2] = cells.matrix("all_tasks", keys)
     columns[:, 1::2] = cells.matrix("scored", keys)
-    ivs = boot.intervals(columns)
+    ivs = docs.intervals(columns, bounds=SCORE_BOUNDS)
     by_route = {route: (ivs[2 * i], ivs[2 * i + 1]) for i, route in enumerate(keys)}
     out = {}
     for r in cells.board:
@@ -161,11 +165,12 @@ VARIANTS = {
 }
 
 
-def compare_pairs(cells: Cells, pairs: list[tuple[str, str]], boot: stats.DocumentBootstrap, settings: Settings) -> list[dict[str, Any]]:
-    """Both variants for each (a, b): mean of a - b with a paired document-bootstrap interval,
-    wins/losses/ties, the exact sign test and the paired permutation test; Holm across `pairs`
-    per variant and test. The differences of every pair are one numpy matrix (tasks x pairs):
-    at 30 routes that is 435 pairs x 481 tasks, each resampled 2,000 times."""
+def compare_pairs(cells: Cells, pairs: list[tuple[str, str]], docs: stats.Documents, settings: Settings) -> list[dict[str, Any]]:
+    """Both variants for each (a, b): mean of a - b with its interval, and the paired tests with
+    the document as the unit (documents won/lost/tied, the exact sign test on them, the
+    permutation test flipping whole documents); Holm across `pairs` per variant and test. The
+    task-level wins/losses/ties and sign test stay as a labelled secondary figure (`tasks`): they
+    treat tasks as independent. The differences of every pair are one numpy matrix (tasks x pairs)."""
     import numpy as np
 
     names = sorted({r for p in pairs for r in p})
@@ -178,21 +183,24 @@ def compare_pairs(cells: Cells, pairs: list[tuple[str, str]], boot: stats.Docume
         counted = ~np.isnan(diffs)
         wins, losses = (np.nan_to_num(diffs) > 0).sum(axis=0), (np.nan_to_num(diffs) < 0).sum(axis=0)
         ties = counted.sum(axis=0) - wins - losses
-        sign_p = [stats.sign_test(int(w), int(lo)) for w, lo in zip(wins, losses)]
-        perms = stats.permutation_tests(diffs, resamples=settings.permutations, seed=settings.seed)
-        results[variant] = {"iv": boot.intervals(diffs), "wins": wins.tolist(), "losses": losses.tolist(), "ties": ties.tolist(),
-                            "sign_p": sign_p, "sign_holm": stats.holm(sign_p), "perm": perms,
-                            "perm_holm": stats.holm([t.p for t in perms])}
+        tests = docs.paired_tests(diffs, resamples=settings.resamples, seed=settings.seed)
+        results[variant] = {"iv": docs.intervals(diffs, bounds=DIFF_BOUNDS), "tests": tests,
+                            "sign_holm": stats.holm([t.sign_p for t in tests]),
+                            "perm_holm": stats.holm([t.permutation.p for t in tests]),
+                            "tasks": [{"wins": int(w), "losses": int(lo), "ties": int(t), "sign_p": stats.round_p(stats.sign_test(int(w), int(lo)))}
+                                      for w, lo, t in zip(wins, losses, ties)]}
     out = []
     for k, (a, b) in enumerate(pairs):
         entry: dict[str, Any] = {"a": a, "b": b}
         for variant, r in results.items():
-            iv, perm = r["iv"][k], r["perm"][k]
+            iv, test = r["iv"][k], r["tests"][k]
             entry[variant] = {
-                "n": iv.n, "mean_diff": stats._round(iv.estimate), "low": stats._round(iv.low), "high": stats._round(iv.high),
-                "se": stats._round(iv.se), "wins": r["wins"][k], "losses": r["losses"][k], "ties": r["ties"][k],
-                "sign_p": stats._round(r["sign_p"][k], 10), "sign_p_holm": stats._round(r["sign_holm"][k], 10),
-                "permutation": perm.as_json(), "permutation_p_holm": stats._round(r["perm_holm"][k], 8),
+                "n": iv.n, "n_documents": iv.n_documents, "mean_diff": stats._round(iv.estimate), "low": stats._round(iv.low),
+                "high": stats._round(iv.high), "se": stats._round(iv.se), "df": stats._round(iv.df, 3),
+                "wins": test.wins, "losses": test.losses, "ties": test.ties,
+                "sign_p": stats.round_p(test.sign_p), "sign_p_holm": stats.round_p(r["sign_holm"][k]),
+                "permutation": test.permutation.as_json(), "permutation_p_holm": stats.round_p(r["perm_holm"][k]),
+                "tasks": r["tasks"][k],
             }
         out.append(entry)
     return out
@@ -200,44 +208,71 @@ def compare_pairs(cells: Cells, pairs: list[tuple[str, str]], boot: stats.Docume
 
 def grouping_rule(n_pairs: int, alpha: float) -> str:
     return (f"Routes are ranked by All-tasks. Each route joins the group of the route ranked just above it unless that route "
-            f"is better on two counts, on every task (zero-filled): it wins significantly more of the tasks where they differ "
-            f"(exact two-sided sign test, Holm-adjusted across all {n_pairs} pairs, p < {alpha}), and the 95% "
-            f"document-bootstrap interval of the mean difference lies above 0. Routes in one group are statistically "
-            f"indistinguishable by this rule; groups chain, so the ends of a long group may still differ from each other.")
+            f"is better on two counts, on every task (zero-filled), with the document as the unit: it wins significantly more "
+            f"documents than it loses (a document counts by the sign of its summed difference; exact two-sided sign test, "
+            f"Holm-adjusted across all {n_pairs} pairs, p < {alpha}), and the 95% interval of the mean difference (documents "
+            f"as clusters) lies above 0. Routes in one group are statistically indistinguishable by this rule; groups chain, "
+            f"so the ends of a long group may still differ from each other. Two routes that differ on fewer than "
+            f"{stats.min_documents_to_reject(alpha, max(n_pairs, 1))} documents can never be told apart: the smallest sign-test "
+            f"p on n documents is 2/2^n.")
 
 
 def distinct(v: dict[str, Any], alpha: float) -> bool:
-    """The grouping rule for one pair (either way round). The sign test (exact at any n, and
-    Holm-adjusted without the resolution floor a Monte-Carlo p would put on 435 pairs) says one
-    route wins more tasks; the interval says the mean, which the ranking uses, is higher too,
-    with the questions on one document resampled together (the tests treat tasks as
-    independent). Both must point the same way: a route with many zero-filled tasks can have the
-    higher mean yet lose most tasks where the two differ. Requiring both only rejects less often
-    than Holm's test alone, so the family-wise error stays below alpha."""
+    """The grouping rule for one pair (either way round), on the published (rounded) figures so
+    that anyone can re-derive the groups from the JSON. The sign test on documents (exact at
+    any number of documents, and Holm-adjusted without the resolution floor a Monte-Carlo p
+    would put on 435 pairs) says one route wins more documents; the interval says the mean,
+    which the ranking uses, is higher too. Both must point the same way: a route with many
+    zero-filled tasks can have the higher mean yet lose most documents where the two differ.
+    Both treat the document as the unit, so the sign test's Holm adjustment alone bounds the
+    family-wise error by alpha, and requiring the interval too only rejects less often
+    (measured: bench/coverage.py)."""
     p, low, high = v["sign_p_holm"], v["low"], v["high"]
     if p is None or p >= alpha or low is None:
         return False
     return (v["wins"] > v["losses"] and low > 0) or (v["wins"] < v["losses"] and high < 0)
 
 
-def pairwise(cells: Cells, boot: stats.DocumentBootstrap, settings: Settings) -> dict[str, Any]:
+def pairwise(cells: Cells, docs: stats.Documents, settings: Settings) -> dict[str, Any]:
     ranked = cells.complete_routes
     pairs = [(ranked[i], ranked[j]) for i in range(len(ranked)) for j in range(i + 1, len(ranked))]
-    table = compare_pairs(cells, pairs, boot, settings)
+    table = compare_pairs(cells, pairs, docs, settings)
     index = {(e["a"], e["b"]): e for e in table}
     adjacent = [distinct(index[(ranked[i], ranked[i + 1])]["all_tasks"], settings.alpha) for i in range(len(ranked) - 1)]
     groups = stats.indistinguishable_groups(ranked, adjacent)
     return {
         "routes": ranked, "variants": VARIANTS, "pairs": table,
-        "tests": {"decision": "exact two-sided sign test (binomial, ties dropped), Holm-adjusted across all pairs, together "
-                              "with the 95% bootstrap interval of the mean difference (see the grouping rule)",
-                  "also": "paired sign-flip permutation test of the mean difference: exact enumeration up to "
-                          f"{stats.EXACT_PERMUTATION_MAX} non-zero differences, else Monte-Carlo with {settings.permutations} "
-                          f"draws (seed {settings.seed})",
-                  "interval": "95% paired document-bootstrap percentile interval of the mean difference"},
+        "tests": tests_description(settings),
+        "few_documents": few_documents(len(pairs), settings.alpha),
         "groups": {"rule": grouping_rule(len(pairs), settings.alpha), "alpha": settings.alpha,
                    "groups": [{"label": _letters(i), "routes": g} for i, g in enumerate(groups)]},
     }
+
+
+def tests_description(settings: Settings) -> dict[str, str]:
+    return {
+        "unit": "document",
+        "decision": "exact two-sided sign test on the documents each route wins (a document counts once, by the sign of its "
+                    "summed difference; tied documents dropped), Holm-adjusted across all pairs, together with the 95% interval "
+                    "of the mean difference (see the grouping rule)",
+        "also": "paired sign-flip permutation test of the mean difference that flips all of a document's tasks together: exact "
+                f"enumeration up to {stats.EXACT_PERMUTATION_MAX} documents that differ, else Monte-Carlo with "
+                f"{settings.resamples} draws (seed {settings.seed})",
+        "interval": "95% t interval of the mean difference with the document as the cluster (CR2 standard error, "
+                    "Bell-McCaffrey degrees of freedom)",
+        "tasks": "secondary, for reference: wins/losses/ties over tasks and the sign test on them treat tasks as independent, "
+                 "which tasks sharing a document are not; such a test rejects far more often than its level when a route's "
+                 "advantage varies by document (bench/coverage.py)",
+    }
+
+
+def few_documents(n_pairs: int, alpha: float) -> dict[str, Any]:
+    """When a comparison rests on too few documents to mean anything, and what it can't do then."""
+    one, holm_all = stats.min_documents_to_reject(alpha), stats.min_documents_to_reject(alpha, max(n_pairs, 1))
+    return {"interval_min_documents": stats.MIN_DOCUMENTS, "reject_min_documents": one, "reject_min_documents_holm": holm_all,
+            "note": f"An interval needs at least {stats.MIN_DOCUMENTS} documents (fewer: not estimable, \"—\"). A pair that "
+                    f"differs on fewer than {one} documents cannot reach p < {alpha} on its own, nor on fewer than {holm_all} "
+                    f"after Holm's adjustment across all {n_pairs} pairs: the smallest exact p on n documents is 2/2^n."}
 
 
 def compare(store: Store, config: Config, a: str, b: str, settings: Settings = Settings()) -> dict[str, Any]:
@@ -253,17 +288,26 @@ def compare(store: Store, config: Config, a: str, b: str, settings: Settings = S
     if a == b:
         raise ConfigError("compare needs two different routes.", f"Contestant routes: {', '.join(names)}.")
     cells = read_cells(store, board)
-    boot = stats.DocumentBootstrap([t.doc for t in cells.tasks], resamples=settings.resamples, seed=settings.seed)
-    (entry,) = compare_pairs(cells, [(a, b)], boot, settings)
+    docs = stats.Documents([t.doc for t in cells.tasks])
+    (entry,) = compare_pairs(cells, [(a, b)], docs, settings)
     rows = {r["route"]: r for r in board}
     notes = [f"{r} is incomplete ({rows[r]['pending_n']} open cell(s)): only its finished cells are compared; "
              "the result is provisional" for r in (a, b) if not rows[r]["complete"]]
+    few = few_documents(1, settings.alpha)
+    for variant, title in (("all_tasks", "every task"), ("both_scored", "the tasks both scored")):
+        v = entry[variant]
+        if v["n_documents"] < stats.MIN_DOCUMENTS:
+            notes.append(f"{title}: {v['n_documents']} document(s), fewer than {stats.MIN_DOCUMENTS}: no interval (not estimable)")
+        if v["wins"] + v["losses"] < few["reject_min_documents"]:
+            notes.append(f"{title}: the routes differ on {v['wins'] + v['losses']} document(s), fewer than "
+                         f"{few['reject_min_documents']}: neither test can reach p < {settings.alpha} on so few")
     return {"a": a, "b": b, "score_scale": "0-1", "scale": "fractions 0-1 (differences a - b)",
             "headline": {r: {"all_tasks_overall": rows[r]["all_tasks_overall"], "scored_overall": rows[r]["scored_overall"],
                              "complete": bool(rows[r]["complete"])} for r in (a, b)},
             "variants": VARIANTS, "all_tasks": entry["all_tasks"], "both_scored": entry["both_scored"],
-            "bootstrap": boot.describe(), "permutations": {"resamples": settings.permutations, "seed": settings.seed,
-                                                            "exact_up_to": stats.EXACT_PERMUTATION_MAX},
+            "intervals": docs.describe(), "tests": tests_description(settings), "few_documents": few,
+            "permutations": {"resamples": settings.resamples, "seed": settings.seed, "exact_up_to": stats.EXACT_PERMUTATION_MAX,
+                             "unit": "document"},
             "notes": notes, "rehearsal": config.rehearsal or store.meta("rehearsal")}
 
 
@@ -303,8 +347,9 @@ def _label(v: Any) -> str:
     return str(v)
 
 
-def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, Any]]:
-    """Per dimension and value: n tasks and, per complete route, All-tasks and Scored with intervals."""
+def breakdowns(cells: Cells, docs: stats.Documents) -> list[dict[str, Any]]:
+    """Per dimension and value: its tasks and documents and, per complete route, All-tasks and
+    Scored with intervals (each with the documents it rests on; None below MIN_DOCUMENTS)."""
     dims: list[tuple[str, str, str, list[str | None]]] = [
         ("language", "Language", LANGUAGE_RULE,
          [None if t.cjk is None else ("CJK" if t.cjk else "non-CJK") for t in cells.tasks]),
@@ -337,7 +382,7 @@ def breakdowns(cells: Cells, boot: stats.DocumentBootstrap) -> list[dict[str, An
         pair[:, 0::2] = np.where(member[:, None], all_m, np.nan)
         pair[:, 1::2] = np.where(member[:, None], scored_m, np.nan)
         blocks.append(pair)
-    ivs = boot.intervals(np.hstack(blocks)) if blocks and routes else []
+    ivs = docs.intervals(np.hstack(blocks), bounds=SCORE_BOUNDS) if blocks and routes else []
     out: list[dict[str, Any]] = [{"dimension": key, "title": title, "rule": rule, "values": []} for key, title, rule, _ in dims]
     slot = 0
     for d, value, idx in plan:
@@ -427,19 +472,20 @@ def statistics(store: Store, config: Config, board: list[dict[str, Any]], settin
     from . import snapshots
 
     cells = read_cells(store, board)
-    boot = stats.DocumentBootstrap([t.doc for t in cells.tasks], resamples=settings.resamples, seed=settings.seed)
-    pw = pairwise(cells, boot, settings)
+    docs = stats.Documents([t.doc for t in cells.tasks])
+    pw = pairwise(cells, docs, settings)
     group_of = {route: g["label"] for g in pw["groups"]["groups"] for route in g["routes"]}
-    routes = route_statistics(cells, boot)
+    routes = route_statistics(cells, docs)
     for route, entry in routes.items():
         entry["group"] = group_of.get(route)
     return {
         "scale": "fractions 0-1 in JSON and CSV; Markdown and HTML show 0-100",
-        "bootstrap": boot.describe(),
-        "permutations": {"resamples": settings.permutations, "seed": settings.seed, "exact_up_to": stats.EXACT_PERMUTATION_MAX},
+        "intervals": docs.describe(),
+        "permutations": {"resamples": settings.resamples, "seed": settings.seed, "exact_up_to": stats.EXACT_PERMUTATION_MAX,
+                         "unit": "document"},
         "routes": routes,
         "pairwise": pw,
-        "breakdowns": breakdowns(cells, boot),
+        "breakdowns": breakdowns(cells, docs),
         "judges": judge_health(store, config, cells, judgments if judgments is not None else judge_scores(store)),
         "changes": snapshots.changes(store, board=board),
     }

@@ -392,9 +392,9 @@ def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_
 def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
-    fn = click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap and Monte-Carlo permutation draws.")(fn)
+    fn = click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the Monte-Carlo permutation draws.")(fn)
     fn = click.option("--resamples", type=click.IntRange(min=100), default=DEFAULT_RESAMPLES, show_default=True,
-                      help="Bootstrap resamples (of documents) for the 95% intervals.")(fn)
+                      help="Monte-Carlo sign flips (of whole documents) for the permutation test, when more than 20 documents differ.")(fn)
     return fn
 
 

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from .providers import get_adapter
+from .stats import format_p
 
 # The scale of every score in JSON and CSV (and state.db): fractions. Said in the output itself.
 SCORE_SCALE = "0-1"
@@ -35,10 +36,12 @@ def _signed(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:+.1f}"
 
 
-def _p(p: float | None) -> str:
-    if p is None:
-        return "—"
-    return "<0.0001" if p < 0.0001 else f"{p:.4f}" if p < 0.01 else f"{p:.3f}"
+def _dci(v: dict[str, Any]) -> str:
+    """A difference's interval, "—" where it is not estimable (too few documents)."""
+    return "—" if v.get("low") is None else f"{_signed(v['low'])} to {_signed(v['high'])}"
+
+
+_p = format_p  # p-values to 3 significant digits, never rounded to 0 (stats.format_p)
 
 
 def _statistics_md(st: dict[str, Any]) -> list[str]:
@@ -46,16 +49,26 @@ def _statistics_md(st: dict[str, Any]) -> list[str]:
     pw = st["pairwise"]
     ranked = pw["routes"]
     index = {(p["a"], p["b"]): p for p in pw["pairs"]}
+    few = pw["few_documents"]
     if len(ranked) > 1:
-        lines += ["", "Adjacent ranks (a − b in points, 0–100; All-tasks: every task, zero-filled; Both scored: the tasks both scored):", "",
-                  "| a | b | Δ All-tasks (95% CI) | W/L/T | sign p | Holm p | perm. p | Δ Both scored (95% CI) | n | Holm p |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += ["", "Adjacent ranks (a − b in points, 0–100; All-tasks: every task, zero-filled; Both scored: the tasks both scored). "
+                      "The document is the unit: docs counts the documents compared, W/L/T the documents won, lost and tied (by the "
+                      "sign of their summed difference), sign p and perm. p are the exact sign test and the permutation test over "
+                      f"documents, Holm p the sign test adjusted across all {len(pw['pairs'])} pairs:", "",
+                  "| a | b | Δ All-tasks (95% CI) | docs | W/L/T | sign p | Holm p | perm. p | Δ Both scored (95% CI) | n | docs | Holm p |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        marked = False
         for a, b in zip(ranked, ranked[1:]):
             x, y = index[(a, b)]["all_tasks"], index[(a, b)]["both_scored"]
-            lines.append(f"| {a} | {b} | {_signed(x['mean_diff'])} ({_signed(x['low'])} to {_signed(x['high'])}) "
+            mx, my = (("†" if v["wins"] + v["losses"] < few["reject_min_documents_holm"] else "") for v in (x, y))
+            marked = marked or bool(mx or my) or x["low"] is None or y["low"] is None
+            lines.append(f"| {a} | {b} | {_signed(x['mean_diff'])} ({_dci(x)}) | {x['n_documents']}{mx} "
                          f"| {x['wins']}/{x['losses']}/{x['ties']} | {_p(x['sign_p'])} | {_p(x['sign_p_holm'])} "
                          f"| {_p(x['permutation']['p'])} ({x['permutation']['method']}) "
-                         f"| {_signed(y['mean_diff'])} ({_signed(y['low'])} to {_signed(y['high'])}) | {y['n']} | {_p(y['sign_p_holm'])} |")
+                         f"| {_signed(y['mean_diff'])} ({_dci(y)}) | {y['n']} | {y['n_documents']}{my} | {_p(y['sign_p_holm'])} |")
+        if marked:
+            lines += ["", f"† differs on fewer than {few['reject_min_documents_holm']} documents: no Holm-adjusted test can reach "
+                          f"p < {pw['groups']['alpha']} on so few. {few['note']}"]
     groups = pw["groups"]
     if groups["groups"]:
         lines += ["", "Statistically indistinguishable groups: "
@@ -67,11 +80,15 @@ def _statistics_md(st: dict[str, Any]) -> list[str]:
             continue
         values = d["values"]
         lines += ["", f"{d['title']} ({d['rule']}): All-tasks 0–100 (95% CI)", "",
-                  "| Route | " + " | ".join(f"{v['value']} (n={v['n_tasks']})" for v in values) + " |",
+                  "| Route | " + " | ".join(f"{v['value']} ({v['n_tasks']} tasks, {v['n_documents']} docs)" for v in values) + " |",
                   "|---|" + "---:|" * len(values)]
         for r in ranked:
             lines.append(f"| {r} | " + " | ".join(
                 f"{_pct(v['routes'][r]['all_tasks']['estimate'])} ({_ci(v['routes'][r]['all_tasks'])})" for v in values) + " |")
+        if any(v["routes"][r]["all_tasks"]["low"] is None for v in values for r in ranked):
+            few_docs = [f"{v['value']}: {v['n_documents']}" for v in values if v["n_documents"] < st["intervals"]["min_documents"]]
+            lines += ["", f"—: not estimable: an interval needs at least {st['intervals']['min_documents']} documents"
+                          + (f" ({'; '.join(few_docs)})." if few_docs else ".")]
     fields = [d["title"] for d in st["breakdowns"] if d["dimension"].startswith("field:")]
     if fields:
         lines += ["", f"Breakdowns by dataset field ({', '.join(fields)}): in the JSON report and the HTML site."]
@@ -111,23 +128,28 @@ def render_comparison(c: dict[str, Any]) -> str:
     a, b = c["a"], c["b"]
     lines = [f"# {rehearsal_title(c['rehearsal'])}", ""] if c.get("rehearsal") else []
     h = c["headline"]
-    lines.append(f"{a} vs {b} (differences a − b in points, 0-100)")
+    lines.append(f"{a} vs {b} (differences a − b in points, 0-100; the document is the unit of every interval and test)")
     for r in (a, b):
         lines.append(f"  {r}: All-tasks {_pct(h[r]['all_tasks_overall'])}, Scored {_pct(h[r]['scored_overall'])}"
                      + ("" if h[r]["complete"] else " (incomplete)"))
     for key, title in (("all_tasks", "All tasks, zero-filled"), ("both_scored", "Tasks both scored")):
         v = c[key]
         perm = v["permutation"]
-        how = (f"exact over {perm['n_nonzero']} non-zero differences" if perm["method"] == "exact"
+        how = (f"exact over {perm['n_nonzero']} documents that differ" if perm["method"] == "exact"
                else f"Monte-Carlo, {perm['resamples']} draws, seed {perm['seed']}" if perm["method"] == "monte-carlo" else "no difference")
-        lines += ["", f"{title} ({c['variants'][key]}): n = {v['n']}",
-                  f"  mean difference {_signed(v['mean_diff'])} (95% CI {_signed(v['low'])} to {_signed(v['high'])})",
-                  f"  wins/losses/ties {v['wins']}/{v['losses']}/{v['ties']}",
-                  f"  sign test (exact, two-sided) p = {_p(v['sign_p'])}",
-                  f"  permutation test (paired sign-flip, {how}) p = {_p(perm['p'])}"]
-    boot = c["bootstrap"]
-    lines += ["", f"Intervals: paired percentile bootstrap over {boot['n_documents']} documents, {boot['resamples']} resamples, "
-                  f"seed {boot['seed']}."]
+        ci = (f"95% CI {_signed(v['low'])} to {_signed(v['high'])}" if v["low"] is not None
+              else f"95% CI —: fewer than {c['intervals']['min_documents']} documents")
+        t = v["tasks"]
+        lines += ["", f"{title} ({c['variants'][key]}): n = {v['n']} tasks on {v['n_documents']} document(s)",
+                  f"  mean difference {_signed(v['mean_diff'])} ({ci})",
+                  f"  documents won/lost/tied {v['wins']}/{v['losses']}/{v['ties']}",
+                  f"  sign test on documents (exact, two-sided) p = {_p(v['sign_p'])}",
+                  f"  permutation test (sign flips of whole documents, {how}) p = {_p(perm['p'])}",
+                  f"  secondary, treating tasks as independent: tasks won/lost/tied {t['wins']}/{t['losses']}/{t['ties']}, "
+                  f"sign test over tasks p = {_p(t['sign_p'])}"]
+    iv = c["intervals"]
+    lines += ["", f"Intervals: t intervals with the document as the cluster (CR2 standard error, Bell-McCaffrey degrees of freedom) "
+                  f"over {iv['n_documents']} documents; none below {iv['min_documents']} documents."]
     lines += [f"Note: {n}" for n in c["notes"]]
     return "\n".join(lines) + "\n"
 
@@ -149,7 +171,7 @@ def render(data: dict[str, Any], fmt: str) -> str:
         w = csv.writer(buf)
         st = data.get("statistics")
         extra = ["all_tasks_low", "all_tasks_high", "scored_low", "scored_high", "group", "waiting_n", "blocked_n", "accepted_n",
-                 "bootstrap_resamples", "bootstrap_seed"] if st else []
+                 "all_tasks_documents", "scored_documents"] if st else []
         # `rehearsal` stays the last column.
         w.writerow(["rank", "route", "model", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks",
                     "out_of_context_n", "failed_n", "pending_n", "complete", *extra, "score_scale", "rehearsal"])
@@ -160,7 +182,7 @@ def render(data: dict[str, Any], fmt: str) -> str:
                 s = st["routes"].get(r["route"], {})
                 a, sc = s.get("all_tasks") or {}, s.get("scored") or {}
                 row += [a.get("low"), a.get("high"), sc.get("low"), sc.get("high"), s.get("group"), r.get("waiting_n"),
-                        r.get("blocked_n"), r.get("accepted_n"), st["bootstrap"]["resamples"], st["bootstrap"]["seed"]]
+                        r.get("blocked_n"), r.get("accepted_n"), a.get("n_documents"), sc.get("n_documents")]
             w.writerow([*row, SCORE_SCALE, rehearsal or ""])
         return buf.getvalue()
     lines = [f"# {rehearsal_title(rehearsal)}", ""] if rehearsal else []
@@ -178,10 +200,11 @@ def render(data: dict[str, Any], fmt: str) -> str:
             line += f" {_ci(s.get('all_tasks'))} | {_ci(s.get('scored'))} | {s.get('group') or '—'} |"
         lines.append(line)
     if st:
-        b = st["bootstrap"]
-        lines += ["", f"Scores are 0-100. 95% intervals: percentile bootstrap over documents (the questions on one document are "
-                      f"resampled together), {b['resamples']} resamples, seed {b['seed']}, {b['n_documents']} documents. "
-                      "Routes sharing a group letter are statistically indistinguishable (rule below)."]
+        b = st["intervals"]
+        lines += ["", f"Scores are 0-100. 95% intervals: t intervals with the document as the unit (the questions on one document "
+                      f"count as one cluster: CR2 standard error, Bell-McCaffrey degrees of freedom), {b['n_documents']} documents; "
+                      f"\"—\": fewer than {b['min_documents']} documents, not estimable. Routes sharing a group letter are "
+                      "statistically indistinguishable (rule below)."]
     incomplete = [r["route"] for r in routes if not r["complete"]]
     if incomplete:
         lines += ["", f"Incomplete (headline numbers withheld until every cell is done): {', '.join(incomplete)}."]

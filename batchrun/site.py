@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from .config import Config
 from .errors import StateError
 from .grading import score as normalised_score
 from .store import Store
+from .stats import format_p
 from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour
 
 MARKER = ".batchrun-site"
@@ -110,10 +111,12 @@ def pct(x: float | None) -> float | None:
     return None if x is None else 100 * x
 
 
-def p_fmt(p: float | None) -> str:
-    if p is None:
-        return "—"
-    return "<0.0001" if p < 0.0001 else f"{p:.4f}" if p < 0.01 else f"{p:.3f}"
+p_fmt = format_p  # p-values to 3 significant digits, never rounded to 0
+
+
+def ci_text(lo: float | None, hi: float | None, *, sep: str = "–", fmt_: Callable[[float | None], str] = fmt) -> str:
+    """An interval on the 0-100 scale, "—" where it is not estimable (too few documents)."""
+    return "—" if lo is None or hi is None else f"{fmt_(lo)}{sep}{fmt_(hi)}"
 
 
 def signed(x: float | None) -> str:
@@ -163,14 +166,14 @@ def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
             rank += 1
             rank_cell = str(rank)
         if complete and a:
-            label = (f"{r['route']}: All-tasks {fmt(pct(a['estimate']))} (95% CI {fmt(pct(a['low']))}–{fmt(pct(a['high']))}); "
-                     f"Scored {fmt(pct(sc['estimate']))} (95% CI {fmt(pct(sc['low']))}–{fmt(pct(sc['high']))})")
+            label = (f"{r['route']}: All-tasks {fmt(pct(a['estimate']))} (95% CI {ci_text(pct(a['low']), pct(a['high']))}); "
+                     f"Scored {fmt(pct(sc['estimate']))} (95% CI {ci_text(pct(sc['low']), pct(sc['high']))})")
             all_cell = (f'<td class="num"><b>{fmt(pct(a["estimate"]))}</b>'
-                        f'<span class="ci">{fmt(pct(a["low"]))}–{fmt(pct(a["high"]))}</span></td>')
+                        f'<span class="ci">{ci_text(pct(a["low"]), pct(a["high"]))}</span></td>')
             plot = interval_bar((pct(a["estimate"]), pct(a["low"]), pct(a["high"])),
                                 (pct(sc["estimate"]), pct(sc["low"]), pct(sc["high"])), label=label)
             scored_cell = (f'<td class="num">{fmt(pct(sc["estimate"]))} <small>({sc["n"]})</small>'
-                           f'<span class="ci">{fmt(pct(sc["low"]))}–{fmt(pct(sc["high"]))}</span></td>')
+                           f'<span class="ci">{ci_text(pct(sc["low"]), pct(sc["high"]))}</span></td>')
         else:
             all_cell = '<td class="num">withheld<span class="ci">incomplete</span></td>'
             plot = interval_bar((None, None, None), label=f"{r['route']}: incomplete, no headline")
@@ -183,7 +186,7 @@ def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
             f'<span class="model wide">{e(r["provider"])} · {e(r["model"])}</span></td>'
             f'{all_cell}<td class="plot">{plot}</td>{scored_cell}'
             f'<td>{coverage_bar(cov, cov.get("n_tasks", 0))}<span class="ci">{e(counts)}</span></td></tr>')
-    boot = st["bootstrap"]
+    iv = st["intervals"]
     groups = st["pairwise"]["groups"]
     return (
         '<section id="leaderboard"><h2>Leaderboard</h2>'
@@ -194,8 +197,9 @@ def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
         f'<p class="note">{coverage_legend()}</p>'
         f'<p class="note">Scores are 0–100. <b>All-tasks</b> counts every task ({e(data["routes"][0]["n_tasks"] if routes else 0)}), '
         'out of context, refusals, empty answers and accepted failures as 0; <b>Scored</b> is the mean over scored answers. '
-        f'Intervals: 95% percentile bootstrap over documents (questions on one document are resampled together), '
-        f'{boot["resamples"]:,} resamples, seed {boot["seed"]}, {boot["n_documents"]} documents. '
+        f'Intervals: 95% t intervals with the document as the unit (the questions on one document count as one cluster: '
+        f'CR2 standard error, Bell–McCaffrey degrees of freedom), {iv["n_documents"]} documents; — where fewer than '
+        f'{iv["min_documents"]} documents leave an interval not estimable. '
         f'<b>Group</b>: {e(groups["rule"])} A route with open cells has no headline (withheld) until they finish.</p>'
         '<p class="note">Every task, with each route\'s answer and the judges\' verdicts: <a href="#tasks">Tasks</a>.</p></section>')
 
@@ -213,9 +217,13 @@ def _variant_text(v: dict[str, Any], sign: int) -> str:
     d = None if v["mean_diff"] is None else sign * 100 * v["mean_diff"]
     lo, hi = (v["low"], v["high"]) if sign > 0 else (None if v["high"] is None else -v["high"], None if v["low"] is None else -v["low"])
     w, l = (v["wins"], v["losses"]) if sign > 0 else (v["losses"], v["wins"])
+    t = v["tasks"]
+    tw, tl = (t["wins"], t["losses"]) if sign > 0 else (t["losses"], t["wins"])
     perm = v["permutation"]
-    return (f"Δ {signed(d)} (95% CI {signed(pct(lo))} to {signed(pct(hi))}), n {v['n']}, W/L/T {w}/{l}/{v['ties']}, "
-            f"sign p {p_fmt(v['sign_p'])} (Holm {p_fmt(v['sign_p_holm'])}), permutation p {p_fmt(perm['p'])} ({perm['method']})")
+    return (f"Δ {signed(d)} (95% CI {ci_text(pct(lo), pct(hi), sep=' to ', fmt_=signed)}), {v['n']} tasks on {v['n_documents']} "
+            f"documents; documents W/L/T {w}/{l}/{v['ties']}, sign p {p_fmt(v['sign_p'])} (Holm {p_fmt(v['sign_p_holm'])}), "
+            f"permutation p {p_fmt(perm['p'])} ({perm['method']}); secondary, tasks as if independent: W/L/T {tw}/{tl}/{t['ties']}, "
+            f"sign p {p_fmt(t['sign_p'])}")
 
 
 def _pairwise(st: dict[str, Any]) -> str:
@@ -226,6 +234,11 @@ def _pairwise(st: dict[str, Any]) -> str:
                 'nothing to compare yet.</p></section>')
     look = _pair_lookup(st)
     alpha = pw["groups"]["alpha"]
+    few = pw["few_documents"]
+
+    def docs(v: dict[str, Any]) -> str:  # the documents compared, † when too few differ for any test to reject
+        return f'{v["n_documents"]}{"†" if v["wins"] + v["losses"] < few["reject_min_documents_holm"] else ""}'
+
     values, tips, marks = [], [], []
     for r in ranked:
         vrow: list[float | None] = []
@@ -253,36 +266,42 @@ def _pairwise(st: dict[str, Any]) -> str:
         a, b = p["all_tasks"], p["both_scored"]
         adjacent.append(
             f'<tr class="pair-row"><td>{e(ranked[i])} <span class="model">vs {e(ranked[i + 1])}</span></td>'
-            f'<td class="num">{signed(pct(a["mean_diff"]))}<span class="ci">{signed(pct(a["low"]))} to {signed(pct(a["high"]))}</span></td>'
-            f'<td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td><td class="num">{p_fmt(a["sign_p"])}</td>'
+            f'<td class="num">{signed(pct(a["mean_diff"]))}<span class="ci">{ci_text(pct(a["low"]), pct(a["high"]), sep=" to ", fmt_=signed)}</span></td>'
+            f'<td class="num">{docs(a)}</td><td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td><td class="num">{p_fmt(a["sign_p"])}</td>'
             f'<td class="num"><b>{p_fmt(a["sign_p_holm"])}</b></td><td class="num">{p_fmt(a["permutation"]["p"])}'
             f'<span class="ci">{e(a["permutation"]["method"])}</span></td>'
-            f'<td class="num">{signed(pct(b["mean_diff"]))}<span class="ci">{signed(pct(b["low"]))} to {signed(pct(b["high"]))}, n {b["n"]}</span></td>'
+            f'<td class="num">{signed(pct(b["mean_diff"]))}<span class="ci">{ci_text(pct(b["low"]), pct(b["high"]), sep=" to ", fmt_=signed)}, '
+            f'n {b["n"]}</span></td><td class="num">{docs(b)}</td>'
             f'<td class="num">{b["wins"]}/{b["losses"]}/{b["ties"]}</td><td class="num">{p_fmt(b["sign_p_holm"])}</td></tr>')
     every = []
     for p in pw["pairs"]:
         a, b = p["all_tasks"], p["both_scored"]
         every.append(f'<tr><td>{e(p["a"])} − {e(p["b"])}</td><td class="num">{signed(pct(a["mean_diff"]))}</td>'
-                     f'<td class="num">{signed(pct(a["low"]))} to {signed(pct(a["high"]))}</td><td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td>'
+                     f'<td class="num">{ci_text(pct(a["low"]), pct(a["high"]), sep=" to ", fmt_=signed)}</td><td class="num">{docs(a)}</td>'
+                     f'<td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td>'
                      f'<td class="num">{p_fmt(a["sign_p_holm"])}</td><td class="num">{p_fmt(a["permutation_p_holm"])}</td>'
-                     f'<td class="num">{signed(pct(b["mean_diff"]))} (n {b["n"]})</td><td class="num">{p_fmt(b["sign_p_holm"])}</td></tr>')
+                     f'<td class="num">{signed(pct(b["mean_diff"]))} (n {b["n"]}, {docs(b)} docs)</td><td class="num">{p_fmt(b["sign_p_holm"])}</td></tr>')
     groups = "".join(f'<li><span class="group">{e(g["label"])}</span> {e(", ".join(g["routes"]))}</li>' for g in pw["groups"]["groups"])
     return (
         '<section id="pairwise"><h2>Paired comparisons</h2>'
         f'<h3>Statistically indistinguishable groups</h3><ul class="groups">{groups}</ul><p class="note">{e(pw["groups"]["rule"])}</p>'
         f'<h3>Matrix: row minus column, All-tasks points</h3><div class="scroll">{matrix}</div>'
         f'<p class="note">Blue: the row route scores higher; red: lower. * marks a pair the grouping rule tells apart '
-        f'(more tasks won, Holm-adjusted sign test p &lt; {alpha}, and an interval of the mean difference on the same side '
-        'of 0). Hover a cell for the interval, wins/losses/ties and p-values of both views.</p>'
+        f'(more documents won, Holm-adjusted sign test on documents p &lt; {alpha}, and an interval of the mean difference on '
+        'the same side of 0). Hover a cell for the interval, documents won/lost/tied and p-values of both views.</p>'
         '<h3>Adjacent ranks</h3><div class="scroll"><table class="pairs"><thead><tr><th>Pair</th><th class="num">Δ All-tasks<span class="ci">95% CI</span></th>'
-        '<th class="num">W/L/T</th><th class="num">sign p</th><th class="num">Holm p</th><th class="num">perm. p</th>'
-        '<th class="num">Δ both scored<span class="ci">95% CI, n</span></th><th class="num">W/L/T</th><th class="num">Holm p</th></tr></thead><tbody>'
+        '<th class="num">docs</th><th class="num">W/L/T<span class="ci">documents</span></th><th class="num">sign p</th><th class="num">Holm p</th><th class="num">perm. p</th>'
+        '<th class="num">Δ both scored<span class="ci">95% CI, n</span></th><th class="num">docs</th><th class="num">W/L/T<span class="ci">documents</span></th>'
+        '<th class="num">Holm p</th></tr></thead><tbody>'
         + "".join(adjacent) + "</tbody></table></div>"
         f'<p class="note">All-tasks: {e(pw["variants"]["all_tasks"])}. Both scored: {e(pw["variants"]["both_scored"])}. '
-        f'Tests: {e(pw["tests"]["decision"])}; {e(pw["tests"]["also"])}; {e(pw["tests"]["interval"])}.</p>'
+        f'Tests, with the document as the unit: {e(pw["tests"]["decision"])}; {e(pw["tests"]["also"])}; {e(pw["tests"]["interval"])}. '
+        f'Task-level figures (in the hover text and the JSON) are {e(pw["tests"]["tasks"])}.</p>'
+        f'<p class="note few-documents">docs: the documents compared. † the two routes differ on fewer than '
+        f'{few["reject_min_documents_holm"]} documents: no Holm-adjusted test can reach p &lt; {alpha} on so few. {e(few["note"])}</p>'
         f'<details><summary>All {len(pw["pairs"])} pairs</summary><div class="scroll"><table><thead><tr><th>Pair (a − b)</th>'
-        '<th class="num">Δ All-tasks</th><th class="num">95% CI</th><th class="num">W/L/T</th><th class="num">sign Holm p</th>'
-        '<th class="num">perm. Holm p</th><th class="num">Δ both scored</th><th class="num">sign Holm p</th></tr></thead><tbody>'
+        '<th class="num">Δ All-tasks</th><th class="num">95% CI</th><th class="num">docs</th><th class="num">W/L/T<span class="ci">documents</span></th>'
+        '<th class="num">sign Holm p</th><th class="num">perm. Holm p</th><th class="num">Δ both scored</th><th class="num">sign Holm p</th></tr></thead><tbody>'
         + "".join(every) + "</tbody></table></div></details></section>")
 
 
@@ -293,7 +312,7 @@ def _breakdowns(st: dict[str, Any]) -> str:
         return parts[0] + '<p class="note">No complete route yet.</p></section>'
     for d in st["breakdowns"]:
         heading = f'Dataset field: {d["title"]}' if d["dimension"].startswith("field:") else d["title"]
-        labels = [f'{v["value"]} (n={v["n_tasks"]})' for v in d["values"]]
+        labels = [f'{v["value"]} ({v["n_tasks"]} tasks, {v["n_documents"]} docs)' for v in d["values"]]
         values, tips = [], []
         for v in d["values"]:
             vrow, trow = [], []
@@ -301,25 +320,27 @@ def _breakdowns(st: dict[str, Any]) -> str:
                 x = v["routes"][r]
                 a, s = x["all_tasks"], x["scored"]
                 vrow.append(pct(a["estimate"]))
-                trow.append(f'{r}, {d["title"]} {v["value"]}: All-tasks {fmt(pct(a["estimate"]))} (95% CI {fmt(pct(a["low"]))}–'
-                            f'{fmt(pct(a["high"]))}, n {a["n"]}); Scored {fmt(pct(s["estimate"]))} '
-                            f'(95% CI {fmt(pct(s["low"]))}–{fmt(pct(s["high"]))}, n {s["n"]}); {v["n_documents"]} document(s)')
+                trow.append(f'{r}, {d["title"]} {v["value"]}: All-tasks {fmt(pct(a["estimate"]))} (95% CI {ci_text(pct(a["low"]), pct(a["high"]))}, '
+                            f'n {a["n"]}); Scored {fmt(pct(s["estimate"]))} (95% CI {ci_text(pct(s["low"]), pct(s["high"]))}, '
+                            f'n {s["n"]}); {v["n_documents"]} document(s)')
             values.append(vrow)
             tips.append(trow)
         chart = heatmap(labels, ranked, values, tooltips=tips, label=f'{d["title"]} × route, All-tasks 0–100')
         head = "".join(f"<th class=\"num\">{e(r)}</th>" for r in ranked)
         body = "".join(
-            f'<tr><td>{e(v["value"])}</td><td class="num">{v["n_tasks"]}</td>'
+            f'<tr><td>{e(v["value"])}</td><td class="num">{v["n_tasks"]}</td><td class="num">{v["n_documents"]}</td>'
             + "".join(f'<td class="num">{fmt(pct(v["routes"][r]["all_tasks"]["estimate"]))}<span class="ci">'
-                      f'{fmt(pct(v["routes"][r]["all_tasks"]["low"]))}–{fmt(pct(v["routes"][r]["all_tasks"]["high"]))}</span></td>'
+                      f'{ci_text(pct(v["routes"][r]["all_tasks"]["low"]), pct(v["routes"][r]["all_tasks"]["high"]))}</span></td>'
                       for r in ranked) + "</tr>" for v in d["values"])
         parts.append(
             f'<div class="breakdown" data-dimension="{e(d["dimension"])}"><h3>{e(heading)}</h3><p class="note">{e(d["rule"])}</p>'
             f'<div class="scroll">{chart}</div><details><summary>Table with 95% intervals (All-tasks)</summary>'
-            f'<div class="scroll"><table><thead><tr><th>{e(d["title"])}</th><th class="num">n</th>{head}</tr></thead>'
+            f'<div class="scroll"><table><thead><tr><th>{e(d["title"])}</th><th class="num">tasks</th><th class="num">docs</th>{head}</tr></thead>'
             f'<tbody>{body}</tbody></table></div></details></div>')
     parts.append('<p class="note">Cells show All-tasks (0–100) over the tasks of that group; hover for the 95% interval '
-                 '(document bootstrap, same resamples as the leaderboard) and Scored.</p></section>')
+                 f'(documents as the unit, as on the leaderboard) and Scored. Each group shows its tasks and documents: an interval '
+                 f'needs at least {st["intervals"]["min_documents"]} documents and reads — (not estimable) on fewer, and one '
+                 'resting on few documents is wide.</p></section>')
     return "".join(parts)
 
 
@@ -427,11 +448,11 @@ def _provenance(data: dict[str, Any], st: dict[str, Any]) -> str:
                   f'{e(p["prompt_templates"]["judge_sha256"])}</dd>')
     else:
         common = '<dl class="kv">'
-    boot = st["bootstrap"]
+    iv = st["intervals"]
     common += (f'<dt>dataset sha256</dt><dd>{e(data["dataset_sha256"])}</dd><dt>batchrun</dt><dd>{e(data["batchrun_version"])}</dd>'
-               f'<dt>statistics</dt><dd>document bootstrap, {boot["resamples"]:,} resamples, seed {boot["seed"]} ({e(boot["rng"])}); '
-               f'permutation tests exact up to {st["permutations"]["exact_up_to"]} non-zero differences, else '
-               f'{st["permutations"]["resamples"]:,} Monte-Carlo draws, seed {st["permutations"]["seed"]}</dd></dl>')
+               f'<dt>statistics</dt><dd>the document as the unit: {e(iv["method"])}, at least {iv["min_documents"]} documents; '
+               f'permutation tests flipping whole documents, exact up to {st["permutations"]["exact_up_to"]} documents that differ, '
+               f'else {st["permutations"]["resamples"]:,} Monte-Carlo draws, seed {st["permutations"]["seed"]}</dd></dl>')
     return f'<section id="provenance"><h2>Provenance</h2>{common}{"".join(blocks)}</section>'
 
 
@@ -603,7 +624,7 @@ def write_site(store: Store, config: Config, data: dict[str, Any], out: Path, *,
     for t in tasks:
         _write(out / "tasks" / f"{slugs[t['task_id']]}.html", _task_page(t, data, cells, verdicts, panel, rehearsal))
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    n_docs = st["bootstrap"]["n_documents"]
+    n_docs = st["intervals"]["n_documents"]
     subtitle = (f"{len(tasks)} tasks over {n_docs} documents · {len(data['routes'])} routes · judge panel "
                 f"{e(', '.join(panel) or '—')} · generated {e(generated)} · batchrun {e(data['batchrun_version'])}")
     nav = ('<nav><a href="#leaderboard">Leaderboard</a><a href="#pairwise">Comparisons</a><a href="#breakdowns">Breakdowns</a>'

@@ -18,8 +18,9 @@ Setup (not timed), in a temporary folder outside the repository:
 
 Timed, each in a child process (bench/_common.run_measured), median of --repeat runs:
 
-- `batchrun report --format md` (the leaderboard with its statistics: 2,000-resample document
-  bootstrap, all 435 pairs with sign and permutation tests, breakdowns, judge agreement);
+- `batchrun report --format md` (the leaderboard with its statistics: intervals with the document
+  as the unit, all 435 pairs with sign and permutation tests over documents, breakdowns, judge
+  agreement);
 - `batchrun report --format html --out DIR` (the same, plus the site: index and 481 task pages
   holding every answer and verdict);
 - (informational) the Markdown report as it was before the statistics: `render(report_data())`.

@@ -111,3 +111,42 @@ def test_queue_judgments_with_nothing_new_queues_nothing(project: Path) -> None:
             again = store.one("SELECT * FROM requests WHERE custom_id = ?", [g["custom_id"]])
             assert again is not None
             assert {k: v for k, v in again.items() if k != "created_at"} == {k: v for k, v in g.items() if k != "created_at"}
+
+
+def test_the_report_intervals_and_tests_rest_on_documents(project: Path) -> None:
+    """Recomputed outside batchrun.stats from the report's own per-task scores and state.db's
+    documents: each complete route's All-tasks interval is the CR2 / Bell-McCaffrey t interval
+    (test_stats' matrix implementation, scipy's t quantile), and the adjacent pair's wins,
+    losses and ties count documents by the sign of their summed difference."""
+    import json
+
+    from scipy import stats as sp
+    from test_stats import cr2_by_the_matrices
+
+    config = project / "batchrun.json"
+    r = CliRunner().invoke(cli, ["--config", str(config), "-q", "report", "--format", "json"], catch_exceptions=False)
+    data = json.loads(r.stdout)
+    with Store(project / "state.db") as store:
+        doc_of = {row["task_id"]: row["doc_sha256"] for row in store.rows("SELECT task_id, doc_sha256 FROM tasks")}
+    zero = {"out_of_context_scope", "refusal", "empty", "accepted"}
+    values = {}
+    for route in data["routes"]:
+        if not route["complete"]:
+            continue
+        tasks = route["tasks"]
+        values[route["route"]] = [t["score"] if t["status"] == "ok" else 0.0 if t["status"] in zero else None for t in tasks]
+        docs = [doc_of[t["task_id"]] for t in tasks]
+        theta, se, df = cr2_by_the_matrices(values[route["route"]], docs)
+        q = sp.t.ppf(0.975, df)
+        iv = data["statistics"]["routes"][route["route"]]["all_tasks"]
+        assert (iv["estimate"], iv["se"], iv["df"], iv["n_documents"]) == pytest.approx((theta, se, df, len(set(docs))), abs=1e-3)
+        assert (iv["low"], iv["high"]) == pytest.approx((max(theta - q * se, 0), min(theta + q * se, 1)), abs=1e-6)
+    (a, b), pair = data["statistics"]["pairwise"]["routes"][:2], data["statistics"]["pairwise"]["pairs"][0]["all_tasks"]
+    ids = {route["route"]: [t["task_id"] for t in route["tasks"]] for route in data["routes"]}
+    by_task = {name: dict(zip(ids[name], v)) for name, v in values.items()}
+    sums: dict[str, float] = {}
+    for task_id in ids[a]:
+        sums[doc_of[task_id]] = sums.get(doc_of[task_id], 0.0) + by_task[a][task_id] - by_task[b][task_id]
+    wins, losses = sum(s > 1e-9 for s in sums.values()), sum(s < -1e-9 for s in sums.values())
+    assert (pair["wins"], pair["losses"], pair["ties"], pair["n_documents"]) == (wins, losses, len(sums) - wins - losses, len(sums))
+    assert pair["sign_p"] == pytest.approx(sp.binomtest(wins, wins + losses).pvalue, rel=1e-2)

@@ -5,9 +5,10 @@ short.txt, t4 on long.txt), two judges. Per task (0-1), All-tasks zero-filled:
   big   [0.9, 0.4, 0.75, 0.85]
   small [1.0, 0.9, 0.5,  0   ]  (t4 out of context)
   flaky [0.65, 0,  0,    0   ]  (t2 empty, t3 accepted, t4 refusal)
-With two documents a bootstrap resample holds short twice, short and long, or long twice
-(probabilities 1/4, 1/2, 1/4), so each 95% interval runs from the smaller to the larger of the
-two one-document means: computed by hand below.
+Two documents are fewer than an interval needs (stats.MIN_DOCUMENTS = 3): every interval is
+"—" (not estimable), with the reason printed, and every paired test counts documents: by hand
+below. (The intervals' arithmetic is checked in test_stats.py, and on the 8-document fixture in
+test_report_fixture.py.)
 """
 
 from __future__ import annotations
@@ -31,14 +32,9 @@ def mean(xs: list[float]) -> float:
     return sum(xs) / len(xs)
 
 
-def doc_interval(values: list[float | None]) -> tuple[float, float]:
-    """[min, max] of the mean over short twice, short+long, long twice (undefined ones dropped)."""
-    means = []
-    for docs in (SHORT + SHORT, SHORT + LONG, LONG + LONG):
-        xs = [values[i] for i in docs if values[i] is not None]
-        if xs:
-            means.append(mean(xs))
-    return min(means), max(means)
+def doc_sums(diffs: list[float | None]) -> list[float]:
+    """Each document's summed difference (short: t1-t3, long: t4), documents with none left out."""
+    return [sum(diffs[i] for i in d if diffs[i] is not None) for d in (SHORT, LONG) if any(diffs[i] is not None for i in d)]
 
 
 def brute_force_permutation_p(diffs: list[float]) -> float:
@@ -63,20 +59,21 @@ def test_hand_values_agree_with_test_judging() -> None:
 def test_route_intervals_and_coverage(report: dict[str, Any]) -> None:
     st = report["statistics"]
     assert st["scale"].startswith("fractions 0-1")
-    assert st["bootstrap"] | {} == {"resamples": 2000, "seed": 20261130, "unit": "document", "n_documents": 2, "n_tasks": 4,
-                                    "confidence": 0.95, "method": "percentile", "rng": st["bootstrap"]["rng"]}
+    assert st["intervals"] | {} == {"unit": "document", "n_documents": 2, "n_tasks": 4, "confidence": 0.95, "min_documents": 3,
+                                    "method": st["intervals"]["method"]}
+    assert "CR2" in st["intervals"]["method"] and "Bell-McCaffrey" in st["intervals"]["method"]
+    assert st["permutations"] == {"resamples": 10000, "seed": 20261130, "exact_up_to": 20, "unit": "document"}
     for name in ORDER:
         r = st["routes"][name]
         assert r["complete"] is True
-        lo, hi = doc_interval(ALL[name])
         assert r["all_tasks"]["estimate"] == pytest.approx(mean(ALL[name]))
-        assert (r["all_tasks"]["low"], r["all_tasks"]["high"]) == pytest.approx((lo, hi), abs=1e-6)
+        assert (r["all_tasks"]["n"], r["all_tasks"]["n_documents"]) == (4, 2)
         scored = [x for x in SCORED[name] if x is not None]
-        lo, hi = doc_interval(SCORED[name])
         assert r["scored"]["estimate"] == pytest.approx(mean(scored)) and r["scored"]["n"] == len(scored)
-        assert (r["scored"]["low"], r["scored"]["high"]) == pytest.approx((lo, hi), abs=1e-6)
-    assert st["routes"]["big"]["all_tasks"]["low"] == pytest.approx((0.9 + 0.4 + 0.75) / 3, abs=1e-6)
-    assert (st["routes"]["small"]["all_tasks"]["low"], st["routes"]["small"]["all_tasks"]["high"]) == pytest.approx((0.0, 0.8), abs=1e-6)
+        # Two documents (one for flaky's single scored task): not estimable, the estimate kept.
+        for v in (r["all_tasks"], r["scored"]):
+            assert v["low"] is None and v["high"] is None and v["se"] is None and v["df"] is None
+    assert st["routes"]["flaky"]["scored"]["n_documents"] == 1
     assert st["routes"]["small"]["coverage"] == {"n_tasks": 4, "scored": 3, "out_of_context": 1, "failed": 0, "pending": 0,
                                                  "waiting": 0, "blocked": 0, "accepted": 0}
     assert st["routes"]["flaky"]["coverage"] | {} == {"n_tasks": 4, "scored": 1, "out_of_context": 0, "failed": 3, "pending": 0,
@@ -88,27 +85,40 @@ def test_pairwise_table_holm_and_groups(report: dict[str, Any]) -> None:
     assert pw["routes"] == ORDER
     pairs = {(p["a"], p["b"]): p for p in pw["pairs"]}
     assert list(pairs) == [("big", "small"), ("big", "flaky"), ("small", "flaky")]
-    expected_sign = {("big", "small"): (2, 2, 0, 1.0), ("big", "flaky"): (4, 0, 0, 2 / 16), ("small", "flaky"): (3, 0, 1, 2 / 8)}
+    # Documents by the sign of their summed difference (short: t1-t3, long: t4):
+    # big - small: short -0.1 - 0.5 + 0.25 = -0.35 (lost), long +0.85 (won): 1/1/0, p = 1.
+    # big - flaky: short +1.4, long +0.85: 2/0/0, p = 2/4. small - flaky: short +1.75, long 0 (a tie): 1/0/1, p = 1.
+    expected_docs = {("big", "small"): (1, 1, 0, 1.0), ("big", "flaky"): (2, 0, 0, 0.5), ("small", "flaky"): (1, 0, 1, 1.0)}
+    # Over tasks, as if independent (the secondary figure): the task wins, losses and ties and their sign test.
+    expected_tasks = {("big", "small"): (2, 2, 0, 1.0), ("big", "flaky"): (4, 0, 0, 2 / 16), ("small", "flaky"): (3, 0, 1, 2 / 8)}
     for (a, b), p in pairs.items():
         v = p["all_tasks"]
         diffs = [x - y for x, y in zip(ALL[a], ALL[b])]
-        assert v["n"] == 4 and v["mean_diff"] == pytest.approx(mean(diffs), abs=1e-6)
-        assert (v["wins"], v["losses"], v["ties"], v["sign_p"]) == pytest.approx(expected_sign[(a, b)])
-        assert (v["low"], v["high"]) == pytest.approx(doc_interval(diffs), abs=1e-6)
+        assert (v["n"], v["n_documents"]) == (4, 2) and v["mean_diff"] == pytest.approx(mean(diffs), abs=1e-6)
+        assert (v["wins"], v["losses"], v["ties"], v["sign_p"]) == pytest.approx(expected_docs[(a, b)])
+        t = v["tasks"]
+        assert (t["wins"], t["losses"], t["ties"], t["sign_p"]) == pytest.approx(expected_tasks[(a, b)], abs=5e-4)
+        assert v["low"] is None and v["high"] is None  # two documents: not estimable
         assert v["permutation"]["method"] == "exact"
-        assert v["permutation"]["p"] == pytest.approx(brute_force_permutation_p([d for d in diffs if d]))
-    # Holm over the three all-tasks sign p-values 1, 1/8, 1/4: 3 x 1/8 = 0.375, 2 x 1/4 = 0.5, 1.
-    assert [pairs[k]["all_tasks"]["sign_p_holm"] for k in pairs] == pytest.approx([1.0, 0.375, 0.5])
-    # Both scored: big and small share t1-t3; big and flaky only t1.
+        assert v["permutation"]["n_nonzero"] == v["wins"] + v["losses"]
+        assert v["permutation"]["p"] == pytest.approx(brute_force_permutation_p([d for d in doc_sums(diffs) if abs(d) > 1e-12]))
+    assert pairs[("big", "flaky")]["all_tasks"]["permutation"]["p"] == 0.5  # flips of (+1.4, +0.85): 2 of 4 reach 2.25
+    # Holm over the three sign p-values 1, 1/2, 1: 3 x 1/2 > 1.
+    assert [pairs[k]["all_tasks"]["sign_p_holm"] for k in pairs] == [1.0, 1.0, 1.0]
+    # Both scored: big and small share t1-t3 (one document); big and flaky only t1.
     bs = pairs[("big", "small")]["both_scored"]
-    assert (bs["n"], bs["wins"], bs["losses"], bs["ties"]) == (3, 1, 2, 0)
-    assert bs["mean_diff"] == pytest.approx((-0.1 - 0.5 + 0.25) / 3, abs=1e-6)
-    assert (bs["low"], bs["high"]) == pytest.approx(((-0.1 - 0.5 + 0.25) / 3,) * 2, abs=1e-6)  # long has no pair
+    assert (bs["n"], bs["n_documents"], bs["wins"], bs["losses"], bs["ties"]) == (3, 1, 0, 1, 0)
+    assert (bs["tasks"]["wins"], bs["tasks"]["losses"], bs["tasks"]["ties"]) == (1, 2, 0)
+    assert bs["mean_diff"] == pytest.approx((-0.1 - 0.5 + 0.25) / 3, abs=1e-6) and bs["low"] is None
     bf = pairs[("big", "flaky")]["both_scored"]
-    assert (bf["n"], bf["mean_diff"], bf["sign_p"]) == pytest.approx((1, 0.25, 1.0))
-    # Nothing is told apart with four tasks: one group, and the rule is stated.
+    assert (bf["n"], bf["n_documents"], bf["mean_diff"], bf["sign_p"]) == pytest.approx((1, 1, 0.25, 1.0))
+    # Nothing is told apart on two documents: one group, and the rule says why it cannot be otherwise.
     assert pw["groups"]["groups"] == [{"label": "A", "routes": ORDER}]
     assert "Holm-adjusted across all 3 pairs" in pw["groups"]["rule"] and "lies above 0" in pw["groups"]["rule"]
+    assert "differ on fewer than 7 documents can never be told apart" in pw["groups"]["rule"]
+    assert pw["few_documents"] | {} == {"interval_min_documents": 3, "reject_min_documents": 6, "reject_min_documents_holm": 7,
+                                        "note": pw["few_documents"]["note"]}
+    assert pw["tests"]["unit"] == "document" and "independent" in pw["tests"]["tasks"]
 
 
 def test_breakdowns_judges_and_changes(report: dict[str, Any]) -> None:
@@ -118,6 +128,7 @@ def test_breakdowns_judges_and_changes(report: dict[str, Any]) -> None:
     (lang,) = dims["language"]["values"]
     assert (lang["value"], lang["n_tasks"], lang["n_documents"]) == ("non-CJK", 4, 2)
     assert lang["routes"]["small"]["all_tasks"]["estimate"] == pytest.approx(0.6)
+    assert lang["routes"]["small"]["all_tasks"]["n_documents"] == 2 and lang["routes"]["small"]["all_tasks"]["low"] is None
     (length,) = dims["doc_length"]["values"]
     assert length["value"] == "<4k" and "<4k, 4k-16k" in dims["doc_length"]["rule"]
 
@@ -161,18 +172,23 @@ def test_report_md_and_csv_carry_intervals_coverage_and_groups(board: Any, repor
     rows = [ln for ln in md.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [ln.split("|")[2].strip() for ln in rows] == ORDER
     assert "| All-tasks 95% CI (0–100) | Scored 95% CI (0–100) | Group |" in md
-    assert rows[0].endswith("| 68.3–85.0 | 68.3–85.0 | A |")
-    assert rows[1].endswith("| 0.0–80.0 | 80.0–80.0 | A |")
-    assert "Scores are 0-100. 95% intervals: percentile bootstrap over documents" in md and "2000 resamples, seed 20261130" in md
-    assert "| big | small | +12.5 (-11.7 to +85.0) | 2/2/0 | 1.000 | 1.000 |" in md
+    assert rows[0].endswith("| 72.5 | 72.5 (4) | 0 | 0 | 0 | — | — | A |")  # two documents: no interval
+    assert "95% intervals: t intervals with the document as the unit" in md and "2 documents; \"—\": fewer than 3 documents" in md
+    assert "| a | b | Δ All-tasks (95% CI) | docs | W/L/T | sign p | Holm p | perm. p |" in md
+    assert "| big | small | +12.5 (—) | 2† | 1/1/0 | 1.00 | 1.00 | 1.00 (exact) | -11.7 (—) | 3 | 1† | 1.00 |" in md
+    assert "† differs on fewer than 7 documents: no Holm-adjusted test can reach p < 0.05 on so few." in md
+    # Breakdowns show documents beside tasks, and say why a cell has no interval.
+    assert "| Route | non-CJK (4 tasks, 2 docs) |" in md and "| small | 60.0 (—) |" in md
+    assert "—: not estimable: an interval needs at least 3 documents (non-CJK: 2)." in md
     assert "Statistically indistinguishable groups: A: big, small, flaky." in md
     assert "Since the refresh of" in md and "- flaky (kept): All-tasks — → 16.2 (—); 1 cell(s): accepted failure 1" in md
     assert "Judge panel: Krippendorff's alpha (interval)" in md
 
     rows = list(csv.DictReader(io.StringIO(run(project, s, "report", "--format", "csv").stdout)))
     big = rows[0]
-    assert big["route"] == "big" and big["group"] == "A" and (big["bootstrap_resamples"], big["bootstrap_seed"]) == ("2000", "20261130")
-    assert float(big["all_tasks_low"]) == pytest.approx(0.683333, abs=1e-6) and float(big["all_tasks_high"]) == pytest.approx(0.85)
+    assert big["route"] == "big" and big["group"] == "A" and (big["all_tasks_documents"], big["scored_documents"]) == ("2", "2")
+    assert big["all_tasks_low"] == big["all_tasks_high"] == ""  # not estimable on two documents
+    assert rows[2]["scored_documents"] == "1"
     assert rows[2]["accepted_n"] == "1" and rows[1]["out_of_context_n"] == "1"
     assert list(rows[0])[-1] == "rehearsal"
 
@@ -204,7 +220,7 @@ def test_one_score_scale_per_medium_labelled_in_each(board: Any, report: dict[st
     again = json.loads(run(project, s, "report", "--format", "json").stdout)
     assert again["statistics"] == report["statistics"]
     other = json.loads(run(project, s, "report", "--format", "json", "--resamples", "500", "--seed", "7").stdout)
-    assert (other["statistics"]["bootstrap"]["resamples"], other["statistics"]["bootstrap"]["seed"]) == (500, 7)
+    assert (other["statistics"]["permutations"]["resamples"], other["statistics"]["permutations"]["seed"]) == (500, 7)
 
 
 def test_compare_text_json_and_errors(board: Any) -> None:  # noqa: F811
@@ -212,19 +228,24 @@ def test_compare_text_json_and_errors(board: Any) -> None:  # noqa: F811
     r = run(project, s, "compare", "big", "small")
     assert r.exit_code == 0, r.output
     out = r.stdout
-    assert "big vs small (differences a − b in points, 0-100)" in out
-    assert "mean difference +12.5 (95% CI -11.7 to +85.0)" in out
-    assert "wins/losses/ties 2/2/0" in out and "sign test (exact, two-sided) p = 1.000" in out
-    assert "Tasks both scored (the tasks both routes scored): n = 3" in out and "mean difference -11.7 (95% CI -11.7 to -11.7)" in out
-    assert "paired percentile bootstrap over 2 documents, 2000 resamples, seed 20261130" in out
+    assert "big vs small (differences a − b in points, 0-100; the document is the unit of every interval and test)" in out
+    assert "n = 4 tasks on 2 document(s)" in out and "mean difference +12.5 (95% CI —: fewer than 3 documents)" in out
+    assert "documents won/lost/tied 1/1/0" in out and "sign test on documents (exact, two-sided) p = 1.00" in out
+    assert "permutation test (sign flips of whole documents, exact over 2 documents that differ) p = 1.00" in out
+    assert "secondary, treating tasks as independent: tasks won/lost/tied 2/2/0, sign test over tasks p = 1.00" in out
+    assert "Tasks both scored (the tasks both routes scored): n = 3 tasks on 1 document(s)" in out
+    assert "mean difference -11.7 (95% CI —: fewer than 3 documents)" in out
+    assert "Note: every task: the routes differ on 2 document(s), fewer than 6: neither test can reach p < 0.05 on so few" in out
 
     j = json.loads(run(project, s, "compare", "small", "flaky", "--json").stdout)
     assert (j["a"], j["b"]) == ("small", "flaky")
     assert j["all_tasks"]["mean_diff"] == pytest.approx(mean([0.35, 0.9, 0.5, 0.0]))
-    assert (j["all_tasks"]["wins"], j["all_tasks"]["losses"], j["all_tasks"]["ties"], j["all_tasks"]["sign_p"]) == (3, 0, 1, 0.25)
-    assert j["all_tasks"]["permutation"] == {"p": 0.25, "method": "exact", "n_nonzero": 3, "resamples": None, "seed": None}
+    assert (j["all_tasks"]["wins"], j["all_tasks"]["losses"], j["all_tasks"]["ties"], j["all_tasks"]["sign_p"]) == (1, 0, 1, 1.0)
+    assert j["all_tasks"]["tasks"] == {"wins": 3, "losses": 0, "ties": 1, "sign_p": 0.25}
+    assert j["all_tasks"]["permutation"] == {"p": 1.0, "method": "exact", "n_nonzero": 1, "resamples": None, "seed": None}
     assert j["headline"]["flaky"] == {"all_tasks_overall": pytest.approx(0.1625), "scored_overall": pytest.approx(0.65), "complete": True}
-    assert j["notes"] == [] and j["rehearsal"] == s.emu.url
+    assert j["intervals"]["min_documents"] == 3 and j["permutations"]["unit"] == "document" and j["tests"]["unit"] == "document"
+    assert len(j["notes"]) == 4 and all("document" in n for n in j["notes"]) and j["rehearsal"] == s.emu.url
 
     bad = run(project, s, "compare", "big", "nobody")
     assert bad.exit_code == 1 and "'nobody' is not a contestant route" in bad.stderr and "big, small, flaky" in bad.stderr
@@ -235,6 +256,7 @@ def test_compare_text_json_and_errors(board: Any) -> None:  # noqa: F811
 
 
 def test_grouping_rule_needs_the_sign_test_and_the_interval_to_agree() -> None:
+    """On document counts and the document interval (the JSON's figures)."""
     from batchrun.analysis import distinct
 
     base = {"sign_p_holm": 0.001, "wins": 30, "losses": 10, "low": 0.01, "high": 0.05}
