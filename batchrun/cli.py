@@ -535,7 +535,7 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
                                "written": written is not None}, indent=2, ensure_ascii=False))
     else:
         if written:
-            click.echo(f"written to {config.path}: caps = {{ en = {written[0]}, cjk = {written[1]} }}")
+            click.echo(f"written to {config.path}: {probing.caps_text(*written)}")
     if write and not result.dry_run and written is None:
         probing.write_caps(config, result)  # raises: says which cap is missing and what to do
 
