@@ -293,9 +293,10 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
 def verify(ctx: Context, directory: str | None) -> None:
     """Check a published leaderboard against its inputs: every checksum in results/manifest.json.
 
-    Recomputes the dataset's, each document's, the config's, each request file's and each results
-    file's checksum from the files present, and compares them with the manifest and with state.db
-    (when there is one). Exit 0 when all match; exit 1 naming each mismatch.
+    Recomputes the dataset's, each document's, the config's, each request file's, each downloaded
+    provider file's and each results file's checksum from the files present, and compares them with
+    the manifest and with state.db (when there is one), which also gives every published number
+    again. Exit 0 when all match; exit 1 naming each mismatch.
     """
     from pathlib import Path
 
@@ -323,6 +324,8 @@ def verify(ctx: Context, directory: str | None) -> None:
         raise BatchrunError(f"{len(result.mismatches)} of {result.checked} checks failed against {manifest_path}.",
                             "The published numbers do not come from these files: see each MISMATCH above.")
     click.echo(f"verified: {result.checked} checks against {manifest_path}" + ("" if store else " (no state.db here: files only)"))
+    for note in result.notes:
+        click.echo(f"note: {note}.")
     if result.rehearsal:
         click.echo(f"note: these results come from a rehearsal on the emulator at {result.rehearsal}, not from real providers.")
 
