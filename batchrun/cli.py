@@ -326,6 +326,8 @@ def verify(ctx: Context, directory: str | None) -> None:
     click.echo(f"verified: {result.checked} checks against {manifest_path}" + ("" if store else " (no state.db here: files only)"))
     for note in result.notes:
         click.echo(f"note: {note}.")
+    if result.protocol_note:
+        click.echo(f"note: {result.protocol_note}")
     if result.rehearsal:
         click.echo(f"note: these results come from a rehearsal on the emulator at {result.rehearsal}, not from real providers.")
 
@@ -400,10 +402,11 @@ def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--format", "fmt", type=click.Choice(["md", "csv", "json", "html"]), default="md", show_default=True,
               help="Output format: Markdown, CSV, JSON (everything), or html: a static site written to --out DIR.")
 @click.option("--out", type=click.Path(), help="Write to this file instead of stdout (html: this folder).")
+@click.option("--provisional", is_flag=True, help="Rank, compare and group routes with accepted failures too (their numbers are marked: not protocol numbers).")
 @statistics_options
 @pass_ctx
 @handle_errors
-def report(ctx: Context, fmt: str, out: str | None, resamples: int, seed: int) -> None:
+def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples: int, seed: int) -> None:
     """The leaderboard (read-only), sorted by All-tasks, with intervals, paired comparisons and provenance."""
     from .analysis import Settings, full_report
     from .report import render
@@ -413,7 +416,8 @@ def report(ctx: Context, fmt: str, out: str | None, resamples: int, seed: int) -
         raise BatchrunError("--format html writes a folder of pages, not a stream.", "Pass --out DIR, e.g. --out site/.")
     with reader(config) as store:
         # Markdown and CSV print no per-task rows: not built for them (~0.1 s at 32 routes x 100k results).
-        data = full_report(store, config, Settings(resamples=resamples, seed=seed), with_tasks=fmt in ("json", "html"))
+        data = full_report(store, config, Settings(resamples=resamples, seed=seed, provisional=provisional),
+                           with_tasks=fmt in ("json", "html"))
         if fmt == "html":
             from .site import write_site
 
@@ -437,11 +441,16 @@ def report(ctx: Context, fmt: str, out: str | None, resamples: int, seed: int) -
 @click.argument("route_a", metavar="A")
 @click.argument("route_b", metavar="B")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (differences as fractions 0-1).")
+@click.option("--provisional", is_flag=True, help="Compare the tasks both routes have finished, when the runs are not equal and complete (the result says so).")
 @statistics_options
 @pass_ctx
 @handle_errors
-def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, resamples: int, seed: int) -> None:
-    """Paired comparison of two routes: mean difference with interval, sign and permutation tests (read-only)."""
+def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional: bool, resamples: int, seed: int) -> None:
+    """Paired comparison of two routes: mean difference with interval, sign and permutation tests (read-only).
+
+    Both routes must have finished every task (exit 2 naming what is open) and have no accepted
+    failures (exit 1); --provisional compares the tasks both have finished, and says so.
+    """
     from .analysis import Settings
     from .analysis import compare as do_compare
     from .report import render_comparison
@@ -449,7 +458,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, resamples: 
 
     config = ctx.config()
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
-    data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed))
+    data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed, provisional=provisional))
     if as_json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
         return

@@ -7,8 +7,9 @@ canonical form (and its sha256) with each route's policy fingerprint; the prompt
 sha256; each request file that went out, with its BLAKE3 checksum (its sha256 if it was planned
 before batchrun recorded BLAKE3: checksums.py), line count and the provider batch id; each
 provider result and error file downloaded into jobs/ (the raw answers everything else is derived
-from), with the sha256 poll recorded when it downloaded it; each results file's sha256;
-batchrun's version and, when run from a git checkout, the commit.
+from), with the sha256 poll recorded when it downloaded it; each results file's sha256; whether
+the numbers are WildTrace-protocol numbers (`protocol`); batchrun's version and, when run from a
+git checkout, the commit.
 
 `verify` recomputes every checksum from the files present and compares them with the manifest and
 with state.db (which recorded the request files' checksums before they were sent, the documents'
@@ -39,7 +40,8 @@ from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store, sql_list
 
 MANIFEST_NAME = "manifest.json"
-# /3: `provider_files` (every downloaded provider result and error file, with its sha256). /2: a request file's checksum is under "blake3" (under "sha256" for a file planned
+# /3: `provider_files` (every downloaded provider result and error file, with its sha256) and
+# `protocol`. /2: a request file's checksum is under "blake3" (under "sha256" for a file planned
 # before m018_request_blake3); /1 had "sha256" only.
 FORMAT = "batchrun-manifest/3"
 _FORMAT_1 = "batchrun-manifest/1"
@@ -128,6 +130,8 @@ def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> di
         "batchrun_version": __version__,
         "git_commit": _git_commit(),
         "rehearsal": store.meta("rehearsal"),
+        "protocol": config.protocol,
+        "protocol_note": config.protocol_note,
         "dataset": {"path": _rel(ds_path, root), "sha256": ds_sha, "records": n_records},
         "documents": documents,
         "config": {"path": _rel(config.path, root), "sha256": fingerprint(canonical), "canonical": canonical},
@@ -190,6 +194,7 @@ class Verification:
     mismatches: list[str] = field(default_factory=list)
     rehearsal: str | None = None
     notes: list[str] = field(default_factory=list)  # what was not checked, and why
+    protocol_note: str | None = None  # the numbers are not WildTrace-protocol numbers (manifest /3)
 
     def check(self, ok: bool, problem: str) -> None:
         self.checked += 1
@@ -211,7 +216,7 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
         raise DataError(f"{manifest_path} is not a manifest this batchrun reads (format {found!r}; it reads {', '.join(_READABLE)}).",
                         "Verify it with the batchrun version that wrote it (its batchrun_version field).")
     root = config.path.resolve().parent
-    v = Verification(rehearsal=m.get("rehearsal"))
+    v = Verification(rehearsal=m.get("rehearsal"), protocol_note=m.get("protocol_note"))
 
     def present(rel: str, what: str) -> Path | None:
         path = root / rel

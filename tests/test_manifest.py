@@ -42,6 +42,7 @@ def test_the_demo_writes_a_manifest_of_every_input_and_output(demo: Path) -> Non
     # Every provider result and error file downloaded, with its sha256 as downloaded (issue 26).
     assert m["provider_files"] and {f["batch"] for f in m["provider_files"]} == {f["batch"] for f in m["request_files"]}
     assert all(f["path"].startswith("jobs/") and len(f["sha256"]) == 64 for f in m["provider_files"])
+    assert (m["protocol"], m["protocol_note"]) == ("wildtrace", None)  # the demo runs the protocol's panel
 
 
 def test_verify_passes_on_the_demo(demo: Path) -> None:

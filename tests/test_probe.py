@@ -190,6 +190,8 @@ def test_dry_run_shows_the_plan_and_sends_nothing(project: Project, emu: Any) ->
 
 TOML = """\
 # A hand-written config: comments and layout must survive --write.
+protocol = "custom"   # a one-judge panel
+
 [paths]
 dataset = "data/tasks.json"   # the tasks
 
