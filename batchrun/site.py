@@ -47,7 +47,7 @@ header.top .meta{color:#c9d1d9;font-size:13px}
 header.top a{color:#9ecbff}
 .rehearsal{background:#b60205;color:#fff;padding:8px 20px;font-weight:600}
 .custom{background:#6f42c1;color:#fff;padding:8px 20px;font-weight:600}
-.nonprotocol{display:inline-block;background:#6f42c1;color:#fff;border-radius:3px;padding:0 5px;font-size:12px;margin-left:4px}
+.nonprotocol{display:inline-block;background:#6f42c1;color:#fff;border-radius:3px;padding:0 5px;font-size:12px;margin-left:4px;white-space:nowrap}
 nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:7px 20px;overflow-x:auto;white-space:nowrap;z-index:2}
 nav a{margin-right:16px;text-decoration:none;font-size:14px}
 main{max-width:1240px;margin:0 auto;padding:10px 20px 40px}
@@ -179,8 +179,8 @@ def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
                            f'<span class="ci">{fmt(pct(sc["low"]))}–{fmt(pct(sc["high"]))}</span></td>')
         elif r.get("accepted_overall") is not None:
             # Complete, but All-tasks is not a protocol number (spec 001 §5): shown apart, unranked.
-            all_cell = (f'<td class="num">withheld<span class="ci">{cov.get("accepted", 0)} accepted failure(s); '
-                        f'{fmt(pct(r["accepted_overall"]))} with them as 0, not a protocol number</span></td>')
+            all_cell = (f'<td class="num" title="not a protocol number">withheld<span class="ci">{cov.get("accepted", 0)} accepted '
+                        f'failure(s)</span><span class="ci">{fmt(pct(r["accepted_overall"]))} with them as 0</span></td>')
             plot = interval_bar((None, None, None), label=f"{r['route']}: accepted failures, no protocol headline")
             scored_cell = (f'<td class="num">{fmt(pct(r["scored_overall"]))} <small>({r["scored_n"]})</small>'
                            '<span class="ci">no interval (not ranked)</span></td>')
