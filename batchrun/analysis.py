@@ -12,6 +12,11 @@ Which tasks count, per value (spec 001 §5):
   accepted) counts 0; an open cell (pending, judging, waiting, blocked) counts nothing, and a
   route with one has no headline, hence no interval either.
 - Scored: scored cells only.
+
+A route with accepted failures (accept-failures) has no protocol All-tasks (`all_tasks_overall`
+null, spec 001 §5; its `accepted_overall` is not a protocol number): it is left out of the
+ranked routes, hence of intervals, pairs, groups and breakdowns, unless the report or comparison
+is asked for `provisional` results, which say so.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 from . import stats
 from .config import Config
-from .errors import ConfigError
+from .errors import BatchrunError, ConfigError, Incomplete
 from .outputs import ZERO_FILLED, judge_scores, report_data
 from .store import Store
 
@@ -57,6 +62,9 @@ class Settings:
     resamples: int = DEFAULT_RESAMPLES  # Monte-Carlo sign flips of the document permutation test
     seed: int = DEFAULT_SEED
     alpha: float = stats.ALPHA
+    # Rank routes with accepted failures too, by accepted_overall (report --provisional): their
+    # numbers are not protocol numbers, and every output says so.
+    provisional: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,7 @@ class Cells:
     status: dict[str, dict[str, str]]
     score: dict[str, dict[str, float | None]]
     board: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # leaderboard rows, in order
+    provisional: bool = False  # Settings.provisional
 
     def all_tasks(self, route: str) -> list[float | None]:
         """Per task: the score, 0 for a final failure, None for an open cell."""
@@ -100,11 +109,19 @@ class Cells:
 
     @property
     def complete_routes(self) -> list[str]:
-        """Routes with a headline, in leaderboard order (All-tasks descending)."""
-        return [r["route"] for r in self.board if r["complete"] and r["all_tasks_overall"] is not None]
+        """Routes with a headline, in leaderboard order (All-tasks descending). Provisional: also
+        the routes whose All-tasks is withheld for accepted failures, ranked by accepted_overall."""
+        if not self.provisional:
+            return [r["route"] for r in self.board if r["complete"] and r["all_tasks_overall"] is not None]
+        value: dict[str, float] = {}
+        for r in self.board:
+            v = r["all_tasks_overall"] if r["all_tasks_overall"] is not None else r.get("accepted_overall")
+            if r["complete"] and v is not None:
+                value[r["route"]] = v
+        return sorted(value, key=lambda route: -value[route])  # stable: ties keep the board's order
 
 
-def read_cells(store: Store, board: list[dict[str, Any]]) -> Cells:
+def read_cells(store: Store, board: list[dict[str, Any]], *, provisional: bool = False) -> Cells:
     """Reads `cells_now` (fill it first with outputs.snapshot_cells)."""
     per_task: dict[str, tuple[int | None, bool | None]] = {}
     status: dict[str, dict[str, str]] = defaultdict(dict)
@@ -116,7 +133,7 @@ def read_cells(store: Store, board: list[dict[str, Any]]) -> Cells:
     tasks = tuple(
         Task(r[0], r[1], r[2], r[3], r[4], json.loads(r[5] or "{}"), *per_task.get(r[0], (None, None)))
         for r in store.db.execute("SELECT task_id, position, doc_sha256, corpus_file, question, fields_json FROM tasks ORDER BY position"))
-    return Cells(tasks, dict(status), dict(score), tuple(board))
+    return Cells(tasks, dict(status), dict(score), tuple(board), provisional)
 
 
 def _letters(i: int) -> str:
@@ -275,8 +292,20 @@ def few_documents(n_pairs: int, alpha: float) -> dict[str, Any]:
                     f"after Holm's adjustment across all {n_pairs} pairs: the smallest exact p on n documents is 2/2^n."}
 
 
+def _task_list(ids: list[str], limit: int = 10) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
 def compare(store: Store, config: Config, a: str, b: str, settings: Settings = Settings()) -> dict[str, Any]:
-    """`batchrun compare A B`: the paired comparison of two contestant routes."""
+    """`batchrun compare A B`: the paired comparison of two contestant routes, on equal runs.
+
+    Spec 002's contract (a comparison refuses runs whose task sets differ): both routes must have
+    finished every task, else `Incomplete` (exit 2) names the missing and unfinished tasks per
+    route. A route with accepted failures has no protocol All-tasks (spec 001 §5) and is refused
+    too (exit 1). `settings.provisional` compares the tasks both have finished instead (accepted
+    cells counted 0, as in its accepted_overall), and the result says so. Nothing compared (n = 0)
+    is always refused."""
     from .outputs import leaderboard
 
     board = leaderboard(store)  # fills cells_now
@@ -288,22 +317,60 @@ def compare(store: Store, config: Config, a: str, b: str, settings: Settings = S
     if a == b:
         raise ConfigError("compare needs two different routes.", f"Contestant routes: {', '.join(names)}.")
     cells = read_cells(store, board)
+    rows = {r["route"]: r for r in board}
+    unequal = []
+    for r in (a, b):
+        st = cells.status.get(r, {})
+        missing = [t.task_id for t in cells.tasks if t.task_id not in st]
+        unfinished = [t.task_id for t in cells.tasks if st.get(t.task_id) in OPEN_STATUSES]
+        if missing:
+            unequal.append(f"{r}: {len(missing)} task(s) not planned yet ({_task_list(missing)})")
+        if unfinished:
+            unequal.append(f"{r}: {len(unfinished)} task(s) unfinished ({_task_list(unfinished)})")
+    accepted = [r for r in (a, b) if rows[r]["accepted_n"]]
+    notes = []
+    if unequal and not settings.provisional:
+        raise Incomplete(f"compare {a} {b}: the two runs are not equal, so their comparison would not be either: "
+                         + "; ".join(unequal) + ".",
+                         "Run `batchrun refresh` until both routes are complete (`batchrun status` shows what is open), or "
+                         "pass --provisional to compare only the tasks both have finished.")
+    if accepted and not settings.provisional:
+        raise BatchrunError(
+            f"compare {a} {b}: " + ", ".join(f"{r} has {rows[r]['accepted_n']} accepted infrastructure failure(s)" for r in accepted)
+            + ": its All-tasks is not a protocol number (spec 001 §5), so it is compared only provisionally.",
+            f"Pass --provisional to compare anyway (the result says so), or reopen them: batchrun retry --route {accepted[0]} "
+            "--status accepted.")
     docs = stats.Documents([t.doc for t in cells.tasks])
     (entry,) = compare_pairs(cells, [(a, b)], docs, settings)
-    rows = {r["route"]: r for r in board}
-    notes = [f"{r} is incomplete ({rows[r]['pending_n']} open cell(s)): only its finished cells are compared; "
-             "the result is provisional" for r in (a, b) if not rows[r]["complete"]]
+    n = entry["all_tasks"]["n"]
+    if n == 0:
+        raise Incomplete(f"compare {a} {b}: no task is finished by both routes, so there is nothing to compare (n = 0)"
+                         + (": " + "; ".join(unequal) if unequal else "") + ".",
+                         "Run `batchrun refresh` until both routes have answers.")
+    # Provisional only where it had to be: equal, complete runs without accepted failures are not.
+    provisional = settings.provisional and bool(unequal or accepted)
+    if provisional and unequal:
+        notes.append(f"PROVISIONAL: compared on the {n} of {len(cells.tasks)} task(s) both routes have finished, not on equal "
+                     "complete runs: " + "; ".join(unequal) + ".")
+    if provisional:
+        notes += [f"PROVISIONAL: {r} has {rows[r]['accepted_n']} accepted infrastructure failure(s), counted 0 here: "
+                  "not a protocol number (spec 001 §5)." for r in accepted]
+    if entry["both_scored"]["n"] == 0:
+        notes.append("No task was scored by both routes: the both-scored view has nothing to compare (n = 0).")
     few = few_documents(1, settings.alpha)
     for variant, title in (("all_tasks", "every task"), ("both_scored", "the tasks both scored")):
         v = entry[variant]
+        if not v["n"]:
+            continue
         if v["n_documents"] < stats.MIN_DOCUMENTS:
             notes.append(f"{title}: {v['n_documents']} document(s), fewer than {stats.MIN_DOCUMENTS}: no interval (not estimable)")
         if v["wins"] + v["losses"] < few["reject_min_documents"]:
             notes.append(f"{title}: the routes differ on {v['wins'] + v['losses']} document(s), fewer than "
                          f"{few['reject_min_documents']}: neither test can reach p < {settings.alpha} on so few")
     return {"a": a, "b": b, "score_scale": "0-1", "scale": "fractions 0-1 (differences a - b)",
+            "provisional": provisional, "protocol": config.protocol, "protocol_note": config.protocol_note,
             "headline": {r: {"all_tasks_overall": rows[r]["all_tasks_overall"], "scored_overall": rows[r]["scored_overall"],
-                             "complete": bool(rows[r]["complete"])} for r in (a, b)},
+                             "accepted_overall": rows[r]["accepted_overall"], "complete": bool(rows[r]["complete"])} for r in (a, b)},
             "variants": VARIANTS, "all_tasks": entry["all_tasks"], "both_scored": entry["both_scored"],
             "intervals": docs.describe(), "tests": tests_description(settings), "few_documents": few,
             "permutations": {"resamples": settings.resamples, "seed": settings.seed, "exact_up_to": stats.EXACT_PERMUTATION_MAX,
@@ -471,7 +538,7 @@ def statistics(store: Store, config: Config, board: list[dict[str, Any]], settin
     """The `statistics` block of the report. Reads `cells_now` (fill it first)."""
     from . import snapshots
 
-    cells = read_cells(store, board)
+    cells = read_cells(store, board, provisional=settings.provisional)
     docs = stats.Documents([t.doc for t in cells.tasks])
     pw = pairwise(cells, docs, settings)
     group_of = {route: g["label"] for g in pw["groups"]["groups"] for route in g["routes"]}
@@ -480,6 +547,7 @@ def statistics(store: Store, config: Config, board: list[dict[str, Any]], settin
         entry["group"] = group_of.get(route)
     return {
         "scale": "fractions 0-1 in JSON and CSV; Markdown and HTML show 0-100",
+        "provisional": settings.provisional,
         "intervals": docs.describe(),
         "permutations": {"resamples": settings.resamples, "seed": settings.seed, "exact_up_to": stats.EXACT_PERMUTATION_MAX,
                          "unit": "document"},

@@ -298,9 +298,10 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
 def verify(ctx: Context, directory: str | None) -> None:
     """Check a published leaderboard against its inputs: every checksum in results/manifest.json.
 
-    Recomputes the dataset's, each document's, the config's, each request file's and each results
-    file's checksum from the files present, and compares them with the manifest and with state.db
-    (when there is one). Exit 0 when all match; exit 1 naming each mismatch.
+    Recomputes the dataset's, each document's, the config's, each request file's, each downloaded
+    provider file's and each results file's checksum from the files present, and compares them with
+    the manifest and with state.db (when there is one), which also gives every published number
+    again. Exit 0 when all match; exit 1 naming each mismatch.
     """
     from pathlib import Path
 
@@ -328,6 +329,10 @@ def verify(ctx: Context, directory: str | None) -> None:
         raise BatchrunError(f"{len(result.mismatches)} of {result.checked} checks failed against {manifest_path}.",
                             "The published numbers do not come from these files: see each MISMATCH above.")
     click.echo(f"verified: {result.checked} checks against {manifest_path}" + ("" if store else " (no state.db here: files only)"))
+    for note in result.notes:
+        click.echo(f"note: {note}.")
+    if result.protocol_note:
+        click.echo(f"note: {result.protocol_note}")
     if result.rehearsal:
         click.echo(f"note: these results come from a rehearsal on the emulator at {result.rehearsal}, not from real providers.")
 
@@ -402,10 +407,11 @@ def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--format", "fmt", type=click.Choice(["md", "csv", "json", "html"]), default="md", show_default=True,
               help="Output format: Markdown, CSV, JSON (everything), or html: a static site written to --out DIR.")
 @click.option("--out", type=click.Path(), help="Write to this file instead of stdout (html: this folder).")
+@click.option("--provisional", is_flag=True, help="Rank, compare and group routes with accepted failures too (their numbers are marked: not protocol numbers).")
 @statistics_options
 @pass_ctx
 @handle_errors
-def report(ctx: Context, fmt: str, out: str | None, resamples: int, seed: int) -> None:
+def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples: int, seed: int) -> None:
     """The leaderboard (read-only), sorted by All-tasks, with intervals, paired comparisons and provenance."""
     from .analysis import Settings, full_report
     from .report import render
@@ -415,7 +421,8 @@ def report(ctx: Context, fmt: str, out: str | None, resamples: int, seed: int) -
         raise BatchrunError("--format html writes a folder of pages, not a stream.", "Pass --out DIR, e.g. --out site/.")
     with reader(config) as store:
         # Markdown and CSV print no per-task rows: not built for them (~0.1 s at 32 routes x 100k results).
-        data = full_report(store, config, Settings(resamples=resamples, seed=seed), with_tasks=fmt in ("json", "html"))
+        data = full_report(store, config, Settings(resamples=resamples, seed=seed, provisional=provisional),
+                           with_tasks=fmt in ("json", "html"))
         if fmt == "html":
             from .site import write_site
 
@@ -439,11 +446,16 @@ def report(ctx: Context, fmt: str, out: str | None, resamples: int, seed: int) -
 @click.argument("route_a", metavar="A")
 @click.argument("route_b", metavar="B")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (differences as fractions 0-1).")
+@click.option("--provisional", is_flag=True, help="Compare the tasks both routes have finished, when the runs are not equal and complete (the result says so).")
 @statistics_options
 @pass_ctx
 @handle_errors
-def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, resamples: int, seed: int) -> None:
-    """Paired comparison of two routes: mean difference with interval, sign and permutation tests (read-only)."""
+def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional: bool, resamples: int, seed: int) -> None:
+    """Paired comparison of two routes: mean difference with interval, sign and permutation tests (read-only).
+
+    Both routes must have finished every task (exit 2 naming what is open) and have no accepted
+    failures (exit 1); --provisional compares the tasks both have finished, and says so.
+    """
     from .analysis import Settings
     from .analysis import compare as do_compare
     from .report import render_comparison
@@ -451,7 +463,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, resamples: 
 
     config = ctx.config()
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
-    data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed))
+    data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed, provisional=provisional))
     if as_json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2))
         return
@@ -540,7 +552,7 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
                                "written": written is not None}, indent=2, ensure_ascii=False))
     else:
         if written:
-            click.echo(f"written to {config.path}: caps = {{ en = {written[0]}, cjk = {written[1]} }}")
+            click.echo(f"written to {config.path}: {probing.caps_text(*written)}")
     if write and not result.dry_run and written is None:
         probing.write_caps(config, result)  # raises: says which cap is missing and what to do
 

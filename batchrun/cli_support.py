@@ -54,7 +54,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.echo(f"Error: {redact(e.message)}", err=True)
         if e.hint:
             click.echo(f"Hint: {redact(e.hint)}", err=True)
-        sys.exit(1)
+        sys.exit(e.exit_code)
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

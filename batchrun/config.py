@@ -23,6 +23,13 @@ from .providers import get_adapter
 Transport = Literal["batch", "sync"]
 Role = Literal["contestant", "judge"]
 ROLES: tuple[str, ...] = ("contestant", "judge")
+# The top-level `protocol` key: "wildtrace" (the default) holds the config to the protocol's
+# panel (spec 001 §4: three judges of three distinct models, none a contestant); "custom" is the
+# maintainer's declaration that it runs another panel, and every output then says its numbers are
+# not WildTrace-protocol numbers.
+Protocol = Literal["wildtrace", "custom"]
+PROTOCOLS: tuple[str, ...] = ("wildtrace", "custom")
+PANEL_SIZE = 3
 
 # Rehearsals (--emulator) keep their state.db, jobs/ and results/ in a folder of this name beside
 # each configured path: <parent>/rehearsal/<name>. Emulator answers then cannot reach the real
@@ -169,6 +176,18 @@ class Config:
     budget: float | None = None
     warnings: tuple[ConfigWarning, ...] = ()
     rehearsal: str | None = None  # the emulator's URL when this config is a rehearsal
+    protocol: Protocol = "wildtrace"
+
+    @property
+    def protocol_note(self) -> str | None:
+        """What every output says when the config declares another panel than the protocol's
+        (None for a WildTrace config: config_file checked its panel)."""
+        if self.protocol == "wildtrace":
+            return None
+        panel = ", ".join(f"{j.name} ({j.model})" for j in self.judges) or "none"
+        return ('Not WildTrace-protocol numbers: the config declares protocol = "custom" '
+                f"(judge panel: {panel}; the protocol grades every answer with {PANEL_SIZE} judges of {PANEL_SIZE} "
+                "distinct models, none a contestant: spec 001 §4).")
 
     def role_of(self, name: str) -> Literal["contestant", "judge", "idle"]:
         """A route in the panel judges; a route declared a judge but out of the panel is idle

@@ -21,6 +21,8 @@ from typing import Any
 
 from . import caps as capslib
 from .config import (
+    PANEL_SIZE,
+    PROTOCOLS,
     ROLES,
     Config,
     ConfigWarning,
@@ -55,7 +57,7 @@ DEFAULT_PATHS = {
     "results": "results",
 }
 
-_TOP_KEYS = {"paths", "generation", "judging", "routes", "budget"}
+_TOP_KEYS = {"paths", "generation", "judging", "routes", "budget", "protocol"}
 _ROUTE_KEYS = {
     "provider", "model", "role", "reasoning", "send_temperature", "caps", "transport", "endpoint",
     "endpoint_path", "base_url", "api_key_env", "api_version", "completion_window", "max_tokens",
@@ -220,6 +222,7 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     paths = c.section(lambda: _parse_paths(c, raw, root))
     generation = c.section(lambda: _parse_generation(c, raw))
     judging = c.section(lambda: _parse_judging(c, raw))
+    protocol = c.string(raw, "protocol", "", "wildtrace", choices=PROTOCOLS)
 
     routes: dict[str, Route] = {}
     broken: set[str] = set()  # routes with a problem: not named again as "not defined" below
@@ -247,9 +250,12 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
                     f'Add a [routes."{judge}"] table or remove it from the panel (defined routes: {", ".join(routes)}).',
                 ))
         _check_roles(c, judging, routes)
+        if protocol == "wildtrace":
+            _check_panel(c, judging, routes, broken)
     budget = c.number(raw, "budget", "", None, allow_none=True)
     c.raise_problems()
-    config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget)
+    config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget,
+                    protocol=protocol)
     # Every key variable the config names is redacted from whatever batchrun stores or prints, and
     # every variable a provider's SDK reads a key from besides (Adapter.alt_key_env).
     know_key_variables(r.api_key_env for r in routes.values())
@@ -338,6 +344,35 @@ def _check_roles(c: _Checker, judging: Judging, routes: dict[str, Route]) -> Non
                     f'Remove route "{name}" (or set role = "judge" on it to keep it idle), or replace "{judge}" in '
                     "judging.panel with a judge of another model.",
                 ))
+
+
+def _check_panel(c: _Checker, judging: Judging, routes: dict[str, Route], broken: set[str]) -> None:
+    """Spec 001 §4: each answer is graded by three judges that are not on the leaderboard. So the
+    panel is exactly three judge routes of three distinct models (compared as the caps table
+    compares them: caps.same_model), none a contestant (_check_roles). Another panel is a
+    deliberate choice the config must state (`protocol = "custom"`), never an accident."""
+    custom = ('To run another panel deliberately, add protocol = "custom" at the top of the config: every output '
+              "then says its numbers are not WildTrace-protocol numbers.")
+    panel = judging.panel
+    if len(panel) != PANEL_SIZE:
+        named = f"{len(panel)} judge route(s) ({', '.join(panel)})" if panel else "no judge route"
+        c.problems.append(c.fail(
+            "judging.panel",
+            f"names {named}; the WildTrace protocol grades every answer with exactly {PANEL_SIZE} judges of {PANEL_SIZE} "
+            "distinct models, none a contestant (spec 001 §4)",
+            f'Name {PANEL_SIZE} judge routes of {PANEL_SIZE} different models, e.g. the paper\'s panel: '
+            'panel = ["judge-sonnet", "judge-qwen", "judge-flash"] (claude-sonnet-4-6, qwen3.5-plus, gemini-2.5-flash). '
+            + custom))
+    known = [j for j in panel if j in routes and j not in broken]
+    for i, a in enumerate(known):
+        for b in known[i + 1:]:
+            if capslib.same_model(routes[a].model, routes[b].model):
+                c.problems.append(c.fail(
+                    "judging.panel",
+                    f"names judge routes {a!r} ({routes[a].model!r}) and {b!r} ({routes[b].model!r}), which are the same "
+                    f"model ({capslib.normalise_model(routes[a].model)}); the protocol's {PANEL_SIZE} judges are "
+                    f"{PANEL_SIZE} distinct models (spec 001 §4)",
+                    f"Replace {b!r} in judging.panel with a judge route of another model. " + custom))
 
 
 def _route_warning(config: Config, name: str) -> ConfigWarning | None:

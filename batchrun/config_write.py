@@ -25,8 +25,8 @@ _CAPS_LINE = re.compile(r"^\s*caps\s*=")
 PROBE_COMMENT = "# caps probed "
 
 
-def caps_lines(en: int, cjk: int, comment: str) -> list[str]:
-    return [f"# {comment}", f"caps = {{ en = {en}, cjk = {cjk} }}"]
+def caps_lines(caps: dict[str, int], comment: str) -> list[str]:
+    return [f"# {comment}", "caps = { " + ", ".join(f"{k} = {v}" for k, v in caps.items()) + " }"]
 
 
 def _key(token: str) -> str | None:
@@ -36,25 +36,31 @@ def _key(token: str) -> str | None:
         return None
 
 
-def write_route_caps(path: Path, route: str, en: int, cjk: int, comment: str) -> None:
+def write_route_caps(path: Path, route: str, en: int | None, cjk: int | None, comment: str) -> None:
     """Set `caps = { en, cjk }` in route `route`'s table of the TOML config at `path`, with
-    `comment` above it; ConfigError (and the file untouched) when that cannot be done safely."""
-    by_hand = (f"add these lines under [routes.\"{route}\"] in {path} by hand:\n" + "\n".join(caps_lines(en, cjk, comment)))
-    if path.suffix.lower() == ".json":
-        raise ConfigError(f"--write edits TOML configs, and {path} is JSON (which has no comments to say where the caps came from).",
-                          f"Set \"caps\": {{\"en\": {en}, \"cjk\": {cjk}}} in route {route!r} of {path} by hand.")
+    `comment` above it; ConfigError (and the file untouched) when that cannot be done safely.
+    A cap given as None is not written: the route keeps what its caps line says for it, if
+    anything (else the built-in table's or the default row's)."""
     data = path.read_bytes()
     text = data.decode("utf-8")
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.split(newline)
-    old = tomllib.loads(text)
+    old = tomllib.loads(text) if path.suffix.lower() != ".json" else {}
+    had = old.get("routes", {}).get(route, {}).get("caps") if isinstance(old.get("routes"), dict) else None
+    had = had if isinstance(had, dict) else {}
+    caps = {k: v for k, v in (("en", en if en is not None else had.get("en")), ("cjk", cjk if cjk is not None else had.get("cjk")))
+            if v is not None}
+    by_hand = (f"add these lines under [routes.\"{route}\"] in {path} by hand:\n" + "\n".join(caps_lines(caps, comment)))
+    if path.suffix.lower() == ".json":
+        raise ConfigError(f"--write edits TOML configs, and {path} is JSON (which has no comments to say where the caps came from).",
+                          f"Set \"caps\": {{" + ", ".join(f'\"{k}\": {v}' for k, v in caps.items()) + f"}} in route {route!r} of {path} by hand.")
 
     start = next((i for i, line in enumerate(lines) if (m := _HEADER.match(line)) and _key(m.group(1)) == route), None)
     if start is None:
         raise ConfigError(f"{path} has no [routes.\"{route}\"] table header that --write can edit (the route may be "
                           "written inline or with dotted keys).", by_hand)
     end = next((i for i in range(start + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
-    new = caps_lines(en, cjk, comment)
+    new = caps_lines(caps, comment)
     existing = next((i for i in range(start + 1, end) if _CAPS_LINE.match(lines[i])), None)
     if existing is not None:
         first = existing - 1 if lines[existing - 1].lstrip().startswith(PROBE_COMMENT) else existing
@@ -65,7 +71,7 @@ def write_route_caps(path: Path, route: str, en: int, cjk: int, comment: str) ->
     edited = newline.join(lines)
 
     expected: dict[str, Any] = copy.deepcopy(old)
-    expected["routes"][route]["caps"] = {"en": en, "cjk": cjk}
+    expected["routes"][route]["caps"] = caps
     try:
         ok = tomllib.loads(edited) == expected
     except tomllib.TOMLDecodeError:

@@ -15,6 +15,8 @@ import sqlite3
 class BatchrunError(Exception):
     """A problem the user can fix; `hint` says how."""
 
+    exit_code = 1  # the CLI's exit status for it (Incomplete: 2)
+
     def __init__(self, message: str, hint: str | None = None):
         super().__init__(message)
         self.message = message
@@ -22,6 +24,13 @@ class BatchrunError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\nHint: {self.hint}"
+
+
+class Incomplete(BatchrunError):
+    """Not the user's mistake: what was asked needs work that is not finished yet. The CLI exits 2
+    ("incomplete, run again later") instead of 1."""
+
+    exit_code = 2
 
 
 class ConfigError(BatchrunError):

@@ -25,7 +25,9 @@ from .store import Store
 
 RESPONSE_STATUS = {"judging": "ok"}
 # Cell statuses that count 0 in All-tasks: the model's own failures, out of context, and
-# infrastructure failures the maintainer accepted (batchrun accept-failures).
+# infrastructure failures the maintainer accepted (batchrun accept-failures). An accepted one
+# makes the route's All-tasks not a protocol number (spec 001 §5: `overall` stays null): it is
+# published apart, as `accepted_overall`, marked (non_protocol).
 ZERO_FILLED = ("out_of_context_scope", "refusal", "empty", "accepted")
 
 
@@ -75,9 +77,22 @@ def leaderboard(store: Store, *, snapshot: bool = True) -> list[dict[str, Any]]:
     for r in rows:
         r["complete"] = bool(r["complete"])
         r["overall"] = r["all_tasks_overall"]
+        r.setdefault("accepted_overall", None)  # a state.db read before m020 (verify reads any schema)
         for k in ("scored_n", "out_of_context_n", "failed_n", "pending_n", "waiting_n", "blocked_n", "accepted_n"):
             r[k] = r[k] or 0
     return rows
+
+
+def non_protocol(config: Config, row: dict[str, Any]) -> list[str]:
+    """Why a route's numbers are not WildTrace-protocol numbers (empty: they are), for every
+    format to show beside them: a panel the config declares custom, accepted failures."""
+    reasons = []
+    if config.protocol != "wildtrace":
+        reasons.append('custom protocol: the config declares protocol = "custom" (another judge panel than the protocol\'s)')
+    if row.get("accepted_n"):
+        reasons.append(f"{row['accepted_n']} accepted infrastructure failure(s): zero-filled by the maintainer's decision "
+                       "(accept-failures), not the model's failures; the protocol leaves All-tasks null (spec 001 §5)")
+    return reasons
 
 
 def matched_panel(store: Store) -> dict[str, Any]:
@@ -205,6 +220,8 @@ def provenance(store: Store, config: Config, route_name: str, sources: dict[str,
         "endpoint_hosts": hosts,
         "configured_host": route.endpoint_host,
         "rehearsal": rehearsal_of(store, config),
+        "protocol": config.protocol,
+        "protocol_note": config.protocol_note,
         "api_version": route.api_version,
         "endpoint_dates": {"first_submitted": _iso(dates.get("first")), "last_ended": _iso(dates.get("last"))},
         "context_policy": {"en_cap": route.caps.en, "cjk_cap": route.caps.cjk, "source": route.caps.source,
@@ -248,9 +265,11 @@ def route_scores(store: Store, config: Config, board_row: dict[str, Any],
             score = cell_score if status == "ok" else (0.0 if status in ZERO_FILLED else None)
             tasks.append({"task_id": task_id, "status": status, "score": score, "judges": judges.get(task_id, {})})
     keys = ("overall", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks", "out_of_context_n", "failed_n", "pending_n",
-            "waiting_n", "blocked_n", "accepted_n", "complete")
+            "waiting_n", "blocked_n", "accepted_n", "complete", "accepted_overall")
+    reasons = non_protocol(config, board_row)
     return {"route": route, "model": board_row["model"], "provider": board_row["provider"], "score_scale": "0-1",
-            **{k: board_row[k] for k in keys}, **({"tasks": tasks} if with_tasks else {}),
+            **{k: board_row[k] for k in keys}, "protocol_number": not reasons, "non_protocol": reasons,
+            **({"tasks": tasks} if with_tasks else {}),
             "provenance": provenance(store, config, route, sources)}
 
 
@@ -278,7 +297,7 @@ def route_responses(store: Store, config: Config, route: str) -> dict[str, Any]:
             "attempts": row["attempts"], "batch_id": row["batch_id"] if has_answer else None,
             "completed_at": _iso(row["ended_at"]) if has_answer else None,
         })
-    return {"route": route, "model": r.model, "provider": r.provider, "tasks": tasks}
+    return {"route": route, "model": r.model, "provider": r.provider, "protocol": config.protocol, "tasks": tasks}
 
 
 def write_results(store: Store, config: Config, board: list[dict[str, Any]] | None = None) -> list[Path]:
@@ -315,6 +334,7 @@ def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None
               for row in board if row["route"] in config.routes]
     from .diagnosis import open_problems
 
-    return {"rehearsal": rehearsal_of(store, config), "score_scale": "0-1", "routes": routes, "matched_panel": matched_panel(store),
+    return {"rehearsal": rehearsal_of(store, config), "protocol": config.protocol, "protocol_note": config.protocol_note,
+            "score_scale": "0-1", "routes": routes, "matched_panel": matched_panel(store),
             "dataset_sha256": store.meta("dataset_sha256"), "batchrun_version": _batchrun_version(),
             "problems": [p.as_json() for p in open_problems(store, config, requests="requests_now")]}

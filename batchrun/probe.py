@@ -22,6 +22,15 @@ version. Two methods, chosen by what the provider offers (`Adapter.reports_windo
   could take the spend over `max_cost` is not sent. A refused request is not billed; an accepted
   one costs its input tokens and one output token at the route's online price.
 
+The samples: the project's longest English document (one the protocol's CJK rule reads as en),
+and its most CJK document among those the rule reads as cjk, provided its text is mostly CJK (a
+share of CJK characters of at least MIN_CJK_SHARE). The rule (>20 ideographs in the first 4,000
+characters) only decides which cap a document gets; an English report with 21 ideographs passes
+it, and measured as the CJK sample it would make the cjk cap several times too high (issue 26:
+118,358 characters against 31,400 from a Chinese document), so Chinese documents under that cap
+would be sent and refused as too long. A project without a mostly-CJK document gets no cjk cap
+suggested (and `--write` writes none): the route keeps the one it has.
+
 The suggestion is the largest length known to fit: `caps = { en = ..., cjk = ... }`. A probe is
 recorded in state.db (`probes`, m013) with its evidence, for audit; `config_write` puts the caps
 into the config file.
@@ -68,6 +77,12 @@ ESTIMATE_MARGIN = 1.1
 OUTPUT_TOKENS = 16
 # Attempts of one step that fails transiently (rate limit, overload, no answer).
 TRANSIENT_ATTEMPTS = 3
+# The CJK sample is mostly CJK text: at least this share of its non-space characters (in the part
+# a probe reads, SAMPLE_CHARS) are CJK: ideographs (with extension A and compatibility ones),
+# kana, Hangul, CJK punctuation and fullwidth forms, the text whose tokens the cjk cap is about.
+MIN_CJK_SHARE = 0.5
+_CJK_TEXT = re.compile("[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+_SPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,7 @@ class Sample:
     task_id: str
     question: str
     path: Path
+    cjk_share: float | None = None  # CJK characters / non-space characters of its first SAMPLE_CHARS (cjk samples)
 
 
 @dataclass(frozen=True)
@@ -156,16 +172,44 @@ def parse_precision(text: str) -> float:
     return value
 
 
-def samples(config: Config) -> dict[Script, Sample]:
-    """The longest document of each script among the tasks, with the first question asked of it."""
+def cjk_share(text: str) -> float:
+    """The share of CJK characters among the non-space characters of `text` (0 when it has none)."""
+    solid = len(text) - len(_SPACE.findall(text))
+    return len(_CJK_TEXT.findall(text)) / solid if solid else 0.0
+
+
+def samples(config: Config) -> tuple[dict[Script, Sample], dict[Script, str]]:
+    """The document each script is probed with, with the first question asked of it, and for a
+    script without one, why: en, the longest document the CJK rule reads as en; cjk, among the
+    documents it reads as cjk, the one whose text is most CJK (share to the percent, the longest
+    among equals), if mostly CJK (MIN_CJK_SHARE)."""
     corpus = scan_corpus(None, config)
     best: dict[Script, Sample] = {}
+    rank: dict[str, tuple[float, int]] = {}
+    candidates = 0
+    most = 0.0
     for task in corpus.dataset.tasks:
         info = corpus.docs[task.corpus_file]
-        script: Script = "cjk" if info.cjk else "en"
-        if script not in best or info.chars > best[script].chars:
-            best[script] = Sample(script, task.corpus_file, info.chars, task.task_id, task.question, corpus.paths[task.corpus_file])
-    return best
+        path = corpus.paths[task.corpus_file]
+        if not info.cjk:
+            if "en" not in best or info.chars > best["en"].chars:
+                best["en"] = Sample("en", task.corpus_file, info.chars, task.task_id, task.question, path)
+            continue
+        if task.corpus_file not in rank:
+            candidates += 1
+            share = cjk_share(read_document(path, where=f"corpus file {task.corpus_file}", limit=SAMPLE_CHARS))
+            most = max(most, share)
+            rank[task.corpus_file] = (round(share, 2), info.chars)
+            if share >= MIN_CJK_SHARE and ("cjk" not in best or rank[task.corpus_file] > rank[best["cjk"].corpus_file]):
+                best["cjk"] = Sample("cjk", task.corpus_file, info.chars, task.task_id, task.question, path, round(share, 4))
+    absent: dict[Script, str] = {}
+    if "en" not in best:
+        absent["en"] = "no en document in the project"
+    if "cjk" not in best:
+        absent["cjk"] = (f"no mostly-CJK document in the project ({candidates} document(s) pass the protocol's CJK rule, but at "
+                         f"most {most:.0%} of their characters are CJK, under the {MIN_CJK_SHARE:.0%} a sample needs)"
+                         if candidates else "no CJK document in the project")
+    return best, absent
 
 
 class _Texts:
@@ -207,14 +251,14 @@ def probe(
     `dry_run`; never spends more than `max_cost` (required when the search must send)."""
     route = _route_for(config, route_name)
     adapter = get_adapter(route.provider)
-    found = samples(config)
+    found, absent = samples(config)
     if not found:
         raise DataError(f"The dataset {config.paths.dataset} names no document to probe with.",
                         "Probe from a project whose dataset has at least one English or CJK document.")
     base = ProbeResult(route.name, route.provider, route.model, "tokens" if adapter.reports_window else "search",
                        precision, max_cost, None, ())
     if dry_run:
-        return replace(base, dry_run=True, plan=tuple(_plan(route, adapter, found, precision)))
+        return replace(base, dry_run=True, plan=tuple(_plan(route, adapter, found, absent, precision)))
     if client is None:
         from .clients import make_client
 
@@ -223,7 +267,8 @@ def probe(
         progress(f"route {route.name!r}: reading the window of {route.model} from the provider")
         window = adapter.input_token_limit(client, route)
         if window is not None:
-            scripts = tuple(_by_tokens(config, route, adapter, client, window, found.get(s), s, progress) for s in SCRIPTS)
+            scripts = tuple(_by_tokens(config, route, adapter, client, window, found.get(s), s, progress, absent.get(s, ""))
+                            for s in SCRIPTS)
             return _leave_room_for_the_answer(config, route, adapter, replace(base, window=window, scripts=scripts))
         progress(f"route {route.name!r}: the provider states no window for {route.model}; searching instead")
     if _price_unknown(route):
@@ -234,7 +279,7 @@ def probe(
         raise BatchrunError(f"The probe of route {route.name!r} sends requests that cost money, and no --max-cost was given.",
                             f"Run `batchrun probe {route.name} --dry-run` to see the plan and its estimated cost, "
                             "then pass --max-cost USD.")
-    return _search(config, route, adapter, client, found, precision, max_cost, base, progress)
+    return _search(config, route, adapter, client, found, absent, precision, max_cost, base, progress)
 
 
 def _price_unknown(route: Route) -> bool:
@@ -244,10 +289,14 @@ def _price_unknown(route: Route) -> bool:
 # --- the tokens method -------------------------------------------------------------------------
 
 
+def _not_measured(script: Script, why: str) -> ScriptResult:
+    return ScriptResult(script, None, None, note=f"{why}: not measured, no {script} cap suggested")
+
+
 def _by_tokens(config: Config, route: Route, adapter: Adapter, client: Any, window: int, sample: Sample | None,
-               script: Script, progress: Callable[[str], None]) -> ScriptResult:
+               script: Script, progress: Callable[[str], None], absent: str) -> ScriptResult:
     if sample is None:
-        return ScriptResult(script, None, None, note=f"no {script} document in the project: not measured")
+        return _not_measured(script, absent)
     texts = _Texts(sample)
     n = min(len(texts.text), SAMPLE_CHARS)
     with_doc = adapter.count_tokens(client, route, texts.prompt(n))
@@ -284,15 +333,15 @@ def _estimate(route: Route, prompt_chars: int, measured: float | None) -> tuple[
     return tokens, online_cost(route, tokens, OUTPUT_TOKENS)
 
 
-def _search(config: Config, route: Route, adapter: Adapter, client: Any, found: dict[Script, Sample], precision: float,
-            max_cost: float, base: ProbeResult, progress: Callable[[str], None]) -> ProbeResult:
+def _search(config: Config, route: Route, adapter: Adapter, client: Any, found: dict[Script, Sample], absent: dict[Script, str],
+            precision: float, max_cost: float, base: ProbeResult, progress: Callable[[str], None]) -> ProbeResult:
     budget = _Budget(max_cost)
     steps: list[Step] = []
     results = []
     for script in SCRIPTS:
         sample = found.get(script)
         if sample is None:
-            results.append(ScriptResult(script, None, None, note=f"no {script} document in the project: not measured"))
+            results.append(_not_measured(script, absent[script]))
             continue
         results.append(_search_script(route, adapter, client, _Texts(sample), script, precision, budget, steps, progress))
     return _leave_room_for_the_answer(config, route, adapter,
@@ -403,7 +452,7 @@ def _send(adapter: Adapter, client: Any, route: Route, prompt: str) -> ProbeAnsw
 # --- --dry-run ------------------------------------------------------------------------------------
 
 
-def _plan(route: Route, adapter: Adapter, found: dict[Script, Sample], precision: float) -> list[str]:
+def _plan(route: Route, adapter: Adapter, found: dict[Script, Sample], absent: dict[Script, str], precision: float) -> list[str]:
     lines = []
     if adapter.reports_window:
         lines.append(f"read {route.model}'s input window from the provider and count tokens of the real prompt around "
@@ -414,7 +463,7 @@ def _plan(route: Route, adapter: Adapter, found: dict[Script, Sample], precision
     for script in SCRIPTS:
         sample = found.get(script)
         if sample is None:
-            lines.append(f"{script}: no {script} document in the project: not measured")
+            lines.append(f"{script}: {absent[script]}: not measured, no {script} cap suggested")
             continue
         ratio = route.chars_per_token[0 if script == "en" else 1]
         overhead = len(generation_prompt(sample.question, ""))
@@ -457,10 +506,16 @@ def record(store: Store, result: ProbeResult, *, written: bool) -> int:
     return int(cur.lastrowid or 0)
 
 
-def suggested_caps(result: ProbeResult, route: Route) -> tuple[int, int]:
-    """The caps to write: the measured ones, the route's own for a script not measured."""
-    en, cjk = result.caps.get("en"), result.caps.get("cjk")
-    return (en if en is not None else route.caps.en, cjk if cjk is not None else route.caps.cjk)
+def suggested_caps(result: ProbeResult, route: Route) -> tuple[int | None, int | None]:
+    """The caps to suggest and write: the measured ones; None for a script not measured (its cap
+    is not suggested: a cap not measured on a document of its script is no evidence)."""
+    return result.caps.get("en"), result.caps.get("cjk")
+
+
+def caps_text(en: int | None, cjk: int | None) -> str:
+    """The TOML the suggestion reads as (only the caps measured)."""
+    parts = [f"{k} = {v}" for k, v in (("en", en), ("cjk", cjk)) if v is not None]
+    return f"caps = {{ {', '.join(parts)} }}" if parts else ""
 
 
 def describe(result: ProbeResult, route: Route) -> list[str]:
@@ -496,8 +551,15 @@ def describe(result: ProbeResult, route: Route) -> list[str]:
         budget = f" of --max-cost {fmt_money(result.max_cost)}" if result.max_cost is not None else ""
         lines.append(f"spent: {fmt_money(result.spent)}{budget} ({sum(s.outcome != 'not sent (budget)' for s in result.steps)} requests)")
     en, cjk = suggested_caps(result, route)
+    if en is None and cjk is None:
+        lines.append("suggested: no caps (nothing was measured; see the notes above)")
+        return lines
     lines.append(f"suggested, under [routes.\"{result.route}\"]:")
-    lines.append(f"caps = {{ en = {en}, cjk = {cjk} }}")
+    lines.append(caps_text(en, cjk))
+    for script, cap in (("en", en), ("cjk", cjk)):
+        if cap is None:
+            lines.append(f"(no {script} cap suggested: the route keeps its {script} cap, {getattr(route.caps, script):,} "
+                         f"characters ({route.caps.source}))")
     return lines
 
 
@@ -506,7 +568,7 @@ def missing_caps(result: ProbeResult) -> list[str]:
     return [r.script for r in result.scripts if r.cap is None and r.sample is not None] if not result.dry_run else list(SCRIPTS)
 
 
-def write_caps(config: Config, result: ProbeResult) -> tuple[int, int]:
+def write_caps(config: Config, result: ProbeResult) -> tuple[int | None, int | None]:
     """Put the suggested caps into the route's table of the config file (config_write), with a
     comment naming the date and the method; refused while a script with a document has no cap."""
     from .config_write import write_route_caps
@@ -517,6 +579,8 @@ def write_caps(config: Config, result: ProbeResult) -> tuple[int, int]:
         raise BatchrunError(f"Not written: the probe measured no {' / '.join(missing)} cap for route {result.route!r}.",
                             "See the notes above (raise --max-cost, or fix what the provider refused), and probe again.")
     en, cjk = suggested_caps(result, route)
+    if en is None and cjk is None:
+        raise BatchrunError(f"Not written: the probe measured no cap for route {result.route!r}.", "See the notes above.")
     write_route_caps(Path(config.path), result.route, en, cjk, caps_comment(result))
     return en, cjk
 
@@ -530,6 +594,6 @@ def caps_comment(result: ProbeResult) -> str:
     how = (f"window {result.window} tokens stated by the provider, characters per token counted on the project's documents"
            if result.method == "tokens" else f"binary search on document length, max_tokens 1, precision {result.precision:.1%}")
     kept = [r.script for r in result.scripts if r.cap is None]
-    how += f"; {'/'.join(kept)} not measured (no such document), kept" if kept else ""
+    how += f"; {'/'.join(kept)} not measured (no suitable document), not written" if kept else ""
     return _SAFE_COMMENT.sub("?", f"caps probed {day} by `batchrun probe {result.route}` ({result.model}): {how}")
 

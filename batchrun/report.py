@@ -127,13 +127,22 @@ def render_comparison(c: dict[str, Any]) -> str:
     """`batchrun compare A B` as text; differences in points (0-100)."""
     a, b = c["a"], c["b"]
     lines = [f"# {rehearsal_title(c['rehearsal'])}", ""] if c.get("rehearsal") else []
+    if c.get("protocol_note"):
+        lines += [f"# {c['protocol_note']}", ""]
+    if c.get("provisional"):
+        lines += ["# PROVISIONAL comparison: not on equal, complete runs of the protocol (see the notes)", ""]
     h = c["headline"]
     lines.append(f"{a} vs {b} (differences a − b in points, 0-100; the document is the unit of every interval and test)")
     for r in (a, b):
+        accepted = h[r].get("accepted_overall")
         lines.append(f"  {r}: All-tasks {_pct(h[r]['all_tasks_overall'])}, Scored {_pct(h[r]['scored_overall'])}"
-                     + ("" if h[r]["complete"] else " (incomplete)"))
+                     + ("" if h[r]["complete"] else " (incomplete)")
+                     + (f" (accepted failures: {_pct(accepted)} with them as 0, not a protocol number)" if accepted is not None else ""))
     for key, title in (("all_tasks", "All tasks, zero-filled"), ("both_scored", "Tasks both scored")):
         v = c[key]
+        if not v["n"]:
+            lines += ["", f"{title} ({c['variants'][key]}): n = 0, nothing to compare"]
+            continue
         perm = v["permutation"]
         how = (f"exact over {perm['n_nonzero']} documents that differ" if perm["method"] == "exact"
                else f"Monte-Carlo, {perm['resamples']} draws, seed {perm['seed']}" if perm["method"] == "monte-carlo" else "no difference")
@@ -154,6 +163,18 @@ def render_comparison(c: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _protocol_cell(r: dict[str, Any]) -> str:
+    """The Markdown table's "Protocol number" cell: yes, why not, or — (no number yet)."""
+    if not r.get("non_protocol"):
+        return "yes" if r.get("all_tasks_overall") is not None else "—"
+    why = []
+    if r.get("accepted_n"):
+        why.append(f"{r['accepted_n']} accepted failure(s) (All-tasks {_pct(r.get('accepted_overall'))} with them as 0)")
+    if any(x.startswith("custom protocol") for x in r["non_protocol"]):
+        why.append("custom protocol")
+    return "no: " + "; ".join(why)
+
+
 def rehearsal_title(url: str) -> str:
     return f"Rehearsal on the emulator at {url} — not real results"
 
@@ -172,9 +193,11 @@ def render(data: dict[str, Any], fmt: str) -> str:
         st = data.get("statistics")
         extra = ["all_tasks_low", "all_tasks_high", "scored_low", "scored_high", "group", "waiting_n", "blocked_n", "accepted_n",
                  "all_tasks_documents", "scored_documents"] if st else []
-        # `rehearsal` stays the last column.
+        # `rehearsal` stays the last column. A number that is not a WildTrace-protocol number says so
+        # on its row: protocol (wildtrace | custom), protocol_number (false) and non_protocol (why).
         w.writerow(["rank", "route", "model", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks",
-                    "out_of_context_n", "failed_n", "pending_n", "complete", *extra, "score_scale", "rehearsal"])
+                    "out_of_context_n", "failed_n", "pending_n", "complete", *extra, "accepted_overall", "protocol",
+                    "protocol_number", "non_protocol", "score_scale", "rehearsal"])
         for i, r in enumerate(routes, 1):
             row = [i, r["route"], r["model"], r["all_tasks_overall"], r["scored_overall"], r["scored_n"], r["n_tasks"],
                    r["out_of_context_n"], r["failed_n"], r["pending_n"], r["complete"]]
@@ -183,14 +206,17 @@ def render(data: dict[str, Any], fmt: str) -> str:
                 a, sc = s.get("all_tasks") or {}, s.get("scored") or {}
                 row += [a.get("low"), a.get("high"), sc.get("low"), sc.get("high"), s.get("group"), r.get("waiting_n"),
                         r.get("blocked_n"), r.get("accepted_n"), a.get("n_documents"), sc.get("n_documents")]
-            w.writerow([*row, SCORE_SCALE, rehearsal or ""])
+            w.writerow([*row, r.get("accepted_overall"), data.get("protocol", "wildtrace"), not r.get("non_protocol"),
+                        "; ".join(r.get("non_protocol", [])), SCORE_SCALE, rehearsal or ""])
         return buf.getvalue()
     lines = [f"# {rehearsal_title(rehearsal)}", ""] if rehearsal else []
+    if data.get("protocol_note"):
+        lines += [f"# {data['protocol_note']}", ""]
     st = data.get("statistics")
     lines += [
         "| # | Route | Model | All-tasks (0–100) | Scored (0–100) (n) | Out of context | Failed | Pending |"
-        + (" All-tasks 95% CI (0–100) | Scored 95% CI (0–100) | Group |" if st else ""),
-        "|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|:---:|" if st else ""),
+        + (" All-tasks 95% CI (0–100) | Scored 95% CI (0–100) | Group |" if st else "") + " Protocol number |",
+        "|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|:---:|" if st else "") + "---|",
     ]
     for i, r in enumerate(routes, 1):
         line = (f"| {i} | {r['route']} | {r['model']} | {_pct(r['all_tasks_overall'])} | {_pct(r['scored_overall'])} ({r['scored_n']}) "
@@ -198,7 +224,7 @@ def render(data: dict[str, Any], fmt: str) -> str:
         if st:
             s = st["routes"].get(r["route"], {})
             line += f" {_ci(s.get('all_tasks'))} | {_ci(s.get('scored'))} | {s.get('group') or '—'} |"
-        lines.append(line)
+        lines.append(line + f" {_protocol_cell(r)} |")
     if st:
         b = st["intervals"]
         lines += ["", f"Scores are 0-100. 95% intervals: t intervals with the document as the unit (the questions on one document "
@@ -215,9 +241,17 @@ def render(data: dict[str, Any], fmt: str) -> str:
         else:
             lines.append(f"- Waiting for the next run: route {p['route']}: {p['requests']} {what} after infrastructure failures "
                          f"(last: {p['message']}).")
+    marked = [r["route"] for r in routes if r.get("accepted_n")]
+    if marked:
+        ranked = st is not None and st.get("provisional")
+        lines += ["", f"Not protocol numbers: {', '.join(marked)} (accepted infrastructure failures, which are not the model's "
+                      "failures: the protocol leaves All-tasks null, spec 001 §5). "
+                      + ("This report is PROVISIONAL: they are ranked, compared and grouped with them counted 0."
+                         if ranked else "Left out of the comparisons and groups; `batchrun report --provisional` ranks them with "
+                                        "them counted 0.")]
     accepted = [(r["route"], a) for r in routes for a in r["provenance"].get("accepted_failures", [])]
     if accepted:
-        lines += ["", "Accepted failures (zero-filled by the maintainer's decision):"]
+        lines += ["", "Accepted failures (the maintainer's decision not to wait for these infrastructure failures):"]
         lines += [f"- {route}: {a['cells']} cell(s), {a['at']}: {a['reason']}" for route, a in accepted]
     if st:
         lines += _statistics_md(st)

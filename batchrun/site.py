@@ -33,7 +33,7 @@ from .stats import format_p
 from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour
 
 MARKER = ".batchrun-site"
-STATUS_CLASS = {"ok": "ok", "refusal": "fail", "empty": "fail", "accepted": "fail", "out_of_context_scope": "ooc",
+STATUS_CLASS = {"ok": "ok", "refusal": "fail", "empty": "fail", "accepted": "accepted", "out_of_context_scope": "ooc",
                 "pending": "open", "judging": "open", "waiting": "open", "blocked": "open"}
 MAX_CHANGED_CELLS_SHOWN = 200
 
@@ -47,6 +47,8 @@ header.top h1{margin:0 0 2px;font-size:21px}
 header.top .meta{color:#c9d1d9;font-size:13px}
 header.top a{color:#9ecbff}
 .rehearsal{background:#b60205;color:#fff;padding:8px 20px;font-weight:600}
+.custom{background:#6f42c1;color:#fff;padding:8px 20px;font-weight:600}
+.nonprotocol{display:inline-block;background:#6f42c1;color:#fff;border-radius:3px;padding:0 5px;font-size:12px;margin-left:4px;white-space:nowrap}
 nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:7px 20px;overflow-x:auto;white-space:nowrap;z-index:2}
 nav a{margin-right:16px;text-decoration:none;font-size:14px}
 main{max-width:1240px;margin:0 auto;padding:10px 20px 40px}
@@ -82,7 +84,7 @@ svg .cell{text-anchor:middle}
 .verdict{white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;color:var(--muted);margin:4px 0}
 .status{display:inline-block;padding:0 7px;border-radius:10px;font-size:12px;background:#eaeef2;white-space:nowrap}
 .status.ok{background:#dafbe1;color:#116329}.status.fail{background:#ffebe9;color:#a40e26}
-.status.open{background:#fff8c5;color:#7d4e00}.status.ooc{background:#eaeef2;color:#57606a}
+.status.open{background:#fff8c5;color:#7d4e00}.status.ooc{background:#eaeef2;color:#57606a}.status.accepted{background:#f3e8ff;color:#6f42c1}
 .sq{display:inline-block;min-width:2.5em;text-align:center;border-radius:3px;font-size:12px;padding:1px 0}
 .route{border:1px solid var(--line);border-radius:8px;padding:10px 14px;margin:14px 0}
 .route h3{margin:0 0 6px}
@@ -94,7 +96,7 @@ ul.groups{padding-left:0;list-style:none}ul.groups li{margin:3px 0}
 footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding:10px 20px}
 @media (max-width:700px){
  body{font-size:14px} main{padding:6px 10px 30px}
- header.top,nav,.rehearsal,footer{padding-left:10px;padding-right:10px}
+ header.top,nav,.rehearsal,.custom,footer{padding-left:10px;padding-right:10px}
  header.top h1{font-size:18px}
  th,td{padding:4px 5px}
  .wide{display:none}
@@ -140,8 +142,9 @@ def task_slugs(task_ids: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def _page(title: str, body: str, *, rehearsal: str | None, subtitle: str = "") -> str:
+def _page(title: str, body: str, *, rehearsal: str | None, subtitle: str = "", protocol_note: str | None = None) -> str:
     banner = (f'<div class="rehearsal">Rehearsal on the emulator at {e(rehearsal)} — not real results</div>' if rehearsal else "")
+    banner += f'<div class="custom">{e(protocol_note)}</div>' if protocol_note else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -161,6 +164,9 @@ def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
         s = sr.get(r["route"], {})
         a, sc, cov = s.get("all_tasks"), s.get("scored"), s.get("coverage", {})
         complete = bool(s.get("complete"))
+        # Not a protocol number (accepted failures; a custom panel): a mark beside the route's name.
+        mark = (f'<span class="nonprotocol" title="{e("; ".join(r["non_protocol"]))}">not protocol</span>'
+                if r.get("non_protocol") else "")
         rank_cell = ""
         if complete:
             rank += 1
@@ -174,15 +180,23 @@ def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
                                 (pct(sc["estimate"]), pct(sc["low"]), pct(sc["high"])), label=label)
             scored_cell = (f'<td class="num">{fmt(pct(sc["estimate"]))} <small>({sc["n"]})</small>'
                            f'<span class="ci">{ci_text(pct(sc["low"]), pct(sc["high"]))}</span></td>')
+        elif r.get("accepted_overall") is not None:
+            # Complete, but All-tasks is not a protocol number (spec 001 §5): shown apart, unranked.
+            all_cell = (f'<td class="num" title="not a protocol number">withheld<span class="ci">{cov.get("accepted", 0)} accepted '
+                        f'failure(s)</span><span class="ci">{fmt(pct(r["accepted_overall"]))} with them as 0</span></td>')
+            plot = interval_bar((None, None, None), label=f"{r['route']}: accepted failures, no protocol headline")
+            scored_cell = (f'<td class="num">{fmt(pct(r["scored_overall"]))} <small>({r["scored_n"]})</small>'
+                           '<span class="ci">no interval (not ranked)</span></td>')
         else:
             all_cell = '<td class="num">withheld<span class="ci">incomplete</span></td>'
             plot = interval_bar((None, None, None), label=f"{r['route']}: incomplete, no headline")
             scored_cell = f'<td class="num">withheld<span class="ci">{cov.get("pending", 0)} open</span></td>'
         counts = ", ".join(f"{cov.get(k, 0)} {name}" for k, name in (("scored", "scored"), ("out_of_context", "out of context"),
-                                                                       ("failed", "failed"), ("pending", "open")) if cov.get(k, 0))
+                                                                       ("failed", "failed"), ("accepted", "accepted"),
+                                                                       ("pending", "open")) if cov.get(k, 0))
         rows.append(
             f'<tr class="route-row" data-route="{e(r["route"])}"><td class="num">{rank_cell} <span class="group">{e(s.get("group") or "–")}</span></td>'
-            f'<td class="name"><a href="#route-{e(quote(r["route"], safe=""))}">{e(r["route"])}</a>'
+            f'<td class="name"><a href="#route-{e(quote(r["route"], safe=""))}">{e(r["route"])}</a>{mark}'
             f'<span class="model wide">{e(r["provider"])} · {e(r["model"])}</span></td>'
             f'{all_cell}<td class="plot">{plot}</td>{scored_cell}'
             f'<td>{coverage_bar(cov, cov.get("n_tasks", 0))}<span class="ci">{e(counts)}</span></td></tr>')
@@ -196,11 +210,15 @@ def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
         + "".join(rows) + "</tbody></table></div>"
         f'<p class="note">{coverage_legend()}</p>'
         f'<p class="note">Scores are 0–100. <b>All-tasks</b> counts every task ({e(data["routes"][0]["n_tasks"] if routes else 0)}), '
-        'out of context, refusals, empty answers and accepted failures as 0; <b>Scored</b> is the mean over scored answers. '
+        'out of context, refusals and empty answers as 0; <b>Scored</b> is the mean over scored answers. '
         f'Intervals: 95% t intervals with the document as the unit (the questions on one document count as one cluster: '
         f'CR2 standard error, Bell–McCaffrey degrees of freedom), {iv["n_documents"]} documents; — where fewer than '
         f'{iv["min_documents"]} documents leave an interval not estimable. '
-        f'<b>Group</b>: {e(groups["rule"])} A route with open cells has no headline (withheld) until they finish.</p>'
+        f'<b>Group</b>: {e(groups["rule"])} A route with open cells has no headline (withheld) until they finish. '
+        'A route with accepted failures (infrastructure failures the maintainer decided not to wait for) has no protocol '
+        'All-tasks (spec 001 §5): it is marked <span class="nonprotocol">not protocol</span> and left out of the ranks, '
+        + ('but ranked here with them counted 0 (a provisional report).' if st.get("provisional") else
+           'the groups and the comparisons (see <code>batchrun report --provisional</code>).') + '</p>'
         '<p class="note">Every task, with each route\'s answer and the judges\' verdicts: <a href="#tasks">Tasks</a>.</p></section>')
 
 
@@ -502,7 +520,8 @@ def _why_none(c: dict[str, Any], accepted_reasons: list[str]) -> str:
         return "The model returned an empty answer. Scored 0 in All-tasks."
     if st == "accepted":
         why = "; ".join(accepted_reasons) or "no reason recorded"
-        return (f"Infrastructure failure zero-filled by the maintainer's decision ({why})"
+        return (f"Infrastructure failure accepted by the maintainer's decision ({why}): not the model's failure; counted 0 "
+                "only in the route's non-protocol All-tasks"
                 + (f"; last error: {c['error_message']}" if c.get("error_message") else "") + ".")
     if st in ("blocked", "waiting"):
         return (f"{st.capitalize()}: " + (c.get("error_message") or "a judge of the panel has not scored this answer yet")
@@ -568,7 +587,8 @@ def _task_page(t: dict[str, Any], data: dict[str, Any], cells: dict[tuple[str, s
             '<section><h2>Scores</h2><div class="scroll"><table class="task-scores"><thead><tr><th>Route</th><th>Status</th>'
             f'<th class="num">Score</th></tr></thead><tbody>{"".join(summary)}</tbody></table></div></section>'
             f'<section><h2>Answers and verdicts</h2>{"".join(sections)}</section></main>')
-    return _page(f"Task {t['task_id']}", body, rehearsal=rehearsal, subtitle=f"{len(data['routes'])} routes · panel: {e(', '.join(panel))}")
+    return _page(f"Task {t['task_id']}", body, rehearsal=rehearsal, subtitle=f"{len(data['routes'])} routes · panel: {e(', '.join(panel))}",
+                 protocol_note=data.get("protocol_note"))
 
 
 # --- the site ----------------------------------------------------------------------------------------
@@ -638,7 +658,7 @@ def write_site(store: Store, config: Config, data: dict[str, Any], out: Path, *,
             + f'<footer>Scores are 0–100. Dataset sha256 {e(data["dataset_sha256"])}. Generated {e(generated)} from state.db by '
               f'batchrun {e(data["batchrun_version"])}; no script, no network.</footer>')
     index = out / "index.html"
-    _write(index, _page("WildTrace leaderboard", body, rehearsal=rehearsal, subtitle=subtitle))
+    _write(index, _page("WildTrace leaderboard", body, rehearsal=rehearsal, subtitle=subtitle, protocol_note=data.get("protocol_note")))
     return index
 
 

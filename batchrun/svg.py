@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 # Okabe-Ito colours (distinguishable with colour-vision deficiencies) for categories.
-COVERAGE_COLOURS = {"scored": "#009E73", "out_of_context": "#999999", "failed": "#D55E00", "pending": "#E69F00"}
-COVERAGE_LABELS = {"scored": "scored", "out_of_context": "out of context", "failed": "failed (refusal, empty, accepted)",
+COVERAGE_COLOURS = {"scored": "#009E73", "out_of_context": "#999999", "failed": "#D55E00", "accepted": "#CC79A7",
+                    "pending": "#E69F00"}
+COVERAGE_LABELS = {"scored": "scored", "out_of_context": "out of context", "failed": "failed (refusal, empty)",
+                   "accepted": "accepted infrastructure failure (not the model's; not protocol)",
                    "pending": "open (pending, judging, waiting, blocked)"}
 # Sequential scale for scores 0-100 (viridis stops), diverging scale for differences.
 _SEQUENTIAL = ((0.0, (68, 1, 84)), (0.25, (59, 82, 139)), (0.5, (33, 145, 140)), (0.75, (94, 201, 98)), (1.0, (253, 231, 37)))

@@ -81,6 +81,13 @@ DEFAULT_ROUTES = {
     "judge-g": route("gemini", "gemini-2.5-flash"),
 }
 DEFAULT_PANEL = ["judge-a", "judge-g"]
+# The protocol's panel: three judges of three distinct models (spec 001 §4). Most tests use
+# DEFAULT_PANEL (two judges, a third of the judge requests fewer) or no panel at all, which the
+# config refuses unless it says protocol = "custom": Project.config says so for them (their
+# numbers are then marked as not WildTrace-protocol numbers), and the tests of protocol numbers
+# use this panel.
+PROTOCOL_JUDGES = {**{k: DEFAULT_ROUTES[k] for k in DEFAULT_PANEL}, "judge-q": route("openai", "gpt-4.1")}
+PROTOCOL_PANEL = [*DEFAULT_PANEL, "judge-q"]
 
 
 class Project:
@@ -133,9 +140,17 @@ class Project:
         return self.dataset_path
 
     def config(self, routes: dict[str, Any] | None = None, panel: list[str] | None = None, **sections: Any) -> Path:
+        """The config file. A panel of other than three judges declares protocol = "custom" (unless
+        `protocol` is given; None: no protocol key at all), as the config is refused otherwise
+        (spec 001 §4)."""
+        panel = DEFAULT_PANEL if panel is None else panel
+        if len(panel) != len(PROTOCOL_PANEL):
+            sections.setdefault("protocol", "custom")
+        if sections.get("protocol", "") is None:
+            del sections["protocol"]
         cfg: dict[str, Any] = {
             "paths": {"dataset": str(self.dataset_path.relative_to(self.root))},
-            "judging": {"panel": DEFAULT_PANEL if panel is None else panel},
+            "judging": {"panel": panel},
             "routes": DEFAULT_ROUTES if routes is None else routes,
         }
         for k, v in sections.items():

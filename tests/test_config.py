@@ -205,6 +205,8 @@ def test_paper_caps_table_rows() -> None:
 # --- TOML, JSON and paths ----------------------------------------------------------------------
 
 TOML_CONFIG = """
+protocol = "custom"  # a two-judge panel, as small_project's
+
 [paths]
 dataset = "data/tasks.json"
 
@@ -298,7 +300,7 @@ def test_relative_paths_resolve_against_the_config_folder_not_the_cwd(project: P
 def test_default_paths_are_relative_to_the_config(tmp_path: Path) -> None:
     path = tmp_path / "cfg" / "batchrun.toml"
     path.parent.mkdir()
-    path.write_text('[routes.a]\nprovider = "openai"\nmodel = "gpt-5.5"\n', encoding="utf-8")
+    path.write_text('protocol = "custom"\n[routes.a]\nprovider = "openai"\nmodel = "gpt-5.5"\n', encoding="utf-8")
     config = load_config(path)
     root = path.parent.resolve()
     assert config.paths.dataset == root / "data" / "wildtrace_strict481.with_answers.json"

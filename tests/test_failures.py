@@ -244,7 +244,9 @@ def test_accept_failures_zero_fills_publishes_the_reason_and_is_undone_by_a_poli
     out = run(project, emu, "accept-failures", "--route", "down", "--reason", "provider outage all week", code=0).output
     assert f"accepted {len(TASKS)} cell(s)" in out
     b = board(project)["down"]
-    assert (b["complete"], b["all_tasks_overall"], b["failed_n"], b["accepted_n"]) == (1, 0.0, len(TASKS), len(TASKS))
+    # Not the model's failures, and no protocol All-tasks (spec 001 §5): the decision's figure is apart.
+    assert (b["complete"], b["all_tasks_overall"], b["failed_n"], b["accepted_n"], b["accepted_overall"]) == (
+        1, None, 0, len(TASKS), 0.0)
     refresh(project, emu, 0)  # complete now, and the accepted cells are not sent again
     assert len(project.sql("SELECT * FROM results")) == before
     report = run(project, emu, "report", code=0).output
@@ -379,5 +381,11 @@ def test_a_state_db_from_the_previous_version_is_upgraded_in_place_without_rejud
         assert project.run("accept-failures", "--route", name, "--reason", "t2 invalid since 0.1").exit_code == 0
     board = {r["route"]: r for r in project.sql("SELECT * FROM leaderboard")}
     for row in before_board:
-        for key in ("scored_n", "failed_n", "complete", "scored_overall", "all_tasks_overall"):
+        for key in ("scored_n", "complete", "scored_overall"):
             assert board[row["route"]][key] == row[key], (row["route"], key)
+        # 0.1 published t2 as the model's failure and counted it in All-tasks; accepted now, it is
+        # neither (issue 26: spec 001 §5 leaves All-tasks null), and the old figure is the
+        # route's non-protocol accepted_overall.
+        b = board[row["route"]]
+        assert (b["failed_n"], b["accepted_n"], b["all_tasks_overall"]) == (row["failed_n"] - 1, 1, None)
+        assert b["accepted_overall"] == row["all_tasks_overall"]

@@ -365,8 +365,21 @@ EXPECTED = {
 }
 EXPECTED["small"].update(out_of_context_n=1, failed_n=0)
 EXPECTED["big"].update(out_of_context_n=0, failed_n=0)
-EXPECTED["flaky"].update(out_of_context_n=0, failed_n=3)
+EXPECTED["flaky"].update(out_of_context_n=0, failed_n=2)  # t2 empty, t4 refusal; t3 accepted is not the model's failure
 ORDER = ["big", "small", "flaky"]  # by All-tasks (0.725, 0.6, 0.1625); by Scored it would be small, big, flaky
+# flaky's accepted t3 makes its All-tasks not a protocol number (spec 001 §5, issue 26): the
+# published all_tasks_overall is null and the hand value is its accepted_overall (ranked last).
+ACCEPTED = {"flaky"}
+
+
+def published_all_tasks(row: dict[str, Any]) -> Any:
+    """All-tasks as published: all_tasks_overall, or for a route with accepted failures (whose
+    all_tasks_overall must be null) its accepted_overall."""
+    if row["route"] in ACCEPTED:
+        assert row["all_tasks_overall"] in (None, "") and row["accepted_overall"] not in (None, ""), row
+        return float(row["accepted_overall"])
+    assert row["accepted_overall"] in (None, ""), row
+    return float(row["all_tasks_overall"])
 
 
 def test_hand_computed_numbers_sanity() -> None:
@@ -386,8 +399,11 @@ def test_scores_files_match_hand_computation(board: Any) -> None:
         assert SCORES_KEYS <= set(scores)
         assert scores["complete"] is True and scores["pending_n"] == 0 and scores["n_tasks"] == N_TASKS
         assert scores["scored_overall"] == pytest.approx(exp["scored_overall"], abs=1e-6)
-        assert scores["all_tasks_overall"] == pytest.approx(exp["all_tasks_overall"], abs=1e-6)
+        assert published_all_tasks({**scores, "route": name}) == pytest.approx(exp["all_tasks_overall"], abs=1e-6)
         assert scores["overall"] == scores["all_tasks_overall"]
+        # Marked: the accepted failures; and the two-judge panel (protocol = "custom") for every route.
+        assert scores["protocol_number"] is False and scores["non_protocol"][0].startswith("custom protocol")
+        assert any("accepted infrastructure failure" in x for x in scores["non_protocol"]) is (name in ACCEPTED)
         for key in ("scored_n", "out_of_context_n", "failed_n"):
             assert scores[key] == exp[key], (name, key)
         tasks = by_task(scores)
@@ -417,7 +433,7 @@ def test_leaderboard_view_matches_hand_computation_sorted_by_all_tasks(board: An
         exp = EXPECTED[r["route"]]
         assert r["complete"] == 1 and r["pending_n"] == 0 and r["n_tasks"] == N_TASKS
         assert r["scored_overall"] == pytest.approx(exp["scored_overall"], abs=1e-6)
-        assert r["all_tasks_overall"] == pytest.approx(exp["all_tasks_overall"], abs=1e-6)
+        assert published_all_tasks(r) == pytest.approx(exp["all_tasks_overall"], abs=1e-6)
         assert (r["scored_n"], r["out_of_context_n"], r["failed_n"]) == (exp["scored_n"], exp["out_of_context_n"], exp["failed_n"])
     cells = {(c["route"], c["task_id"]): c for c in project.sql("select * from cell_status")}
     assert cells[("small", "t4")]["status"] == "out_of_context_scope" and cells[("small", "t4")]["score"] is None
@@ -526,7 +542,7 @@ def test_report_json_md_csv_and_out(board: Any, tmp_path: Path) -> None:
                 continue  # per-task detail may be left to the scores file
             assert x[key] == value, (x["route"], key)
         assert set(x) >= SCORES_KEYS - {"tasks"}
-        assert x["all_tasks_overall"] == pytest.approx(EXPECTED[x["route"]]["all_tasks_overall"], abs=1e-6)
+        assert published_all_tasks(x) == pytest.approx(EXPECTED[x["route"]]["all_tasks_overall"], abs=1e-6)
         assert x["scored_overall"] == pytest.approx(EXPECTED[x["route"]]["scored_overall"], abs=1e-6)
     # Matched panel: only t1 was scored by every route (small's t4 is out of context, flaky failed t2-t4).
     mp = data["matched_panel"]
@@ -538,7 +554,7 @@ def test_report_json_md_csv_and_out(board: Any, tmp_path: Path) -> None:
     lines = [ln for ln in md.stdout.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [ln.split("|")[2].strip() for ln in lines] == ORDER
     assert "| 72.5 | 72.5 (4) |" in lines[0] and "| 60.0 | 80.0 (3) | 1 | 0 | 0 |" in lines[1]
-    assert "| 65.0 (1) | 0 | 3 | 0 |" in lines[2]
+    assert "| — | 65.0 (1) | 0 | 2 | 0 |" in lines[2] and "no: 1 accepted failure(s) (All-tasks 16.2 with them as 0)" in lines[2]
     assert f"judge-a ({JUDGE_A}), judge-g ({JUDGE_G})" in md.stdout
     assert hashlib.sha256(project.dataset_path.read_bytes()).hexdigest() in md.stdout
     assert "Matched panel (1 tasks" in md.stdout
@@ -548,7 +564,9 @@ def test_report_json_md_csv_and_out(board: Any, tmp_path: Path) -> None:
     assert [row["route"] for row in rows] == ORDER
     for row in rows:
         exp = EXPECTED[row["route"]]
-        assert float(row["all_tasks_overall"]) == pytest.approx(exp["all_tasks_overall"], abs=1e-6)
+        assert published_all_tasks(row) == pytest.approx(exp["all_tasks_overall"], abs=1e-6)
+        assert row["protocol_number"] == "False" and row["protocol"] == "custom"
+        assert ("accepted infrastructure failure" in row["non_protocol"]) is (row["route"] in ACCEPTED)
         assert float(row["scored_overall"]) == pytest.approx(exp["scored_overall"], abs=1e-6)
         assert (int(row["scored_n"]), int(row["out_of_context_n"]), int(row["failed_n"]), int(row["pending_n"])) == (
             exp["scored_n"], exp["out_of_context_n"], exp["failed_n"], 0)

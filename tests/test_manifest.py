@@ -29,7 +29,7 @@ def verify(folder: Path, *args: str) -> object:
 
 def test_the_demo_writes_a_manifest_of_every_input_and_output(demo: Path) -> None:
     m = json.loads((demo / "results" / "manifest.json").read_text())
-    assert m["format"] == "batchrun-manifest/2" and m["batchrun_version"]
+    assert m["format"] == "batchrun-manifest/3" and m["batchrun_version"]
     assert m["dataset"]["records"] == 30 and len(m["dataset"]["sha256"]) == 64
     assert len(m["documents"]) == 10 and all(d["chars"] > 0 and len(d["sha256"]) == 64 for d in m["documents"])
     assert m["config"]["canonical"]["judging"]["panel"] and len(m["config"]["sha256"]) == 20
@@ -39,6 +39,10 @@ def test_the_demo_writes_a_manifest_of_every_input_and_output(demo: Path) -> Non
     names = {Path(f["path"]).name for f in m["results_files"]}
     assert "gpt-5.5.scores.json" in names and "gpt-5.5.responses.json" in names
     assert m["rehearsal"]  # the demo runs on the emulator, and says so
+    # Every provider result and error file downloaded, with its sha256 as downloaded (issue 26).
+    assert m["provider_files"] and {f["batch"] for f in m["provider_files"]} == {f["batch"] for f in m["request_files"]}
+    assert all(f["path"].startswith("jobs/") and len(f["sha256"]) == 64 for f in m["provider_files"])
+    assert (m["protocol"], m["protocol_note"]) == ("wildtrace", None)  # the demo runs the protocol's panel
 
 
 def test_verify_passes_on_the_demo(demo: Path) -> None:
@@ -66,6 +70,83 @@ def test_verify_names_the_file_after_one_byte_changes(demo: Path, tmp_path: Path
     algorithm = "blake3" if target == "request" else "sha256"  # request files: checksums.py
     assert f"MISMATCH: {what} {rel} has {algorithm}" in r.output
     assert "checks failed" in r.output and "Traceback" not in r.output
+
+
+def _copy(demo: Path, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    import shutil
+
+    copy = tmp_path / "demo"
+    shutil.copytree(demo, copy)
+    return copy, json.loads((copy / "results" / "manifest.json").read_text())
+
+
+def _rewrite_manifest(copy: Path, m: dict[str, Any]) -> None:
+    (copy / "results" / "manifest.json").write_text(json.dumps(m, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def test_verify_cannot_be_forged_by_putting_an_edited_file_s_sha256_into_the_manifest(demo: Path, tmp_path: Path) -> None:
+    """Issue 26: an edited scores file whose new sha256 is put into manifest.json. state.db still
+    holds what collect wrote (the scores file's and the manifest's own sha256), and the numbers
+    recomputed from state.db differ from the ones published."""
+    import hashlib
+
+    copy, m = _copy(demo, tmp_path)
+    rel = next(f["path"] for f in m["results_files"] if f["path"].endswith("gpt-5.5.scores.json"))
+    scores = json.loads((copy / rel).read_text())
+    true_overall = scores["overall"]
+    scores["overall"] = scores["all_tasks_overall"] = 0.999
+    (copy / rel).write_text(json.dumps(scores, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    next(f for f in m["results_files"] if f["path"] == rel)["sha256"] = hashlib.sha256((copy / rel).read_bytes()).hexdigest()
+    _rewrite_manifest(copy, m)
+    r = verify(copy)
+    assert r.exit_code == 1, r.output
+    assert f"MISMATCH: the results file {rel} is not the one collect wrote" in r.output
+    assert "MISMATCH: the manifest results/manifest.json is not the one collect wrote" in r.output
+    assert f"MISMATCH: the results file {rel} publishes overall = 0.999; state.db gives {true_overall!r}" in r.output
+    assert "Traceback" not in r.output
+
+    # Forging state.db's record of the file too leaves the numbers, recomputed from state.db.
+    state = copy / "state.db"
+    with sqlite3.connect(state) as conn:
+        new = hashlib.sha256((copy / rel).read_bytes()).hexdigest()
+        assert conn.execute("UPDATE results_files SET sha256 = ? WHERE path LIKE ?", [new, f"%{rel}"]).rowcount == 1
+        conn.execute("UPDATE results_files SET sha256 = ? WHERE path LIKE '%results/manifest.json'",
+                     [hashlib.sha256((copy / "results" / "manifest.json").read_bytes()).hexdigest()])
+    conn.close()
+    r = verify(copy)
+    assert r.exit_code == 1 and "is not the one collect wrote" not in r.output, r.output
+    assert f"MISMATCH: the results file {rel} publishes overall = 0.999" in r.output
+    assert f"MISMATCH: the results file {rel} publishes all_tasks_overall = 0.999" in r.output
+
+
+def test_verify_covers_the_downloaded_provider_answers(demo: Path, tmp_path: Path) -> None:
+    """Issue 26: a downloaded provider result file (jobs/*/output.jsonl) edited after collect is
+    named, against the manifest and against state.db's record of it as downloaded; so is one
+    whose edit is copied into the manifest, and one dropped from the manifest."""
+    import hashlib
+
+    copy, m = _copy(demo, tmp_path)
+    f = next(f for f in m["provider_files"] if f["path"].endswith(".jsonl"))
+    path = copy / f["path"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    r = verify(copy)
+    assert r.exit_code == 1, r.output
+    assert f"MISMATCH: the provider file {f['path']} (batch {f['batch']}) has sha256" in r.output
+    assert f"MISMATCH: the provider file {f['path']} (batch {f['batch']}) is not the one poll downloaded" in r.output
+
+    f["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()  # the edit copied into the manifest
+    _rewrite_manifest(copy, m)
+    r = verify(copy)
+    assert r.exit_code == 1 and f"the provider file {f['path']} (batch {f['batch']}) has sha256" not in r.output
+    assert f"MISMATCH: the provider file {f['path']} (batch {f['batch']}) is not the one poll downloaded" in r.output
+
+    m["provider_files"].remove(f)  # or left out of the manifest
+    _rewrite_manifest(copy, m)
+    r = verify(copy)
+    assert r.exit_code == 1 and f"MISMATCH: the provider file {f['path']} (batch {f['batch']}) is not listed in the manifest" in r.output
+    assert "Traceback" not in r.output
 
 
 def test_verify_reads_a_format_1_manifest_against_a_state_db_from_before_blake3(demo: Path, tmp_path: Path) -> None:

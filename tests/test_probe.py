@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pytest
 
+from batchrun.caps import is_cjk
 from batchrun.config_file import load_config
 from batchrun.emulator import Emulator
 from batchrun.emulator.wire import count_input_tokens
@@ -188,6 +190,8 @@ def test_dry_run_shows_the_plan_and_sends_nothing(project: Project, emu: Any) ->
 
 TOML = """\
 # A hand-written config: comments and layout must survive --write.
+protocol = "custom"   # a one-judge panel
+
 [paths]
 dataset = "data/tasks.json"   # the tasks
 
@@ -320,3 +324,76 @@ def test_write_route_caps_replaces_a_hand_written_caps_line_and_refuses_what_it_
     with pytest.raises(ConfigError):
         write_route_caps(multiline, "x", 1, 2, "c")
     assert multiline.read_text(encoding="utf-8") == original
+
+
+# --- the CJK sample: mostly CJK text, not any document the CJK rule passes (issue 26) ----------------------
+
+# An English report that quotes a Chinese sentence near its start: more than 20 ideographs in its
+# first 4,000 characters (the protocol's rule gives it the cjk cap), almost all of it Latin text,
+# and longer than the Chinese document.
+QUOTING = ("Field notes, harbor audit.\nThe sign read: 港口起重机在凌晨三点十四分发生故障操作员是马拉风速达到\n"
+           + "The inspector walked the quay and counted the bollards one by one, noting the rust.\n" * 120)
+# The protocol's panel (no protocol key needed); the probe sends nothing to the judges.
+PANEL_TOML = """\
+[paths]
+dataset = "data/tasks.json"
+[judging]
+panel = ["judge-a", "judge-g", "judge-q"]
+[routes."new-model"]
+provider = "gemini"
+model = "gemini-new"
+base_url = "{url}"
+api_key_env = "{key}"
+[routes.judge-a]
+provider = "anthropic"
+model = "claude-sonnet-4-6"
+base_url = "{url}"
+api_key_env = "{key}"
+[routes.judge-g]
+provider = "gemini"
+model = "gemini-2.5-flash"
+base_url = "{url}"
+api_key_env = "{key}"
+[routes.judge-q]
+provider = "openai"
+model = "gpt-4.1"
+base_url = "{url}/v1"
+api_key_env = "{key}"
+"""
+
+
+def _probe_project(project: Project, emu: Any, docs: dict[str, str]) -> None:
+    emu.set_windows({"gemini-new": WINDOW})
+    for name, text in docs.items():
+        project.doc(name, text)
+    project.tasks([task(f"t{i}", f"What does {name} say?", name) for i, name in enumerate(docs, 1)])
+    project.config_path = project.root / "batchrun.toml"
+    project.config_path.write_text(PANEL_TOML.format(url=emu.url, key=KEY_ENV), encoding="utf-8")
+
+
+def test_the_probe_s_cjk_sample_is_mostly_cjk_text_not_any_document_the_cjk_rule_passes(project: Project, emu: Any) -> None:
+    assert is_cjk(QUOTING) and len(QUOTING) > len(ZH_DOC)
+    _probe_project(project, emu, {"harbor.txt": EN_DOC, "quoting.txt": QUOTING, "zh.txt": ZH_DOC})
+    r = project.run("probe", "new-model", "--json")
+    assert r.exit_code == 0, r.output
+    cjk = next(s for s in json.loads(r.stdout)["scripts"] if s["script"] == "cjk")
+    assert cjk["sample"]["corpus_file"] == "zh.txt" and cjk["sample"]["cjk_share"] > 0.9
+    # ~1 character a token: about the window in characters, not the ~4x an English sample gives.
+    assert 0.8 * WINDOW < cjk["cap"] < 1.2 * WINDOW
+
+
+def test_without_a_mostly_cjk_document_the_probe_says_so_and_suggests_and_writes_no_cjk_cap(project: Project, emu: Any) -> None:
+    _probe_project(project, emu, {"harbor.txt": EN_DOC, "quoting.txt": QUOTING})
+    r = project.run("probe", "new-model", "--write")
+    assert r.exit_code == 0, r.output
+    assert "no mostly-CJK document in the project (1 document(s) pass the protocol's CJK rule" in r.stdout
+    assert "not measured, no cjk cap suggested" in r.stdout
+    suggestion = re.search(r"^caps = \{ en = (\d+) \}$", r.stdout, re.M)
+    assert suggestion, r.stdout
+    text = project.config_path.read_text(encoding="utf-8")
+    assert f"caps = {{ en = {suggestion.group(1)} }}" in text and "cjk =" not in text
+    assert "cjk not measured (no suitable document), not written" in text
+    caps = load_config(project.config_path).routes["new-model"].caps
+    assert (caps.en, caps.cjk) == (int(suggestion.group(1)), 850_000)  # cjk: the default row, as before the probe
+    row = project.sql("SELECT en_cap, cjk_cap, written FROM probes")[0]
+    assert (row["en_cap"], row["cjk_cap"], row["written"]) == (int(suggestion.group(1)), None, 1)

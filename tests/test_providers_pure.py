@@ -27,7 +27,7 @@ def make_route(provider: str, model: str, **extra: Any) -> Route:
     if provider == "openai-compatible":
         raw.setdefault("base_url", "https://compat.example/v1")
         raw.setdefault("api_key_env", "COMPAT_KEY")
-    config = parse_config({"routes": {"r": raw}}, Path("/nonexistent/batchrun.json"))
+    config = parse_config({"protocol": "custom", "routes": {"r": raw}}, Path("/nonexistent/batchrun.json"))  # no panel
     return config.routes["r"]
 
 

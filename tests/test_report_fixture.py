@@ -4,7 +4,8 @@ must not change a published number, a status, a judge's detail or a line of prov
 tests/fixtures/report-project holds a small state.db with every cell state (ok, retried, refusal,
 empty, judging, pending, blocked, waiting, out of context), live batches and history invisible
 to the current views, built by bench/make_report_fixture.py, and the reports rendered from it by
-the code before the issue-15 changes (expected-report.*)."""
+the code before the issue-15 changes (expected-report.*; rendered again where the format changed
+on purpose: issue 26 added the protocol columns and fields, nothing else moved)."""
 
 from __future__ import annotations
 

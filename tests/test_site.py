@@ -91,7 +91,7 @@ def test_task_pages_show_answers_verdicts_and_why_there_is_none(board_site: Path
     assert "Not sent: the document (" in t4 and "longer than the route&#x27;s en cap (1,000 characters)" in t4
     assert "The model refused (finish reason SAFETY)" in t4
     t3 = (board_site / "tasks" / "t3.html").read_text(encoding="utf-8")
-    assert "zero-filled by the maintainer&#x27;s decision (t3 rejected by the provider)" in t3
+    assert "accepted by the maintainer&#x27;s decision (t3 rejected by the provider): not the model&#x27;s failure" in t3
     assert "invalid request for t3" in t3
     t2 = (board_site / "tasks" / "t2.html").read_text(encoding="utf-8")
     assert "The model returned an empty answer" in t2
@@ -176,7 +176,10 @@ def test_chromium_renders_the_leaderboard_rows_plots_and_a_task_page(board_site:
     assert re.findall(r'<tr class="route-row" data-route="([^"]+)"', dom) == ORDER
     for plot in ("ivbar", "covbar", "heatmap"):
         assert f'<svg class="{plot}"' in dom, plot
-    assert len(re.findall(r"<circle [^>]*class=\"est\"", dom)) == 3  # one All-tasks dot per route
+    # One All-tasks dot per ranked route: flaky's accepted failure leaves it unranked, marked (issue 26).
+    assert len(re.findall(r"<circle [^>]*class=\"est\"", dom)) == 2
+    flaky = re.search(r'<tr class="route-row" data-route="flaky">.*?</tr>', dom, re.S)
+    assert flaky and 'class="nonprotocol"' in flaky.group(0) and "not a protocol number" in flaky.group(0)
     assert dom.count('<tr class="task-row">') == 4
     task = dump_dom(board_site / "tasks" / "t4.html")
     assert "What does the long document say?" in task and "big says: answer to t4." in task
