@@ -126,9 +126,11 @@ def test_compare_refuses_unequal_runs_unless_provisional_and_never_compares_noth
     assert j["protocol"] == "wildtrace" and j["protocol_note"] is None
     # Two complete routes: compared as before, nothing provisional.
     complete = json.loads(project.run("compare", "gpt", "gemini", "--json", emulator=emu).stdout)
-    assert complete["provisional"] is False and complete["all_tasks"]["n"] == 4 and complete["notes"] == []
+    # (The small project has 3 documents: the only notes are the few-documents ones, issue 27.)
+    assert complete["provisional"] is False and complete["all_tasks"]["n"] == 4
+    assert complete["notes"] and not any("PROVISIONAL" in n for n in complete["notes"])
     asked = json.loads(project.run("compare", "gpt", "gemini", "--json", "--provisional", emulator=emu).stdout)
-    assert asked["provisional"] is False and asked["notes"] == []  # nothing provisional about equal complete runs
+    assert asked["provisional"] is False and asked["notes"] == complete["notes"]  # nothing provisional about equal complete runs
 
 
 def test_accepted_failures_are_not_model_failures_nor_protocol_numbers(project: Project, emu: Any, tmp_path: Path) -> None:
