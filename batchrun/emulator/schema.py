@@ -319,7 +319,7 @@ def _wrong_discriminator(value: dict, members: list[Any], path: Path) -> Violati
     tables = [_literals(m) for m in members]
     common = set(tables[0]).intersection(*tables[1:]) if tables else set()
     for key in sorted(common):
-        allowed = sorted({a for t in tables for a in t[key]}, key=str)
+        allowed = list(dict.fromkeys(a for t in tables for a in t[key]))  # in the type's own order
         if key in value and value[key] not in allowed:
             return Violation("value", (*path, key), "one of " + ", ".join(repr(a) for a in allowed), repr(value[key]))
     return None
