@@ -17,7 +17,10 @@ and alibabacloud.com/help/en/model-studio/error-code (400 ``InvalidParameter``, 
 ``invalid_parameter_error``, ``invalid_api_key``, ``model_not_found``). Model ids: ``models.py``.
 
 A rule that DashScope's documents do not settle is modelled as strict as OpenAI's: a key outside
-OpenAI's request type and DashScope's documented extras is refused.
+OpenAI's request type and DashScope's documented extras is refused. Parameter refusals are worded
+as DashScope words its range errors ("<400> InternalError.Algo.InvalidParameter: Range of input
+length should be [1, 30720]", the wording the openai adapter recognises as too long); the
+completion-window message is modelled on it.
 """
 
 from __future__ import annotations

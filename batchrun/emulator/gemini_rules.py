@@ -23,7 +23,8 @@ Wording (400 ``INVALID_ARGUMENT`` unless said), from real answers:
 * out of range or missing: "* GenerateContentRequest.contents: contents is not specified" (the
   API's field-validation form); temperature is 0.0-2.0 (ai.google.dev/api/generate-content
   GenerationConfig; langchain-ai/langchain-google#781), topP 0-1, maxOutputTokens and
-  candidateCount at least 1;
+  candidateCount at least 1 (a count of tokens or candidates to generate; the range messages
+  are modelled on the field-validation form above);
 * an unknown model: 404 ``NOT_FOUND`` "models/gemini-x is not found for API version v1beta, or is
   not supported for generateContent. Call ListModels to see the list of available models and
   their supported methods." (found in many public logs);

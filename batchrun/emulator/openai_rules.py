@@ -36,6 +36,9 @@ fails validation with ``errors.data`` entries ``{code, line, message, param}`` w
 ``empty_file``, ``too_many_tasks`` (stdapi-ai/stdapi.ai#240 lists the documented codes); a body the
 endpoint refuses comes back per line in the error file (ProjectTech4DevAI/kaapi-backend#723: a
 batch whose 9 requests all failed ends ``completed`` with an error file).
+
+Where only the class of a refusal is documented (the codes above, ``empty_array``, the metadata
+limits of the SDK docstring), the message text is modelled on OpenAI's own phrasing.
 """
 
 from __future__ import annotations
