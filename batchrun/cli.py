@@ -564,8 +564,11 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
 @click.option("--responder", metavar="FILE.py:FUNCTION", help="Answer requests with your own function (or module:function).")
 @click.option("--fault", "faults_", multiple=True, metavar="JSON", help="Inject a fault (repeatable), e.g. '{\"kind\":\"http_error\",\"status\":429,\"count\":3}'.")
 @click.option("--window", "windows_", multiple=True, metavar="MODEL=TOKENS", help="A model's context window in input tokens, 0 = none (repeatable; the paper's models have defaults).")
+@click.option("--model", "models_", multiple=True, metavar="ID", help="Accept this model id besides each provider's built-in table (repeatable).")
+@click.option("--key", "keys_", multiple=True, metavar="VALUE", help="Accept only these API keys; any other gets the provider's invalid-key error (repeatable; default: any key).")
 @handle_errors
-def emulator(host: str, port: int, latency: float, responder: str | None, faults_: tuple[str, ...], windows_: tuple[str, ...]) -> None:
+def emulator(host: str, port: int, latency: float, responder: str | None, faults_: tuple[str, ...], windows_: tuple[str, ...],
+             models_: tuple[str, ...], keys_: tuple[str, ...]) -> None:
     """Serve a local emulator of the OpenAI, Anthropic and Gemini batch APIs (for rehearsals and tests)."""
     from .emulator import normalize_fault, run_emulator
     from .emulator.server import check_loopback
@@ -597,7 +600,11 @@ def emulator(host: str, port: int, latency: float, responder: str | None, faults
             raise BatchrunError(f"--responder {responder!r} cannot be loaded: {e}",
                                 "Pass FILE.py:FUNCTION or package.module:FUNCTION naming a function that takes the request dict.")
     try:
-        run_emulator(host, port, latency, responder_fn if responder else None, parsed, windows)
+        if any(not m.strip() for m in models_):
+            raise BatchrunError("--model was given an empty model id.", "Pass the provider's model id, e.g. --model gpt-5.5.")
+        if any(not k for k in keys_):
+            raise BatchrunError("--key was given an empty key.", "Pass the key the rehearsal should accept, e.g. --key sk-rehearsal.")
+        run_emulator(host, port, latency, responder_fn if responder else None, parsed, windows, models_, keys_ or None)
     except OSError as e:
         import errno
 

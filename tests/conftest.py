@@ -58,7 +58,7 @@ def route(provider: str, model: str, **extra: Any) -> dict[str, Any]:
     """A route table for the config; every route reads the test key variable."""
     r: dict[str, Any] = {"provider": provider, "model": model, "api_key_env": KEY_ENV}
     if provider == "openai-compatible":
-        r["base_url"] = "http://127.0.0.1:9/v1"  # replaced by --emulator in tests
+        r["base_url"] = "http://127.0.0.1:9/compatible-mode/v1"  # replaced by --emulator in tests
     r.update(extra)
     return r
 
@@ -75,7 +75,7 @@ def task(task_id: str, question: str, corpus_file: str, rubric: list[tuple[Any, 
 
 DEFAULT_ROUTES = {
     "gpt": route("openai", "gpt-5.5"),
-    "claude": route("anthropic", "claude-opus-4.8"),
+    "claude": route("anthropic", "claude-opus-4-8"),
     "gemini": route("gemini", "gemini-2.5-pro"),
     "judge-a": route("anthropic", "claude-sonnet-4-6"),
     "judge-g": route("gemini", "gemini-2.5-flash"),
@@ -169,11 +169,14 @@ class Project:
         return config.with_emulator(emulator.url)
 
     def point_at(self, emulator: Any) -> None:
-        """Make the config's own base URLs the emulator's (config.with_emulator's rule): runs
-        without --emulator are then real runs, with real state, that still work offline."""
+        """Make the config's own base URLs the emulator's (config.with_emulator's rule: each
+        adapter's base_url_suffix): runs without --emulator are then real runs, with real state,
+        that still work offline."""
+        from batchrun.providers import get_adapter
+
         cfg = json.loads(self.config_path.read_text())
         for r in cfg["routes"].values():
-            r["base_url"] = emulator.url + "/v1" if r["provider"] in ("openai", "openai-compatible") else emulator.url
+            r["base_url"] = emulator.url + get_adapter(r["provider"]).base_url_suffix
         self.config_path.write_text(json.dumps(cfg, indent=1))
 
     def store(self) -> Store:

@@ -240,7 +240,7 @@ def test_base_url_must_be_https_unless_loopback(project: Project, case: str, pro
     and the run ended with exit 0, and plain http sent `Authorization: Bearer <key>` readable."""
     before = prepare(project, True)
     url, *needles = BAD_BASE_URLS[case]
-    model = "qwen3.6-plus" if provider == "openai-compatible" else "claude-opus-4.8"
+    model = "qwen3.6-plus" if provider == "openai-compatible" else "claude-opus-4-8"
     edit_config(project, lambda cfg: cfg["routes"].update(extra=route(provider, model, base_url=url)))
     result = project.run("submit")
     assert_clean_error(result, str(project.config_path), 'routes."extra".base_url', *needles)

@@ -182,11 +182,11 @@ def test_json_config_syntax_error_and_missing_config(project: Project) -> None:
 
 def test_unlisted_model_is_a_warning_naming_file_route_and_fix(project: Project) -> None:
     small_project(project)
-    edit_config(project, set_route("gpt", model="gpt-9-preview"))
+    edit_config(project, set_route("gpt", model="gpt-5.2"))
     result = project.run("plan")
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
-    warnings = [line for line in result.stderr.splitlines() if "gpt-9-preview" in line]
+    warnings = [line for line in result.stderr.splitlines() if "gpt-5.2" in line]
     assert len(warnings) == 1
     (w,) = warnings
     assert w.startswith("Warning: ") and str(project.config_path) in w
@@ -196,7 +196,7 @@ def test_unlisted_model_is_a_warning_naming_file_route_and_fix(project: Project)
     assert sources == {"default (unlisted model)"}
     # With --json the warning is in the document, and stdout stays pure JSON.
     data = json.loads(project.run("plan", "--json").stdout)
-    assert any("gpt-9-preview" in w for w in data["warnings"])
+    assert any("gpt-5.2" in w for w in data["warnings"])
 
 
 # --- dataset and corpus validation ------------------------------------------------------------------

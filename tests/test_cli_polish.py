@@ -98,7 +98,7 @@ def test_every_retry_is_logged_with_its_reason_and_wait(project: Project, emulat
 def test_missing_keys_are_named_all_at_once_and_a_rehearsal_needs_none(project: Project, emulator: Emulator) -> None:
     routes = {
         "a": route("openai", "gpt-5.5", api_key_env="BATCHRUN_TEST_UNSET_A"),
-        "b": route("anthropic", "claude-opus-4.8", api_key_env="BATCHRUN_TEST_UNSET_B"),
+        "b": route("anthropic", "claude-opus-4-8", api_key_env="BATCHRUN_TEST_UNSET_B"),
         "judge-a": route("gemini", "gemini-2.5-flash"),
     }
     small_project(project, routes=routes, panel=["judge-a"])

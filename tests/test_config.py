@@ -70,10 +70,10 @@ TEMPERATURE_ROUTES = {
     "oa-resp-off": (route("openai", "gpt-5.5", endpoint="responses", send_temperature=False), False),
     "compat": (route("openai-compatible", "qwen3.6-plus"), True),
     "compat-off": (route("openai-compatible", "qwen3.6-plus", send_temperature=False), False),
-    "anth": (route("anthropic", "claude-opus-4.6", send_temperature=True), True),
-    "anth-opus48": (route("anthropic", "claude-opus-4.8"), False),  # built-in: rejects temperature
-    "anth-off": (route("anthropic", "claude-opus-4.6", send_temperature=False), False),
-    "anth-opus46": (route("anthropic", "claude-opus-4.6"), False),  # built-in
+    "anth": (route("anthropic", "claude-opus-4-6", send_temperature=True), True),
+    "anth-opus48": (route("anthropic", "claude-opus-4-8"), False),  # built-in: rejects temperature
+    "anth-off": (route("anthropic", "claude-opus-4-6", send_temperature=False), False),
+    "anth-opus46": (route("anthropic", "claude-opus-4-6"), False),  # built-in
     "gem": (route("gemini", "gemini-2.5-pro"), True),
     "gem-off": (route("gemini", "gemini-2.5-pro", send_temperature=False), False),
 }
@@ -104,7 +104,7 @@ def test_temperature_absent_or_present_per_route_and_provider(project: Project) 
 
 
 def test_generation_temperature_value_comes_from_the_config(project: Project) -> None:
-    one_task_project(project, {"a": route("anthropic", "claude-opus-4.6", send_temperature=True), "g": route("gemini", "gemini-2.5-pro")},
+    one_task_project(project, {"a": route("anthropic", "claude-opus-4-6", send_temperature=True), "g": route("gemini", "gemini-2.5-pro")},
                      generation={"temperature": 0.3})
     lines = lines_by_route(project)
     assert lines["a"][0]["params"]["temperature"] == 0.3
@@ -122,7 +122,7 @@ def test_anthropic_routes_default_to_an_api_version_that_accepts_temperature(pro
     project.tasks([task("t1", "Q?", "d.txt")])
     project.config(routes={
         "a": route("anthropic", "claude-sonnet-4-6"),
-        "b": route("anthropic", "claude-opus-4.8", api_version="2026-10-21"),  # rejects anyway: allowed
+        "b": route("anthropic", "claude-opus-4-8", api_version="2026-10-21"),  # rejects anyway: allowed
     }, panel=[])
     config = load_config(project.config_path)
     assert config.routes["a"].api_version == "2023-06-01" and config.routes["a"].send_temperature
@@ -136,7 +136,7 @@ BUDGET_ROUTES = {
     "oa-chat": (route("openai", "gpt-5.5"), ("body", "max_completion_tokens"), ("max_tokens", "max_output_tokens")),
     "oa-resp": (route("openai", "gpt-5.5", endpoint="responses"), ("body", "max_output_tokens"), ("max_tokens", "max_completion_tokens")),
     "compat": (route("openai-compatible", "qwen3.6-plus"), ("body", "max_tokens"), ("max_completion_tokens", "max_output_tokens")),
-    "anth": (route("anthropic", "claude-opus-4.8"), ("params", "max_tokens"), ("max_completion_tokens", "max_output_tokens")),
+    "anth": (route("anthropic", "claude-opus-4-8"), ("params", "max_tokens"), ("max_completion_tokens", "max_output_tokens")),
     "gem": (route("gemini", "gemini-2.5-pro"), ("request", "generationConfig", "maxOutputTokens"), ("max_tokens", "max_output_tokens")),
 }
 
@@ -163,7 +163,7 @@ def test_budget_overrides_from_generation_section_and_route(project: Project) ->
     one_task_project(project, {
         "plain": route("openai", "gpt-5.5"),
         "thinker": route("openai", "gpt-5.5", reasoning=True),
-        "fixed": route("anthropic", "claude-opus-4.8", reasoning=True, max_tokens=1234),
+        "fixed": route("anthropic", "claude-opus-4-8", reasoning=True, max_tokens=1234),
     }, generation={"max_tokens": 4000, "reasoning_max_tokens": 20000})
     lines = lines_by_route(project)
     assert lines["plain"][0]["body"]["max_completion_tokens"] == 4000
@@ -181,7 +181,7 @@ def test_caps_come_from_the_paper_table_config_or_default_with_warning(project: 
         "paper": route("openai", "qwen3-max"),
         "prefixed": route("gemini", "models/Gemini-2.5-Pro"),
         "override": route("openai", "kimi-k2.6", caps={"en": 123_456, "cjk": 65_432}),
-        "new": route("openai", "gpt-9-preview"),
+        "new": route("openai", "gpt-5.2"),
     }, panel=[])
     config = load_config(project.config_path)
     r = config.routes
@@ -191,7 +191,7 @@ def test_caps_come_from_the_paper_table_config_or_default_with_warning(project: 
     assert (r["new"].caps.en, r["new"].caps.cjk) == capslib.DEFAULT_CAPS
     assert r["new"].caps.source.startswith("default")
     (warning,) = config.warnings
-    assert "gpt-9-preview" in warning and "new" in warning and "caps" in warning and str(project.config_path) in warning
+    assert "gpt-5.2" in warning and "new" in warning and "caps" in warning and str(project.config_path) in warning
 
 
 def test_paper_caps_table_rows() -> None:
@@ -223,7 +223,7 @@ api_key_env = "BATCHRUN_TEST_KEY"
 
 [routes.claude]
 provider = "anthropic"
-model = "claude-opus-4.8"
+model = "claude-opus-4-8"
 api_key_env = "BATCHRUN_TEST_KEY"
 
 [routes.gemini]
@@ -369,7 +369,7 @@ def _warning_lines(result: Any, needle: str = "") -> list[str]:
 def test_a_fallback_warning_is_shown_once_per_route_not_on_every_command(project: Project) -> None:
     small_project(project)
     cfg = json.loads(project.config_path.read_text())
-    cfg["routes"]["gpt"]["model"] = "gpt-9-preview"
+    cfg["routes"]["gpt"]["model"] = "gpt-5.2"
     project.config_path.write_text(json.dumps(cfg))
 
     first = project.run("plan")
@@ -377,9 +377,9 @@ def test_a_fallback_warning_is_shown_once_per_route_not_on_every_command(project
     (w,) = _warning_lines(first, "'gpt'")
     assert "caps: default row 2,850,000 / 850,000 characters" in w
     assert "temperature: sent (not in the built-in list of models that reject it)" in w
-    assert 'routes."gpt"' in w and "gpt-9-preview" in w and str(project.config_path) in w
+    assert 'routes."gpt"' in w and "gpt-5.2" in w and str(project.config_path) in w
     keys = {r["key"] for r in project.sql("SELECT key FROM meta WHERE key LIKE 'warned:%'")}
-    assert {"warned:gpt:caps:gpt-9-preview", "warned:gpt:temperature:gpt-9-preview"} <= keys
+    assert {"warned:gpt:caps:gpt-5.2", "warned:gpt:temperature:gpt-5.2"} <= keys
 
     for command in (("plan",), ("submit", "--dry-run"), ("collect",), ("plan",)):
         again = project.run(*command)
@@ -387,7 +387,7 @@ def test_a_fallback_warning_is_shown_once_per_route_not_on_every_command(project
         assert _warning_lines(again) == [], command
     # --json still describes every current fallback: a document does not depend on what was read.
     data = json.loads(project.run("plan", "--json").stdout)
-    assert any("gpt-9-preview" in w and "caps: default row" in w for w in data["warnings"])
+    assert any("gpt-5.2" in w and "caps: default row" in w for w in data["warnings"])
 
     # Another unlisted model on the route is news again; the same model respelled is not.
     cfg["routes"]["gpt"]["model"] = "gpt-9.1-preview"

@@ -38,7 +38,7 @@ DOCS: dict[str, bytes] = {
 }
 ROUTES = {
     "gpt": route("openai", "gpt-5.5"),
-    "claude": route("anthropic", "claude-opus-4.8"),
+    "claude": route("anthropic", "claude-opus-4-8"),
     "gemini": route("gemini", "gemini-2.5-pro"),
 }
 

@@ -163,7 +163,7 @@ def estimate_routes() -> dict[str, Any]:
         # reasoning route, batch transport (discount 0.5)
         "gpt": route("openai", "gpt-5.5", reasoning=True, price=GPT_PRICE),
         # non-reasoning route, sync transport (no discount)
-        "claude": route("anthropic", "claude-opus-4.8", transport="sync", price=CLAUDE_PRICE),
+        "claude": route("anthropic", "claude-opus-4-8", transport="sync", price=CLAUDE_PRICE),
         # non-reasoning batch route with its own chars_per_token and long-context tiers
         "gem": route("gemini", "gemini-2.5-pro", chars_per_token=GEM_RATIO, price=GEM_PRICE),
         "judge-a": route("anthropic", "claude-sonnet-4-6", price=JUDGE_A_PRICE),
@@ -247,7 +247,7 @@ def test_estimate_uses_observed_output_once_a_route_has_five_results(project: Pr
     assert len(HARBOR) > len(LAB)
     routes = {
         "gpt": route("openai", "gpt-5.5", reasoning=True, price=GPT_PRICE),
-        "four": route("anthropic", "claude-opus-4.8", caps=lab_only, price=CLAUDE_PRICE),
+        "four": route("anthropic", "claude-opus-4-8", caps=lab_only, price=CLAUDE_PRICE),
         "j": route("openai", "gpt-4.1", price=FREE),
     }
     setup(project, routes, ["j"], TASKS + EXTRA_TASKS)
@@ -359,7 +359,7 @@ def test_budget_in_the_config_and_actual_cost_of_finished_batches_frees_room(pro
 
 def test_route_without_a_price_is_held_while_a_budget_is_set(project: Project, emulator: Emulator) -> None:
     routes = budget_routes()
-    routes["anon"] = route("anthropic", "claude-opus-4.8")  # no price
+    routes["anon"] = route("anthropic", "claude-opus-4-8")  # no price
     setup(project, routes, ["j"])
     out = ok(project.run("submit", "--budget", "100", emulator=emulator))
     (anon,) = gen_batches(project, "anon")
@@ -400,7 +400,7 @@ def test_refresh_with_a_budget_sends_the_rest_once_actuals_are_known_then_holds(
 def test_judging_goes_before_new_generation_of_other_routes(project: Project, emulator: Emulator) -> None:
     routes = {
         "a": route("openai", "gpt-5.5", price=GPT_PRICE),
-        "b": route("anthropic", "claude-opus-4.8", price=CLAUDE_PRICE),
+        "b": route("anthropic", "claude-opus-4-8", price=CLAUDE_PRICE),
         "j": route("gemini", "gemini-2.5-flash", price=JUDGE_G_PRICE),
     }
     setup(project, routes, ["j"])
@@ -464,7 +464,7 @@ def test_actual_cost_from_usage_matches_hand_computation(project: Project) -> No
     try:
         routes = {
             "gpt": route("openai", "gpt-5.5", price=ACT_GPT),
-            "claude": route("anthropic", "claude-opus-4.8", transport="sync", price=ACT_CLAUDE),
+            "claude": route("anthropic", "claude-opus-4-8", transport="sync", price=ACT_CLAUDE),
             "gem": route("gemini", "gemini-2.5-pro", price=ACT_GEM),
             "judge-a": route("anthropic", "claude-sonnet-4-6", price=ACT_JA),
             "judge-g": route("gemini", "gemini-2.5-flash", price=ACT_JG),
@@ -552,7 +552,7 @@ def test_actual_cost_from_usage_matches_hand_computation(project: Project) -> No
 def test_failed_request_lines_cost_nothing_not_unknown(project: Project, emulator: Emulator) -> None:
     routes = {
         "gpt": route("openai", "gpt-5.5", price=ACT_GPT),
-        "claude": route("anthropic", "claude-opus-4.8", price=ACT_CLAUDE),
+        "claude": route("anthropic", "claude-opus-4-8", price=ACT_CLAUDE),
         "j": route("openai", "gpt-4.1", price=FREE),
     }
     setup(project, routes, ["j"])
@@ -597,7 +597,7 @@ def test_one_overnight_run_across_midnight_is_one_night(project: Project, emulat
 def test_unknown_price_is_unknown_everywhere_never_zero(project: Project, emulator: Emulator) -> None:
     routes = {
         "gpt": route("openai", "gpt-5.5", price=GPT_PRICE),
-        "anon": route("anthropic", "claude-opus-4.8"),  # no price
+        "anon": route("anthropic", "claude-opus-4-8"),  # no price
         "jx": route("gemini", "gemini-2.5-flash"),  # a judge without a price
     }
     setup(project, routes, ["jx"])
@@ -670,7 +670,7 @@ QUOTAS = {
     "batches": (route("openai", "gpt-5.5", price=GPT_PRICE, max_batches_in_flight=1, max_requests_per_file=2),
                 "queue: route 'x' already has 1 batch(es) in flight (max_batches_in_flight = 1)"),
     # Enqueued prompt tokens: room for one request's estimate at a time -> four one-request batches.
-    "tokens": (route("anthropic", "claude-opus-4.8", price=CLAUDE_PRICE, max_enqueued_tokens=MAX_SINGLE),
+    "tokens": (route("anthropic", "claude-opus-4-8", price=CLAUDE_PRICE, max_enqueued_tokens=MAX_SINGLE),
                (f"queue: route 'x' has ~{est_in(*TASKS[0][1:]):,} prompt tokens enqueued; this batch adds "
                 f"~{est_in(*TASKS[1][1:]):,} (max_enqueued_tokens = {MAX_SINGLE:,})")),
 }
@@ -710,7 +710,7 @@ def test_queue_quota_sends_batches_in_waves(project: Project, slow_emulator: Emu
 
 QUOTA_ROUTES = {
     "openai": route("openai", "gpt-5.5", price=GPT_PRICE),
-    "anthropic": route("anthropic", "claude-opus-4.8", price=CLAUDE_PRICE),
+    "anthropic": route("anthropic", "claude-opus-4-8", price=CLAUDE_PRICE),
     "gemini": route("gemini", "gemini-2.5-pro", price=GPT_PRICE),
 }
 

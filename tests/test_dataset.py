@@ -46,7 +46,7 @@ def docs(project: Project) -> None:
 
 ROUTES = {
     "gpt": route("openai", "gpt-5.5"),
-    "claude": route("anthropic", "claude-opus-4.8"),
+    "claude": route("anthropic", "claude-opus-4-8"),
     "gemini": route("gemini", "gemini-2.5-pro"),
     "compat": route("openai-compatible", "qwen3.6-plus"),
 }
@@ -268,7 +268,7 @@ def test_documents_are_decoded_strictly_and_bom_is_content(project: Project) -> 
     """The document is the file's text as the harness reads it: a BOM is kept, CRLF becomes LF."""
     (project.root / "corpus" / "bom.txt").write_bytes("\ufeffLine one\r\nLine two".encode("utf-8"))
     project.tasks([task("b", "Q?", "bom.txt")])
-    project.config(routes={"r": route("anthropic", "claude-opus-4.8")}, panel=[])
+    project.config(routes={"r": route("anthropic", "claude-opus-4-8")}, panel=[])
     plan_ok(project)
     (f,) = project.jobs_files()
     line = json.loads(f.read_bytes().split(b"\n")[0])

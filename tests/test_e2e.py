@@ -141,7 +141,7 @@ PROVIDER_ROUTES = {
     "openai-responses": route("openai", "gpt-5.5", endpoint="responses"),
     "anthropic": route("anthropic", "claude-sonnet-4-6"),
     "gemini": route("gemini", "gemini-2.5-pro"),
-    "compat-batch": route("openai-compatible", "glm-4.6", endpoint_path="/v4/chat/completions", completion_window="72h"),
+    "compat-batch": route("openai-compatible", "deepseek-v3.2", completion_window="72h"),
     "compat-sync": route("openai-compatible", "qwen-plus", transport="sync"),
     "anthropic-sync": route("anthropic", "claude-sonnet-4-6", transport="sync"),
     "gemini-sync": route("gemini", "gemini-2.5-flash", transport="sync"),
@@ -241,8 +241,9 @@ def test_request_files_are_provider_native(project: Project, emu: Any) -> None:
     assert resp["url"] == "/v1/responses" and "input" in resp["body"] and resp["body"]["max_output_tokens"] == 8192
     assert seen["endpoint"] == "/v1/responses"
     compat, seen = by_route["compat-batch"]
-    assert compat["url"] == "/v4/chat/completions" and compat["body"]["max_tokens"] == 8192
-    assert (seen["endpoint"], seen["completion_window"]) == ("/v4/chat/completions", "72h")
+    # DashScope's compatible mode (the OpenAI-compatible provider the emulator models) takes 24h-336h windows.
+    assert compat["url"] == "/v1/chat/completions" and compat["body"]["max_tokens"] == 8192
+    assert (seen["endpoint"], seen["completion_window"]) == ("/v1/chat/completions", "72h")
     ant, _ = by_route["anthropic"]
     assert set(ant) == {"custom_id", "params"} and ant["params"]["temperature"] == 0.1
     gem, seen = by_route["gemini"]
@@ -262,7 +263,7 @@ def test_anthropic_api_version_header(project: Project, emu: Any) -> None:
     assert anthropic.Anthropic(api_key="x").default_headers["anthropic-version"] == "2026-10-21"
     routes = {
         "claude-default": route("anthropic", "claude-sonnet-4-6"),
-        "claude-new-api": route("anthropic", "claude-sonnet-4-5", api_version="2026-10-21", send_temperature=False),
+        "claude-new-api": route("anthropic", "claude-opus-4-6", api_version="2026-10-21", send_temperature=False),
         "claude-sync": route("anthropic", "claude-sonnet-4-6", transport="sync"),
     }
     setup(project, routes, task_ids=["t-ok"])

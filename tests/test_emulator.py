@@ -31,7 +31,7 @@ DOCUMENT = (
 )
 QUESTION = "Who designed the Harbor Bridge and when did it open?"
 # Models whose built-in answers keep every word and take >= 3 sentences (see model_quality).
-OPENAI_MODEL, ANTHROPIC_MODEL, GEMINI_MODEL = "gpt-x", "claude-opus-4.5", "gemini-x"
+OPENAI_MODEL, ANTHROPIC_MODEL, GEMINI_MODEL = "gpt-5.1", "claude-sonnet-4-6", "gemini-2.5-pro"
 
 
 def gen_prompt(question: str = QUESTION, document: str = DOCUMENT) -> str:
@@ -277,22 +277,27 @@ def test_openai_online_chat_and_responses(emu):
     assert "o3" in REJECTS_TEMPERATURE
 
 
-def test_openai_temperature_rule_is_per_line_and_compatible_endpoint(emu, tmp_path):
-    client = oai(emu)
+def test_temperature_rule_is_per_line_on_the_compatible_provider(emu, tmp_path):
+    """DashScope's compatible mode (the OpenAI-compatible provider modelled): its own base path,
+    its 24h-336h windows, its models; a line the model refuses fails alone."""
+    client = openai.OpenAI(base_url=f"{emu.url}/compatible-mode/v1", api_key="sk-test")
     rows = [
-        chat_line("ok", "x", model="kimi-k2.6", url="/v4/chat/completions"),
-        chat_line("hot", "x", model="kimi-k2.6", url="/v4/chat/completions", temperature=0.1),
+        chat_line("ok", "x", model="qwen3.7-plus"),
+        chat_line("hot", "x", model="qwen3.7-plus", temperature=2.5),
     ]
-    path = write_jsonl(tmp_path / "kimi.jsonl", rows)
+    path = write_jsonl(tmp_path / "qwen.jsonl", rows)
     uploaded = client.files.create(file=path.open("rb"), purpose="batch")
-    # OpenAI-compatible providers use their own endpoint prefix and windows; both are accepted.
-    batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v4/chat/completions", completion_window="14d")
+    batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="14d")
     batch = client.batches.retrieve(batch.id)
     assert batch.status == "completed" and batch.request_counts.failed == 1
     assert batch.expires_at - batch.created_at == 14 * 86400
     [error] = jsonl(client.files.content(batch.error_file_id).text)
     assert error["custom_id"] == "hot" and error["response"]["status_code"] == 400
-    assert error["response"]["body"]["error"]["code"] == "unsupported_value"
+    assert error["response"]["body"]["error"]["code"] == "invalid_parameter_error"
+    assert "Range of temperature should be [0, 2)" in error["response"]["body"]["error"]["message"]
+    # The same window on OpenAI itself is refused: its only window is 24h.
+    with pytest.raises(openai.BadRequestError, match="Supported values are: '24h'"):
+        oai(emu, max_retries=0).batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="14d")
 
 
 # ----------------------------------------------------------------------------- Anthropic
@@ -361,7 +366,7 @@ def test_anthropic_online_messages(emu):
     assert "top_p: Extra inputs are not permitted" in str(info.value)
     old = ant(emu, default_headers={"anthropic-version": "2023-06-01"})
     with pytest.raises(anthropic.BadRequestError):
-        old.messages.create(model="claude-opus-4.8", max_tokens=10, messages=[{"role": "user", "content": "x"}], extra_body={"temperature": 0.1})
+        old.messages.create(model="claude-opus-4-8", max_tokens=10, messages=[{"role": "user", "content": "x"}], extra_body={"temperature": 0.1})
     assert old.messages.create(model=ANTHROPIC_MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}], extra_body={"temperature": 0.1})
 
 
@@ -468,7 +473,9 @@ def test_builtin_responder_extractive_and_deterministic():
     assert "Calder" in answer or "1932" in answer
     k, _ = model_quality("m")
     assert 1 <= k <= 5
-    assert [model_quality(m) for m in (OPENAI_MODEL, ANTHROPIC_MODEL, GEMINI_MODEL)] == [(3, False), (4, False), (3, False)]
+    assert [model_quality(m) for m in (OPENAI_MODEL, ANTHROPIC_MODEL, GEMINI_MODEL)] == [(5, False), (3, False), (4, False)]
+    # How a model id is spelled does not change its answers (caps.normalise_model).
+    assert model_quality("claude-opus-4-8") == model_quality("claude-opus-4.8") == model_quality("claude-opus-4-8-20260101")
     # Different model names extract different amounts: the leaderboard is not flat.
     answers = {builtin_responder({**request, "model": f"model-{i}"}) for i in range(12)}
     assert len(answers) > 2
@@ -507,11 +514,11 @@ def test_user_responder_renders_refusal_error_and_empty(tmp_path):
     )
     with Emulator(responder=f"{module}:answer").start() as emu:
         client = oai(emu, max_retries=0)
-        refusal = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "REFUSE"}]).choices[0]
+        refusal = client.chat.completions.create(model=OPENAI_MODEL, messages=[{"role": "user", "content": "REFUSE"}]).choices[0]
         assert refusal.message.content is None and refusal.message.refusal and refusal.finish_reason == "stop"
-        assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "EMPTY"}]).choices[0].message.content == ""
+        assert client.chat.completions.create(model=OPENAI_MODEL, messages=[{"role": "user", "content": "EMPTY"}]).choices[0].message.content == ""
         with pytest.raises(openai.InternalServerError):
-            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "FAIL"}])
+            client.chat.completions.create(model=OPENAI_MODEL, messages=[{"role": "user", "content": "FAIL"}])
 
         a = ant(emu, max_retries=0)
         batch = a.messages.batches.create(requests=[anthropic_req("r", "REFUSE"), anthropic_req("f", "FAIL"), anthropic_req("e", "EMPTY"), anthropic_req("ok")])
@@ -522,7 +529,7 @@ def test_user_responder_renders_refusal_error_and_empty(tmp_path):
         assert results["ok"].message.content[0].text == f"anthropic:{ANTHROPIC_MODEL}:ok"
 
         g = gem(emu)
-        job = g.batches.create(model="gemini-x", src=[
+        job = g.batches.create(model=GEMINI_MODEL, src=[
             {"contents": [{"parts": [{"text": t}], "role": "user"}], "metadata": {"key": t}} for t in ("REFUSE", "FAIL", "EMPTY")
         ])
         inl = g.batches.get(name=job.name).dest.inlined_responses
@@ -546,13 +553,13 @@ def test_fault_http_error_and_retries(emu, tmp_path):
 
     emu.add_fault({"kind": "http_error", "status": 503, "count": -1, "path": r"/v1/messages$"})
     with pytest.raises(anthropic.InternalServerError) as info:
-        ant(emu, max_retries=0).messages.create(model="c", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        ant(emu, max_retries=0).messages.create(model=ANTHROPIC_MODEL, max_tokens=5, messages=[{"role": "user", "content": "x"}])
     assert info.value.response.headers["retry-after"] == "0"
     emu.clear_faults()
     emu.add_fault({"kind": "http_error", "status": 500, "path": "batchGenerateContent"})
     g = gem(emu)  # keep the Client referenced: a collected genai.Client closes its HTTP client
     with pytest.raises(genai_errors.APIError) as ginfo:
-        g.batches.create(model="gemini-x", src=[{"contents": [{"parts": [{"text": "x"}]}]}])
+        g.batches.create(model=GEMINI_MODEL, src=[{"contents": [{"parts": [{"text": "x"}]}]}])
     assert ginfo.value.code == 500
     assert not [r for r in emu.requests if r["provider"] == "gemini"]  # not processed
 
@@ -574,7 +581,7 @@ def test_fault_echo_key_quotes_the_credential(emu, tmp_path):
     emu.add_fault({"kind": "echo_key", "status": 403, "path": ":generateContent$"})
     g = gem(emu)
     with pytest.raises(genai_errors.APIError) as ginfo:
-        g.models.generate_content(model="gemini-x", contents="hi")
+        g.models.generate_content(model=GEMINI_MODEL, contents="hi")
     assert ginfo.value.code == 403 and "g-test" in str(ginfo.value)
 
 
@@ -602,15 +609,15 @@ def test_fault_request_error_and_garbage(emu, tmp_path):
     out = jsonl(client.files.content(batch.output_file_id).text)
     assert out[1]["response"]["body"]["choices"][0]["message"]["content"] == "I think it is fine."
 
-    emu.add_fault({"kind": "request_error", "status": 529, "model": "claude-flaky"})
+    emu.add_fault({"kind": "request_error", "status": 529, "model": "claude-haiku-4-5"})
     a = ant(emu)
-    res = list(a.messages.batches.results(a.messages.batches.create(requests=[anthropic_req("x", model="claude-flaky")]).id))
+    res = list(a.messages.batches.results(a.messages.batches.create(requests=[anthropic_req("x", model="claude-haiku-4-5")]).id))
     assert res[0].result.error.error.type == "overloaded_error"
 
     emu.add_fault({"kind": "request_error", "status": 429, "prompt_contains": "hi"})
     g = gem(emu)
     name = gemini_upload(g, tmp_path, [gemini_line("k", "hi"), gemini_line("k2", gen_prompt())])
-    job = g.batches.get(name=g.batches.create(model="gemini-x", src=name).name)
+    job = g.batches.get(name=g.batches.create(model=GEMINI_MODEL, src=name).name)
     lines = jsonl(g.files.download(file=job.dest.file_name).decode())
     # google.rpc.Status: the 429 a request would get online is 8 RESOURCE_EXHAUSTED in a result line.
     assert lines[0] == {"key": "k", "error": {"code": 8, "message": "Rate limit reached (emulator fault)."}}
@@ -618,7 +625,7 @@ def test_fault_request_error_and_garbage(emu, tmp_path):
 
     # Online: the SDK retries the transient 429 and the second attempt succeeds.
     emu.add_fault({"kind": "request_error", "status": 429, "provider": "openai"})
-    assert client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}]).choices[0].message.content == "OK"
+    assert client.chat.completions.create(model=OPENAI_MODEL, messages=[{"role": "user", "content": "x"}]).choices[0].message.content == "OK"
     assert [c["status"] for c in emu.calls if c["path"] == "/v1/chat/completions"] == [429, 200]
 
 
@@ -638,9 +645,9 @@ def test_fault_expire(emu, tmp_path):
     assert [r.result.type for r in a.messages.batches.results(mb.id)] == ["succeeded", "expired"]
     assert a.messages.batches.retrieve(mb.id).request_counts.expired == 1
 
-    emu.add_fault({"kind": "expire", "model": "gemini-x"})
+    emu.add_fault({"kind": "expire", "model": GEMINI_MODEL})
     g = gem(emu)
-    job = g.batches.get(name=g.batches.create(model="gemini-x", src=[{"contents": [{"parts": [{"text": "x"}]}]}]).name)
+    job = g.batches.get(name=g.batches.create(model=GEMINI_MODEL, src=[{"contents": [{"parts": [{"text": "x"}]}]}]).name)
     assert job.state.name == "JOB_STATE_EXPIRED" and job.dest is None
 
 
@@ -655,7 +662,7 @@ def test_fault_cancel_by_provider(emu, tmp_path):
     assert [r.result.type for r in a.messages.batches.results(mb.id)] == ["succeeded", "canceled"]
     g = gem(emu)
     name = gemini_upload(g, tmp_path, [gemini_line("k1", "x"), gemini_line("k2", "y")])
-    job = g.batches.get(name=g.batches.create(model="gemini-x", src=name).name)
+    job = g.batches.get(name=g.batches.create(model=GEMINI_MODEL, src=name).name)
     assert job.state.name == "JOB_STATE_CANCELLED"
     assert [line["key"] for line in jsonl(g.files.download(file=job.dest.file_name).decode())] == ["k1"]
 
@@ -674,17 +681,17 @@ def test_fault_fail_validation(emu, tmp_path):
 
     emu.add_fault({"kind": "fail_validation", "provider": "gemini"})
     g = gem(emu)
-    job = g.batches.get(name=g.batches.create(model="gemini-x", src=[{"contents": [{"parts": [{"text": "x"}]}]}]).name)
+    job = g.batches.get(name=g.batches.create(model=GEMINI_MODEL, src=[{"contents": [{"parts": [{"text": "x"}]}]}]).name)
     assert job.state.name == "JOB_STATE_FAILED"
     raw = http_json("GET", f"{emu.url}/v1/{job.name}", headers={"x-goog-api-key": "k"})[1]
     assert raw["error"]["code"] == 3 and raw["done"] is True
 
 
 def test_fault_slow(emu, tmp_path):
-    emu.add_fault({"kind": "slow", "latency": 0.3, "model": "gpt-slow"})
+    emu.add_fault({"kind": "slow", "latency": 0.3, "model": "gpt-4.1"})
     client = oai(emu)
-    slow = openai_batch(client, tmp_path, [chat_line("s", "x", model="gpt-slow")])
-    fast = openai_batch(client, tmp_path, [chat_line("f", "x", model="gpt-fast")])
+    slow = openai_batch(client, tmp_path, [chat_line("s", "x", model="gpt-4.1")])
+    fast = openai_batch(client, tmp_path, [chat_line("f", "x", model="gpt-5.5")])
     assert client.batches.retrieve(fast.id).status == "completed"
     assert client.batches.retrieve(slow.id).status == "validating"
     time.sleep(0.35)
@@ -704,7 +711,7 @@ def test_fault_truncate(emu, tmp_path):
     with pytest.raises(json.JSONDecodeError):
         list(a.messages.batches.results(mb.id))
     g = gem(emu)
-    job = g.batches.get(name=g.batches.create(model="gemini-x", src=gemini_upload(g, tmp_path, [gemini_line("k", "x")])).name)
+    job = g.batches.get(name=g.batches.create(model=GEMINI_MODEL, src=gemini_upload(g, tmp_path, [gemini_line("k", "x")])).name)
     assert not g.files.download(file=job.dest.file_name).endswith(b"\n")
     # Fault used up: the next download is whole.
     assert client.files.content(batch.output_file_id).text.endswith("\n")
@@ -713,15 +720,15 @@ def test_fault_truncate(emu, tmp_path):
 def test_fault_quota(emu, tmp_path):
     emu.add_fault({"kind": "quota", "count": 3})
     client = oai(emu)
-    batch = openai_batch(client, tmp_path, [chat_line("q", "x", model="gpt-q")])
+    batch = openai_batch(client, tmp_path, [chat_line("q", "x", model="gpt-4.1")])
     batch = client.batches.retrieve(batch.id)
     assert batch.status == "failed" and batch.errors.data[0].code == "token_limit_exceeded"
-    assert "gpt-q" in batch.errors.data[0].message
+    assert "gpt-4.1" in batch.errors.data[0].message
     with pytest.raises(anthropic.RateLimitError):
         ant(emu, max_retries=0).messages.batches.create(requests=[anthropic_req("q")])
     g = gem(emu)
     with pytest.raises(genai_errors.APIError) as info:
-        g.batches.create(model="gemini-x", src=[{"contents": [{"parts": [{"text": "x"}]}]}])
+        g.batches.create(model=GEMINI_MODEL, src=[{"contents": [{"parts": [{"text": "x"}]}]}])
     assert info.value.code == 429 and info.value.status == "RESOURCE_EXHAUSTED"
     assert emu.requests == []  # nothing accepted
 
@@ -747,22 +754,22 @@ def test_faults_over_http_control_api(emu):
 
 def test_requests_log(emu, tmp_path):
     client = oai(emu)
-    batch = openai_batch(client, tmp_path, [chat_line("o1", "x"), chat_line("o2", "y", model="gpt-other")])
+    batch = openai_batch(client, tmp_path, [chat_line("o1", "x"), chat_line("o2", "y", model="gpt-4.1")])
     client.chat.completions.create(model=OPENAI_MODEL, messages=[{"role": "user", "content": "x"}])
     # batchrun's sync transport names online calls with a header.
     client.chat.completions.create(model=OPENAI_MODEL, messages=[{"role": "user", "content": "x"}], extra_headers={"X-Batchrun-Custom-Id": "s1"})
     mb = ant(emu).messages.batches.create(requests=[anthropic_req("a1")])
     g = gem(emu)
-    job = g.batches.create(model="gemini-x", src=gemini_upload(g, tmp_path, [gemini_line("g1", "x")]))
+    job = g.batches.create(model=GEMINI_MODEL, src=gemini_upload(g, tmp_path, [gemini_line("g1", "x")]))
     status, log = http_json("GET", f"{emu.url}/_emulator/requests")
     rows = [(r["seq"], r["provider"], r["model"], r["custom_id"], r["batch"], r["endpoint"]) for r in log["requests"]]
     assert rows == [
         (1, "openai", OPENAI_MODEL, "o1", batch.id, "/v1/chat/completions"),
-        (2, "openai", "gpt-other", "o2", batch.id, "/v1/chat/completions"),
+        (2, "openai", "gpt-4.1", "o2", batch.id, "/v1/chat/completions"),
         (3, "openai", OPENAI_MODEL, None, "online", "/v1/chat/completions"),
         (4, "openai", OPENAI_MODEL, "s1", "online", "/v1/chat/completions"),
         (5, "anthropic", ANTHROPIC_MODEL, "a1", mb.id, "/v1/messages"),
-        (6, "gemini", "gemini-x", "g1", job.name.split("/")[1], "/v1/models/gemini-x:generateContent"),
+        (6, "gemini", GEMINI_MODEL, "g1", job.name.split("/")[1], "/v1/models/gemini-2.5-pro:generateContent"),
     ]
     assert emu.requests == log["requests"]
     http_json("POST", f"{emu.url}/_emulator/reset")

@@ -281,7 +281,7 @@ def nothing_reached(recorder: Recorder) -> None:
 
 OPENAI = route("openai", "gpt-5.5")
 COMPATIBLE = route("openai-compatible", "qwen3.7-plus")
-ANTHROPIC = route("anthropic", "claude-opus-4.8")
+ANTHROPIC = route("anthropic", "claude-opus-4-8")
 GEMINI = route("gemini", "gemini-2.5-pro")
 
 REDIRECTS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
@@ -290,7 +290,7 @@ REDIRECTS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     "openai-create": (OPENAI, ANTHROPIC, {"method": "POST", "path": r"^/v1/batches$", "status": 307}),
     "openai-status": (OPENAI, ANTHROPIC, {"method": "GET", "path": r"^/v1/batches/batch_", "status": 302}),
     "openai-download": (OPENAI, ANTHROPIC, {"method": "GET", "path": r"^/v1/files/[^/]+/content$", "status": 302}),
-    "compatible-create": (COMPATIBLE, ANTHROPIC, {"method": "POST", "path": r"^/v1/batches$", "status": 308}),
+    "compatible-create": (COMPATIBLE, ANTHROPIC, {"method": "POST", "path": r"^/compatible-mode/v1/batches$", "status": 308}),
     "anthropic-create": (ANTHROPIC, OPENAI, {"method": "POST", "path": r"^/v1/messages/batches$", "status": 307}),
     "anthropic-status": (ANTHROPIC, OPENAI, {"method": "GET", "path": r"^/v1/messages/batches/[^/]+$", "status": 301}),
     "anthropic-download": (ANTHROPIC, OPENAI, {"method": "GET", "path": r"/results$", "status": 303}),

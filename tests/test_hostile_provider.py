@@ -281,7 +281,7 @@ def test_a_huge_answer_is_stored_cut_with_the_whole_line_on_disk(project: Projec
 def test_a_whole_refresh_against_a_hostile_provider_completes_inside_the_project(project: Project, responder: Responder, emu: Any,
                                                                                   tmp_path: Path) -> None:
     responder.long_answer = "Mara Quist. " * (3 << 17)  # 1.5 MiB: the last line of every contestant's file
-    setup(project, {"gpt": BATCH_ROUTES["openai"], "claude": route("anthropic", "claude-opus-4.8"), "gem": BATCH_ROUTES["gemini"],
+    setup(project, {"gpt": BATCH_ROUTES["openai"], "claude": route("anthropic", "claude-opus-4-8"), "gem": BATCH_ROUTES["gemini"],
                     "judge": route("anthropic", "claude-sonnet-4-6")},
           big=("p4",), panel=["judge"], tasks=["p1", "p2", "p3", "p4"])
     alias = "x/../../../../PWNED"
@@ -290,10 +290,10 @@ def test_a_whole_refresh_against_a_hostile_provider_completes_inside_the_project
         # listing submit reads to adopt it also shows it under a traversal id.
         {"kind": "http_error", "status": 503, "method": "POST", "path": "^/v1/messages/batches$", "count": 3},
         {"kind": "drop", "when": "after", "method": "POST", "path": "^/v1/messages/batches$"},
-        {"kind": "alias_batch", "model": "claude-opus-4.8", "id": alias},
+        {"kind": "alias_batch", "model": "claude-opus-4-8", "id": alias},
         # One line of each file that is JSON but not a result (or a result of the wrong shape).
         {"kind": "corrupt_line", "model": "gpt-5.5", "line": "[1,2,3]"},
-        {"kind": "corrupt_line", "model": "claude-opus-4.8", "line": "null"},
+        {"kind": "corrupt_line", "model": "claude-opus-4-8", "line": "null"},
         {"kind": "corrupt_line", "model": "gemini-2.5-pro", "line": '{"key":"$CUSTOM_ID","response":"hello"}'},
         {"kind": "corrupt_line", "model": "claude-sonnet-4-6", "line": '{"custom_id":"$CUSTOM_ID","result":"oops"}'},
     ):

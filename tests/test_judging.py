@@ -275,7 +275,7 @@ RUBRICS = {"t1": [(30, "Alpha fact"), (20, "Beta fact")], "t2": [(12.5, "Gamma f
            "t3": [(60, "Epsilon fact"), (40, "Zeta fact")], "t4": [(100, "Long fact")]}
 QUESTIONS = {"t1": "What are alpha and beta?", "t2": "What are gamma and delta?", "t3": "What are epsilon and zeta?",
              "t4": "What does the long document say?"}
-SMALL, BIG, FLAKY = "gpt-5.5", "claude-opus-4.8", "gemini-2.5-pro"
+SMALL, BIG, FLAKY = "gpt-5.5", "claude-opus-4-8", "gemini-2.5-pro"
 REFUSAL_TEXT = "I can't help with that."
 
 
@@ -518,7 +518,7 @@ def test_scores_files_provenance(board: Any) -> None:
     assert prov["small"]["context_policy"]["source"] == "config"
     assert prov["big"]["context_policy"]["source"] == "paper table"
     assert prov["small"]["decoding"]["temperature"] == 0.1 and prov["small"]["decoding"]["max_tokens"] == 8192
-    assert prov["big"]["decoding"]["temperature"] == "omitted"  # claude-opus-4.8 rejects temperature
+    assert prov["big"]["decoding"]["temperature"] == "omitted"  # claude-opus-4-8 rejects temperature
     # Different providers, same prompt templates and dataset.
     assert len({json.dumps(p["prompt_templates"], sort_keys=True) for p in prov.values()}) == 1
 

@@ -83,7 +83,7 @@ NOT_AN_ANSWER = {
         '{"id":"batch_req_1","custom_id":"$CUSTOM_ID","response":{"status_code":200,"request_id":"r","body":'
         '{"id":"resp_1","object":"response","status":"failed","error":{"code":"server_error","message":"The model failed"},'
         '"output":[],"model":"gpt-5.5"}},"error":null}'),
-    "anthropic-no-message": (route("anthropic", "claude-opus-4.8"), '{"custom_id":"$CUSTOM_ID","result":{"type":"succeeded"}}'),
+    "anthropic-no-message": (route("anthropic", "claude-opus-4-8"), '{"custom_id":"$CUSTOM_ID","result":{"type":"succeeded"}}'),
     "gemini-no-candidates": (route("gemini", "gemini-2.5-pro"),
         '{"key":"$CUSTOM_ID","response":{"usageMetadata":{"promptTokenCount":120,"totalTokenCount":120},"modelVersion":"gemini-2.5-pro"}}'),
 }

@@ -57,7 +57,7 @@ def assert_no_secret(project: Project, outputs: list[str]) -> None:
 
 
 def test_503_burst_on_create_holds_that_batch_and_the_other_routes_go_on(project: Project, emu: EmulatorProcess) -> None:
-    small_project(project, routes={"gpt": route("openai", "gpt-5.5"), "claude": route("anthropic", "claude-opus-4.8"),
+    small_project(project, routes={"gpt": route("openai", "gpt-5.5"), "claude": route("anthropic", "claude-opus-4-8"),
                                    "judge-a": route("anthropic", "claude-sonnet-4-6"), "judge-g": route("gemini", "gemini-2.5-flash")})
     # Four 503s in a row on the Anthropic create: every attempt of the first round fails.
     emu.fault({"kind": "http_error", "status": 503, "method": "POST", "path": "/v1/messages/batches$", "count": 4})
@@ -84,7 +84,7 @@ def test_503_burst_on_create_holds_that_batch_and_the_other_routes_go_on(project
 def test_a_key_echoed_by_the_provider_is_never_stored_or_printed(project: Project, emu: EmulatorProcess) -> None:
     small_project(project, routes={
         "gpt": route("openai", "gpt-5.5"),
-        "claude": route("anthropic", "claude-opus-4.8"),
+        "claude": route("anthropic", "claude-opus-4-8"),
         "kimi-sync": route("openai-compatible", "kimi-k2.6", transport="sync", sync_concurrency=1, send_temperature=False),
         "judge-a": route("anthropic", "claude-sonnet-4-6"), "judge-g": route("gemini", "gemini-2.5-flash"),
     })
@@ -94,7 +94,7 @@ def test_a_key_echoed_by_the_provider_is_never_stored_or_printed(project: Projec
         # Batch answers and a batch error line quoting it.
         {"kind": "echo_key_request", "model": "gpt-5.5", "count": 2},
         {"kind": "echo_key_request", "status": 500, "model": "gpt-5.5", "count": 1},
-        {"kind": "echo_key_request", "model": "claude-opus-4.8", "count": 1},
+        {"kind": "echo_key_request", "model": "claude-opus-4-8", "count": 1},
         # Online (sync) answers and an online error quoting it.
         {"kind": "echo_key_request", "model": "kimi-k2.6", "count": 2},
         {"kind": "echo_key_request", "status": 503, "model": "kimi-k2.6", "count": 1},
@@ -128,7 +128,7 @@ def test_a_key_echoed_by_the_provider_is_never_stored_or_printed(project: Projec
 def test_a_key_refused_on_every_online_call_blocks_each_sync_route_never_a_zero(project: Project, emu: EmulatorProcess) -> None:
     sync_routes = {
         "oai-sync": route("openai", "gpt-5.4", transport="sync"),
-        "ant-sync": route("anthropic", "claude-opus-4.8", transport="sync"),
+        "ant-sync": route("anthropic", "claude-opus-4-8", transport="sync"),
         "gem-sync": route("gemini", "gemini-2.5-pro", transport="sync"),
     }
     small_project(project, routes={**sync_routes, "gpt": route("openai", "gpt-5.5"),
@@ -157,9 +157,9 @@ def test_a_key_refused_on_every_online_call_blocks_each_sync_route_never_a_zero(
 
 BATCH_KEY_CASES = {
     # bad route, control route, judge panel, the call that refuses the key
-    "openai-upload": (route("openai", "gpt-5.5"), route("anthropic", "claude-opus-4.8"), ["judge-a", "judge-g"],
+    "openai-upload": (route("openai", "gpt-5.5"), route("anthropic", "claude-opus-4-8"), ["judge-a", "judge-g"],
                       {"method": "POST", "path": "/v1/files$", "provider": "openai"}),
-    "anthropic-create": (route("anthropic", "claude-opus-4.8"), route("openai", "gpt-5.5"), ["judge-g"],
+    "anthropic-create": (route("anthropic", "claude-opus-4-8"), route("openai", "gpt-5.5"), ["judge-g"],
                          {"method": "POST", "path": "/v1/messages/batches$"}),
     "gemini-create": (route("gemini", "gemini-2.5-pro"), route("openai", "gpt-5.5"), ["judge-a"],
                       {"method": "POST", "path": ":batchGenerateContent$"}),

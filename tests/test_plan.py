@@ -236,7 +236,7 @@ def test_len_equal_to_cap_is_sent_and_cap_plus_one_is_out_of_scope(project: Proj
     ])
     routes = {
         "capped": route("openai", "gpt-5.5", caps={"en": 1000, "cjk": 300}),
-        "roomy": route("anthropic", "claude-opus-4.8"),  # the paper's table: 2.85M / 850k
+        "roomy": route("anthropic", "claude-opus-4-8"),  # the paper's table: 2.85M / 850k
     }
     project.config(routes=routes, panel=[])
     result = ok(project.run("plan", "--json"))
@@ -372,7 +372,7 @@ def test_sharding_by_request_count_and_bytes_never_splits_a_line(project: Projec
     project.tasks([task(f"t{i}", f"Question number {i}?", "d.txt" if i % 2 else "e.txt") for i in range(7)])
     routes = {
         "by-count": route("openai", "gpt-5.5", max_requests_per_file=2),
-        "by-bytes": route("anthropic", "claude-opus-4.8", max_bytes_per_file=1024),
+        "by-bytes": route("anthropic", "claude-opus-4-8", max_bytes_per_file=1024),
         "whole": route("gemini", "gemini-2.5-pro"),
         "same-model": route("openai", "gpt-5.5", reasoning=True, max_requests_per_file=3),
     }

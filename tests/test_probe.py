@@ -70,14 +70,14 @@ def probe(project: Project, emu: Any, *args: str, code: int = 0) -> Any:
 
 
 SEARCH_ROUTES = {
-    "openai batch": route("openai", "gpt-new", price=PRICE),
-    "openai-compatible sync": route("openai-compatible", "kimi-new", transport="sync", price=PRICE),
+    "openai batch": route("openai", "gpt-5.2", price=PRICE),
+    "openai-compatible sync": route("openai-compatible", "qwen3.8-max", transport="sync", price=PRICE),
     # The Responses API's refusal states no token counts: plain halving, no jump to the window.
-    "openai responses": route("openai", "gpt-resp", endpoint="responses", price=PRICE),
+    "openai responses": route("openai", "gpt-5.2-pro", endpoint="responses", price=PRICE),
 }
 TOKEN_ROUTES = {
-    "gemini batch": route("gemini", "gemini-new", price=PRICE),
-    "anthropic sync": route("anthropic", "claude-new", transport="sync", price=PRICE),
+    "gemini batch": route("gemini", "gemini-3-flash-preview", price=PRICE),
+    "anthropic sync": route("anthropic", "claude-opus-4-7", transport="sync", price=PRICE),
 }
 
 
@@ -146,8 +146,8 @@ def test_stated_window_and_token_counts_give_the_caps_without_a_completion(proje
 
 
 def test_max_cost_is_never_exceeded_and_the_spend_is_shown(project: Project, emu: Any) -> None:
-    emu.set_windows({"gpt-new": WINDOW})
-    setup(project, {"new": route("openai", "gpt-new", price={"input": 100.0, "output": 100.0})})
+    emu.set_windows({"gpt-5.2": WINDOW})
+    setup(project, {"new": route("openai", "gpt-5.2", price={"input": 100.0, "output": 100.0})})
     out = probe(project, emu, "new", "--max-cost", "5")
     # At $100 per million tokens: the first English step (40,000 characters, estimated at a token
     # a character: $4) is sent and costs ~$1; the next, four times as long, is estimated over the
@@ -168,7 +168,7 @@ def test_max_cost_is_never_exceeded_and_the_spend_is_shown(project: Project, emu
 
 
 def test_search_without_max_cost_or_price_refuses_before_sending(project: Project, emu: Any) -> None:
-    setup(project, {"new": route("openai", "gpt-new", price=PRICE), "free": route("openai", "gpt-free")})
+    setup(project, {"new": route("openai", "gpt-5.2", price=PRICE), "free": route("openai", "gpt-5-mini")})
     out = probe(project, emu, "new", code=1)
     assert "no --max-cost was given" in out.output and "batchrun probe new --dry-run" in out.output
     out = probe(project, emu, "free", "--max-cost", "1", code=1)
@@ -177,7 +177,7 @@ def test_search_without_max_cost_or_price_refuses_before_sending(project: Projec
 
 
 def test_dry_run_shows_the_plan_and_sends_nothing(project: Project, emu: Any) -> None:
-    setup(project, {"new": route("openai", "gpt-new", price=PRICE), "gem": route("gemini", "gemini-new", price=PRICE)})
+    setup(project, {"new": route("openai", "gpt-5.2", price=PRICE), "gem": route("gemini", "gemini-3-flash-preview", price=PRICE)})
     out = probe(project, emu, "new", "--dry-run")
     assert "dry run, nothing sent" in out.stdout
     assert "grow:     40,000 characters" in out.stdout and "halvings" in out.stdout and "worst case" in out.stdout
@@ -200,7 +200,7 @@ panel = ["judge"]
 
 [routes."new-model"]
 provider = "openai"
-model = "gpt-new"
+model = "gpt-5.2"
 base_url = "{url}/v1"
 api_key_env = "{key}"
 price = {{ input = 1.0, output = 2.0 }}
@@ -215,7 +215,7 @@ api_key_env = "{key}"
 
 
 def test_write_puts_the_caps_in_the_route_and_changes_nothing_else(project: Project, emu: Any) -> None:
-    emu.set_windows({"gpt-new": WINDOW})
+    emu.set_windows({"gpt-5.2": WINDOW})
     setup(project, {})
     project.config_path = project.root / "batchrun.toml"
     original = TOML.format(url=emu.url, key=KEY_ENV)
@@ -238,7 +238,7 @@ def test_write_puts_the_caps_in_the_route_and_changes_nothing_else(project: Proj
     # Probing again replaces the caps line and its comment, adding nothing; the cells planned
     # under the first caps are re-planned under the new ones, and the probe says so.
     assert project.run("plan").exit_code == 0
-    emu.set_windows({"gpt-new": WINDOW // 2})
+    emu.set_windows({"gpt-5.2": WINDOW // 2})
     out = project.run("probe", "new-model", "--max-cost", "5", "--write")
     assert out.exit_code == 0, out.output
     assert "the caps are part of route 'new-model'" in out.output and "planned afresh" in out.output
@@ -248,8 +248,8 @@ def test_write_puts_the_caps_in_the_route_and_changes_nothing_else(project: Proj
 
 
 def test_write_refuses_a_json_config_and_a_rehearsal(project: Project, emu: Any) -> None:
-    emu.set_windows({"gpt-new": WINDOW})
-    setup(project, {"new": route("openai", "gpt-new", price=PRICE)})
+    emu.set_windows({"gpt-5.2": WINDOW})
+    setup(project, {"new": route("openai", "gpt-5.2", price=PRICE)})
     before = project.config_path.read_bytes()
     out = probe(project, emu, "new", "--max-cost", "5", "--write", code=1)
     assert "--write with --emulator" in out.output
@@ -261,8 +261,8 @@ def test_write_refuses_a_json_config_and_a_rehearsal(project: Project, emu: Any)
 
 
 @pytest.mark.parametrize("provider,model,transport", [
-    ("openai", "gpt-new", "batch"), ("anthropic", "claude-new", "batch"), ("gemini", "gemini-new", "batch"),
-    ("openai-compatible", "kimi-new", "sync"),
+    ("openai", "gpt-5.2", "batch"), ("anthropic", "claude-opus-4-7", "batch"), ("gemini", "gemini-3-flash-preview", "batch"),
+    ("openai-compatible", "qwen3.8-max", "sync"),
 ])
 def test_a_document_refused_as_too_long_blocks_the_route_and_points_at_probe(
         project: Project, emu: Any, provider: str, model: str, transport: str) -> None:
@@ -292,9 +292,9 @@ def test_emulator_window_control_and_cli_option(emu: Any) -> None:
     with urllib.request.urlopen(req) as resp:
         assert json.loads(resp.read())["ok"]
     assert emu.window("m") is None and emu.window("x") == 77  # 0: no limit; matched on the normalised name
-    assert parse_window("gpt-new=1_050_000") == ("gpt-new", 1_050_000)
+    assert parse_window("gpt-5.2=1_050_000") == ("gpt-5.2", 1_050_000)
     with pytest.raises(ValueError):
-        parse_window("gpt-new")
+        parse_window("gpt-5.2")
 
 
 def test_write_route_caps_replaces_a_hand_written_caps_line_and_refuses_what_it_cannot_edit(tmp_path: Any) -> None:

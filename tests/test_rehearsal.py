@@ -137,7 +137,7 @@ def test_every_batch_records_the_host_it_was_sent_to(project: Project, emulator:
     dead = "http://127.0.0.1:9"
     small_project(project, routes={
         "gpt": route("openai", "gpt-5.5", base_url=dead + "/v1"),
-        "claude": route("anthropic", "claude-opus-4.8", base_url=dead),
+        "claude": route("anthropic", "claude-opus-4-8", base_url=dead),
         "gemini": route("gemini", "gemini-2.5-pro", base_url=dead),
         "kimi": route("openai-compatible", "kimi-k2.6", transport="sync", base_url=dead + "/v1", send_temperature=False),
         "judge-a": route("anthropic", "claude-sonnet-4-6", base_url=dead),
@@ -158,7 +158,7 @@ def test_an_sdk_base_url_variable_pointing_at_this_machine_is_refused_in_a_real_
     rehearsal, they would send a real run to the emulator and record its answers as real results
     (found by an adversarial review): refused by name, before anything is sent."""
     calls_before = len(emulator.calls)
-    cases = (("openai", "gpt-5.5", "OPENAI_BASE_URL", emulator.url + "/v1"), ("anthropic", "claude-opus-4.8", "ANTHROPIC_BASE_URL", emulator.url),
+    cases = (("openai", "gpt-5.5", "OPENAI_BASE_URL", emulator.url + "/v1"), ("anthropic", "claude-opus-4-8", "ANTHROPIC_BASE_URL", emulator.url),
              ("gemini", "gemini-2.5-pro", "GOOGLE_GEMINI_BASE_URL", emulator.url))
     for provider, model, env, url in cases:
         small_project(project, panel=[], routes={"r": route(provider, model)})  # one route: nothing goes anywhere else

@@ -27,7 +27,7 @@ from conftest import KEY_ENV, Project, route, small_project
 
 ROUTES_ALL = {
     "gpt": route("openai", "gpt-5.5"),
-    "claude": route("anthropic", "claude-opus-4.8"),
+    "claude": route("anthropic", "claude-opus-4-8"),
     "gemini": route("gemini", "gemini-2.5-pro"),
     "qwen": route("openai-compatible", "qwen3.7-plus", endpoint_path="/v1/chat/completions"),
     # Kimi K2.6 rejects temperature (the emulator answers 400, as Moonshot does): omitted, as the

@@ -23,7 +23,7 @@ from test_reliability import EmulatorProcess, emu, emu_proc, integrity_ok, run_b
 
 ROUTES = {
     "gpt": route("openai", "gpt-5.5"),
-    "claude": route("anthropic", "claude-opus-4.8"),
+    "claude": route("anthropic", "claude-opus-4-8"),
     "judge-a": route("anthropic", "claude-sonnet-4-6"),
 }
 
@@ -143,7 +143,7 @@ def test_a_document_edited_under_batches_uploaded_but_not_created_is_planned_aga
     created as they were, and no request is ever sent from the old text."""
     # Anthropic refuses the create itself for quota (HTTP 429); OpenAI's quota fails a created
     # batch. One request per file, so each batch holds one task.
-    small_project(project, routes={"claude": route("anthropic", "claude-opus-4.8", max_requests_per_file=1),
+    small_project(project, routes={"claude": route("anthropic", "claude-opus-4-8", max_requests_per_file=1),
                                    "judge-a": ROUTES["judge-a"]}, panel=["judge-a"])
     emu.fault({"kind": "quota", "count": -1})
     r = run_batchrun(project, "submit", emu=emu)

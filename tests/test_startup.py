@@ -64,7 +64,7 @@ def test_status_on_a_fresh_project_imports_no_sdk_numpy_or_sqlite_utils(project:
     assert sorted(m for m in HEAVY if m in modules) == []  # a reader opens state.db without sqlite-utils
 
 
-@pytest.mark.parametrize("provider, model", [("openai", "gpt-5.5"), ("anthropic", "claude-opus-4.8"), ("gemini", "gemini-2.5-pro")])
+@pytest.mark.parametrize("provider, model", [("openai", "gpt-5.5"), ("anthropic", "claude-opus-4-8"), ("gemini", "gemini-2.5-pro")])
 def test_one_sdk_client_per_route_per_process(project: Project, monkeypatch: pytest.MonkeyPatch, provider: str, model: str) -> None:
     small_project(project, routes={"r": route(provider, model, base_url="http://127.0.0.1:9/v1"),
                                    "other": route(provider, model, base_url="http://127.0.0.1:8/v1")}, panel=[])

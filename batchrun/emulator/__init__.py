@@ -1,17 +1,21 @@
 """Local emulator of the OpenAI, Anthropic and Gemini batch + online APIs for the official SDKs.
 
     from batchrun.emulator import Emulator
-    with Emulator(latency=0.0).start() as emu:
+    with Emulator(latency=0.0, models=["my-fine-tune"], keys=None).start() as emu:
         client = openai.OpenAI(base_url=f"{emu.url}/v1", api_key="test")
 
 Cut per provider, as moto cuts a fake cloud: ``openai.py``, ``anthropic.py`` and ``gemini.py``
-each hold one API's route table, auth and wire shapes (``openai_answers.py`` and
-``gemini_answers.py`` the objects OpenAI and Gemini answer with); ``core.py`` the batch core they share
-(files, batches and their lifecycle, latency, logs, fault hooks); ``server.py`` the HTTP server
-that dispatches to the routes, and the ``/_emulator/*`` control API. ``wire.py``: ids, usage and
-outcomes the shapes share; ``httpio.py``: bodies, requests, responses, routes; ``responder.py``:
-the built-in deterministic responder; ``faults.py``: fault injection. CLI:
-``python -m batchrun.emulator``.
+(with ``gemini_upload.py``, its resumable upload) each hold one API's route table, auth and wire
+shapes (``openai_answers.py`` and ``gemini_answers.py`` the objects OpenAI and Gemini answer
+with); ``dashscope.py`` the OpenAI-compatible provider modelled (DashScope's compatible mode, on
+``openai.py``'s routes); ``core.py`` the batch core they share (files, batches and their
+lifecycle, latency, logs, fault hooks); ``server.py`` the HTTP server that dispatches to the
+routes, and the ``/_emulator/*`` control API. What each API refuses, and how it words it:
+``openai_rules.py``, ``anthropic_rules.py``, ``gemini_rules.py`` (and ``dashscope.py``), over
+``schema.py`` (a walker of the SDKs' own request types) and ``models.py`` (the model ids each
+provider serves). ``wire.py``: ids, usage and outcomes the shapes share; ``httpio.py``: bodies,
+requests, responses, routes; ``responder.py``: the built-in deterministic responder;
+``faults.py``: fault injection. CLI: ``python -m batchrun.emulator``.
 """
 
 from .faults import normalize_fault

@@ -1,7 +1,8 @@
 """``python -m batchrun.emulator``: serve the emulator until SIGTERM/SIGINT.
 
     python -m batchrun.emulator --host 127.0.0.1 --port 0 --latency 0.5 \\
-        --responder my_responder.py:answer --fault '{"kind": "request_error", "status": 429}'
+        --responder my_responder.py:answer --fault '{"kind": "request_error", "status": 429}' \\
+        --model my-fine-tune --key sk-rehearsal
 
 Prints ``listening on http://HOST:PORT`` to stderr once the socket is bound: the address really
 bound. The host must be a loopback address (the same rule as ``batchrun emulator``).
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", action="append", default=[], metavar="JSON", help="a fault to arm (repeatable)")
     parser.add_argument("--window", action="append", default=[], metavar="MODEL=TOKENS",
                         help="a model's context window in input tokens, 0 = none (repeatable; default: see windows.py)")
+    parser.add_argument("--model", action="append", default=[], metavar="ID",
+                        help="accept this model id besides the built-in tables (repeatable; see models.py)")
+    parser.add_argument("--key", action="append", default=[], metavar="VALUE",
+                        help="accept only these API keys (repeatable; default: any key)")
     args = parser.parse_args(argv)
     windows = {}
     for text in args.window:
@@ -42,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             parser.error(f"--fault {text!r}: {exc}")
     try:
-        run_emulator(host=args.host, port=args.port, latency=args.latency, responder=args.responder, faults=faults, windows=windows)
+        run_emulator(host=args.host, port=args.port, latency=args.latency, responder=args.responder, faults=faults, windows=windows,
+                     models=args.model, keys=args.key or None)
     except (OSError, ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -21,12 +21,12 @@ from urllib.parse import quote
 
 from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
 from .httpio import ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
-from .wire import REJECTS_TEMPERATURE, Outcome, count_input_tokens, last_user, new_id, rfc3339, text_of
+from .anthropic_rules import batch_create_refusal, params_refusal
+from .wire import Outcome, count_input_tokens, last_user, new_id, rfc3339, text_of
 
 # The anthropic-version values the emulator accepts. 2026-10-21 (the default of anthropic SDK
-# 2.x) rejects the sampling parameters on every model.
+# 2.x) rejects the sampling parameters on every model (anthropic_rules.py).
 VERSIONS = ("2023-06-01", "2026-10-21")
-REJECTED_IN_2026 = ("temperature", "top_p", "top_k")
 CUSTOM_ID_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 DAY = 86400
 
@@ -80,6 +80,9 @@ class Anthropic(Provider):
         authorization = ctx.header("Authorization")
         if not (ctx.header("x-api-key") or (authorization.startswith("Bearer ") and len(authorization) > 7)):
             raise ApiError(401, "x-api-key header is required")
+        # The real API prefers x-api-key when both are sent (provider-apis.md §3.1).
+        if self.core.key_refused(ctx.header("x-api-key") or authorization[7:]):
+            raise ApiError(401, "invalid x-api-key")
         version = ctx.header("anthropic-version")
         if not version:
             raise ApiError(400, "anthropic-version: header is required")
@@ -105,7 +108,7 @@ class Anthropic(Provider):
         return Outcome.error(400, f"prompt is too long: {tokens} tokens > {window} maximum")
 
     def answer(self, model: str, params: Any, custom_id: Any, version: str) -> Outcome:
-        invalid = validate_params(params, version)
+        invalid = params_refusal(params, version, lambda m: self.core.models.known(self.name, m))
         if invalid is not None:
             return invalid
         return self.core.respond(self.name, model, params, custom_id, prompt_of(params))
@@ -113,13 +116,12 @@ class Anthropic(Provider):
     def batch_create(self, ctx: Ctx) -> Resp:
         self.auth(ctx)
         body = ctx.json()
-        requests = body.get("requests") if isinstance(body, dict) else None
-        if not isinstance(requests, list) or not requests:
-            raise ApiError(400, "requests: Field required" if requests is None else "requests: List should have at least 1 item")
+        refused = batch_create_refusal(body)
+        if refused is not None:
+            raise ApiError(400, refused)
+        requests = body["requests"]
         seen: set = set()
         for i, item in enumerate(requests):
-            if not isinstance(item, dict) or not isinstance(item.get("params"), dict):
-                raise ApiError(400, f"requests.{i}.params: Field required")
             custom_id = item.get("custom_id")
             if not isinstance(custom_id, str) or not CUSTOM_ID_RE.match(custom_id):
                 raise ApiError(400, f"requests.{i}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
@@ -279,11 +281,15 @@ class Anthropic(Provider):
         params = ctx.json()
         if not isinstance(params, dict) or not isinstance(params.get("messages"), list) or not params.get("model"):
             raise ApiError(400, "model and messages: Field required")
+        if not self.core.models.known(self.name, str(params["model"])):
+            raise ApiError(404, f"model: {params['model']}")
         return json_resp({"input_tokens": count_input_tokens(prompt_of(params))})
 
     def model_get(self, ctx: Ctx, model_id: str) -> Resp:
         """``GET /v1/models/{id}`` (anthropic ``models.retrieve``): a ModelInfo with ``max_input_tokens``."""
         self.auth(ctx)
+        if not self.core.models.known(self.name, model_id):
+            raise ApiError(404, f"model: {model_id}")
         # `capabilities` is required (nullable) by the published spec (ModelInfo.kt in
         # anthropics/anthropic-sdk-java 2.57.0); the emulator does not describe them.
         return json_resp({
@@ -299,28 +305,6 @@ class Anthropic(Provider):
 def prompt_of(params: dict) -> str:
     message = last_user(params.get("messages"))
     return text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
-
-
-def validate_params(params: Any, version: str) -> Outcome | None:
-    """A request's params as the Messages API validates them (per line inside a batch)."""
-    if not isinstance(params, dict):
-        return Outcome.error(400, "params: Input should be a valid dictionary")
-    for name in ("model", "messages", "max_tokens"):
-        if name not in params:
-            return Outcome.error(400, f"{name}: Field required")
-    if not isinstance(params.get("messages"), list) or not params["messages"]:
-        return Outcome.error(400, "messages: List should have at least 1 item after validation, not 0")
-    if params.get("stream"):
-        return Outcome.error(400, "stream: streaming is not supported in batches or by the emulator")
-    # anthropic-version 2026-10-21 removed the sampling parameters from the request schema, so
-    # they fail like any unknown field.
-    if version == "2026-10-21":
-        for name in REJECTED_IN_2026:
-            if name in params:
-                return Outcome.error(400, f"{name}: Extra inputs are not permitted")
-    elif "temperature" in params and params.get("model") in REJECTS_TEMPERATURE:
-        return Outcome.error(400, "`temperature` is deprecated for this model.")
-    return None
 
 
 def error_type(status: int) -> str:

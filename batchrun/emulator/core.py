@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Literal
 from . import wire
 from .faults import FaultSet
 from .httpio import ApiError, Ctx, Resp, Route, json_resp
+from .models import Models
 from .responder import load_responder
 from .windows import Windows
 from .wire import Outcome
@@ -186,9 +187,14 @@ class Core:
     ``lock`` guards the dicts and logs; each batch has its own lock for processing.
     """
 
-    def __init__(self, latency: float = 0.0, responder: Any = None, faults: Any = (), windows: Any = None) -> None:
+    def __init__(
+        self, latency: float = 0.0, responder: Any = None, faults: Any = (), windows: Any = None, models: Any = (), keys: Any = None,
+    ) -> None:
         self.responder = load_responder(responder)
         self.windows = Windows(windows)
+        self.models = Models(models or ())
+        # The API keys the providers accept (``--key``); None: any non-empty key, as before.
+        self.keys: frozenset[str] | None = frozenset(keys) if keys else None
         self.latency = float(latency)
         self.faults = FaultSet()
         for fault in faults or ():
@@ -236,6 +242,10 @@ class Core:
                     "time": time.time(),
                 }
             )
+
+    def key_refused(self, key: str) -> bool:
+        """Whether a presented key is refused: only when keys were given (``--key``) and it is none of them."""
+        return self.keys is not None and key not in self.keys
 
     @property
     def credential(self) -> str:

@@ -18,21 +18,20 @@ answer objects (responses, google.rpc.Status errors, the error envelope) are in 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.message import Message
 from typing import Any, ClassVar, TypeVar
 
 from .core import TRACE_HEADER, BatchRec, Core, End, FileRec, Provider
 from .gemini_answers import CANCELLED, error_envelope, generate_response, line_error
-from .httpio import CHUNK, ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
-from .wire import REJECTS_TEMPERATURE, Outcome, count_input_tokens, last_user, lower_id, new_id, rfc3339
+from .gemini_rules import batch_body_refusal, get_field, key_refusal, line_refusal, model_refusal, request_refusal
+from .gemini_upload import ResumableUploads, Upload
+from .httpio import ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
+from .wire import Outcome, count_input_tokens, last_user, lower_id, rfc3339
 
 VERSIONS = ("v1", "v1beta", "v1alpha")
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
@@ -60,20 +59,7 @@ class GeminiBatch(BatchRec):
     error: dict | None = None  # google.rpc.Status of a batch that failed as a whole
 
 
-@dataclass
-class Upload:
-    """A resumable upload session: bytes land in ``path`` until the finalize command."""
-
-    id: str  # the file id it will get
-    path: str
-    mime: str
-    version: str
-    display_name: str | None
-    offset: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
-class Gemini(Provider):
+class Gemini(ResumableUploads, Provider):
     """Gemini Developer API (under /v1/, /v1beta/, /v1alpha/): batches, Files API, online generateContent."""
 
     name = "gemini"
@@ -130,9 +116,22 @@ class Gemini(Provider):
                 "Method doesn't allow unregistered callers (callers without established identity). "
                 "Please use API Key or other form of API consumer identity to call this API.",
             )
+        if self.core.key_refused(ctx.header("x-goog-api-key") or ctx.q("key") or ""):
+            raise refusal(key_refusal())
+
+    def check_model(self, model: str, version: str, method: str) -> None:
+        """The model in the URL must be one the API serves (models.py)."""
+        if not self.core.models.known(self.name, model):
+            raise refusal(model_refusal(model, version, method))
 
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
         return error_envelope(status, message)
+
+    def error_response(self, exc: ApiError) -> Resp:
+        resp = super().error_response(exc)
+        if exc.details:
+            resp.body = json.dumps(error_envelope(exc.status, exc.message, exc.details)).encode()
+        return resp
 
     def outgoing(self, ctx: Ctx, resp: Resp) -> None:
         if ctx.path.startswith("/upload/") and 400 <= resp.status < 500 and resp.status not in (408, 429):
@@ -145,7 +144,7 @@ class Gemini(Provider):
         return Outcome.error(400, f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({window}).")
 
     def answer(self, model: str, request: Any, custom_id: Any) -> Outcome:
-        invalid = validate_request(request, model)
+        invalid = request.outcome if isinstance(request, LineRefused) else request_refusal(request)
         if invalid is not None:
             return invalid
         return self.core.respond(self.name, model, request, custom_id, prompt_of(request))
@@ -181,83 +180,6 @@ class Gemini(Provider):
             data["downloadUri"] = f"{ctx.base}/download/{version}/files/{rec.id}:download?alt=media"
         return data
 
-    def upload(self, ctx: Ctx, version: str) -> Resp:
-        """Resumable upload (https://ai.google.dev/api/files, media.upload): a start POST, then chunk
-        POSTs to the X-Goog-Upload-URL it returned (X-Goog-Upload-Command: upload[, finalize])."""
-        upload_id = ctx.q("upload_id")
-        if upload_id is None:
-            return self._upload_start(ctx, version)
-        # Chunk requests carry no API key: the upload URL itself authorises them.
-        with self.core.lock:
-            session = self._uploads.get(upload_id)
-        if session is None:
-            raise ApiError(404, f"Unknown upload session {upload_id!r}.")
-        commands = {c.strip() for c in ctx.header("X-Goog-Upload-Command").lower().split(",")}
-
-        def status(state: str) -> list[tuple[str, str]]:
-            return [("X-Goog-Upload-Status", state)]
-
-        if "query" in commands:
-            return Resp(200, b"", headers=status("active") + [("X-Goog-Upload-Size-Received", str(session.offset))])
-        with session.lock:
-            if "upload" in commands:
-                try:
-                    offset = int(ctx.header("X-Goog-Upload-Offset") or session.offset)
-                except ValueError:
-                    raise ApiError(400, "Invalid X-Goog-Upload-Offset.") from None
-                if offset > session.offset:
-                    raise ApiError(400, f"X-Goog-Upload-Offset {offset} is beyond the {session.offset} bytes received.")
-                with open(session.path, "r+b") as f:
-                    f.seek(offset)
-                    f.truncate()  # a resent chunk replaces what followed its offset
-                    written = ctx.body.copy_to(f)
-                session.offset = offset + written
-            if "finalize" not in commands:
-                return Resp(200, b"", headers=status("active"))
-            digest = hashlib.sha256()
-            with open(session.path, "rb") as received:
-                for chunk in iter(lambda: received.read(CHUNK), b""):
-                    digest.update(chunk)
-            with self.core.lock:
-                self._uploads.pop(upload_id, None)
-            rec = self.core.add_file(
-                FileRec(
-                    session.id, self.name, session.path, session.offset, session.display_name or "", self.name, time.time(),
-                    mime=session.mime, display_name=session.display_name, sha256=digest.hexdigest(),
-                )
-            )
-        return Resp(200, json.dumps({"file": self._file_json(rec, ctx, session.version)}).encode(), headers=status("final"))
-
-    def _upload_start(self, ctx: Ctx, version: str) -> Resp:
-        self.auth(ctx)
-        protocol = ctx.header("X-Goog-Upload-Protocol").lower()
-        if protocol != "resumable" or "start" not in ctx.header("X-Goog-Upload-Command").lower():
-            raise ApiError(400, "The emulator supports only the resumable upload protocol (X-Goog-Upload-Protocol: resumable, X-Goog-Upload-Command: start).")
-        body = ctx.json()
-        meta: dict = body["file"] if isinstance(body, dict) and isinstance(body.get("file"), dict) else {}
-        display_name = get_field(meta, "displayName")
-        mime = ctx.header("X-Goog-Upload-Header-Content-Type") or get_field(meta, "mimeType") or "application/octet-stream"
-        if mime == "jsonl":  # the docs' config={"mime_type": "jsonl"}
-            mime = "application/jsonl"
-        name = meta.get("name")
-        file_id = name[len("files/"):] if isinstance(name, str) and name.startswith("files/") else (name or lower_id(12))
-        if not isinstance(file_id, str) or not re.fullmatch(r"[a-z0-9-]{1,40}", file_id):
-            # The Files API's rule, and what keeps a client's name from leading out of our folder.
-            raise ApiError(400, f"Invalid file name {name!r}: a name is at most 40 lowercase alphanumeric characters or dashes.")
-        if file_id in self.core.files:
-            raise ApiError(409, f"File files/{file_id} already exists.")
-        upload_id = new_id("ABgVH", 40)
-        path = os.path.join(self.core.dir, f"gemini-{file_id}-{lower_id(6)}")
-        open(path, "wb").close()
-        with self.core.lock:
-            self._uploads[upload_id] = Upload(file_id, path, mime, version, display_name)
-        upload_url = f"{ctx.base}/upload/{version}/files?upload_id={upload_id}&upload_protocol=resumable"
-        return Resp(200, b"", headers=[
-            ("X-Goog-Upload-URL", upload_url),
-            ("X-Goog-Upload-Status", "active"),
-            ("X-Goog-Upload-Chunk-Granularity", str(8 * 1024 * 1024)),
-        ])
-
     def file_get(self, ctx: Ctx, file_id: str) -> Resp:
         self.auth(ctx)
         return json_resp(self._file_json(self._file(file_id), ctx, ctx.path.split("/")[1]))
@@ -288,10 +210,14 @@ class Gemini(Provider):
     def batch_create(self, ctx: Ctx, version: str, model_path: str) -> Resp:
         self.auth(ctx)
         model = model_path[len("models/"):] if model_path.startswith("models/") else model_path
+        self.check_model(model, version, "batchGenerateContent")
         body = ctx.json()
-        batch = body.get("batch") if isinstance(body, dict) and isinstance(body.get("batch"), dict) else body
+        refused = batch_body_refusal(body)
+        if refused is not None:
+            raise refusal(refused)
+        batch = body.get("batch")
         if not isinstance(batch, dict):
-            raise ApiError(400, "Invalid JSON payload: expected {\"batch\": {...}}.")
+            raise ApiError(400, "* BatchGenerateContentRequest.batch: batch is required")
         display_name = get_field(batch, "displayName")
         input_config = get_field(batch, "inputConfig")
         if not isinstance(input_config, dict):
@@ -319,16 +245,11 @@ class Gemini(Provider):
                 raise ApiError(400, "* BatchGenerateContentRequest.batch.input_config.requests: requests must not be empty")
             source = self.core.new_path("gemini-inline-")
             with open(source, "w", encoding="utf-8", newline="\n") as f:
-                for item in items:
-                    item = item if isinstance(item, dict) else {}
+                for item in items:  # each an InlinedRequest {request, metadata} (batch_body_refusal)
                     metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else None
                     key = metadata.get("key") if metadata else None
                     keys.append(key)
-                    if "request" in item:
-                        request = item["request"]
-                    else:  # tolerate a bare GenerateContentRequest with metadata beside it
-                        request = {k: v for k, v in item.items() if k != "metadata"} or None
-                    f.write(dumps_line({"key": key, "metadata": metadata, "request": request}) + "\n")
+                    f.write(dumps_line({"key": key, "metadata": metadata, "request": item.get("request", {})}) + "\n")
             echo = {}
             is_inline = True
         else:
@@ -403,6 +324,8 @@ class Gemini(Provider):
                 yield None, None, None
             elif rec.inline:
                 yield line.get("key"), line.get("metadata"), line.get("request")
+            elif (refused := line_refusal(line)) is not None:
+                yield line.get("key"), None, LineRefused(refused)
             elif "request" in line:
                 yield line.get("key"), None, line.get("request")
             else:  # a bare GenerateContentRequest line (the docs' key-less variant)
@@ -505,19 +428,21 @@ class Gemini(Provider):
     def generate(self, ctx: Ctx, version: str, model_path: str) -> Resp:
         self.auth(ctx)
         model = model_path[len("models/"):] if model_path.startswith("models/") else model_path
+        self.check_model(model, version, "generateContent")
         request = ctx.json()
         endpoint = f"/{version}/models/{model}:generateContent"
         custom_id = ctx.headers.get(TRACE_HEADER)
         self.core.log_request(self.name, model, custom_id, "online", endpoint)
         outcome = self.answer(model, request, custom_id)
         if not outcome.ok:
-            raise ApiError(outcome.status, outcome.message)
+            raise refusal(outcome)
         return json_resp(generate_response(model, outcome))
 
     def count_tokens(self, ctx: Ctx, version: str, model_path: str) -> Resp:
         """``models/{m}:countTokens`` (google-genai ``models.count_tokens``): ``contents`` or a
         whole ``generateContentRequest``."""
         self.auth(ctx)
+        self.check_model(model_path.removeprefix("models/"), version, "countTokens")
         body = ctx.json()
         request = body.get("generateContentRequest", body) if isinstance(body, dict) else None
         if not isinstance(request, dict) or not request.get("contents"):
@@ -528,6 +453,7 @@ class Gemini(Provider):
     def model_get(self, ctx: Ctx, version: str, model: str) -> Resp:
         """``GET models/{m}`` (google-genai ``models.get``): the Model with ``inputTokenLimit``."""
         self.auth(ctx)
+        self.check_model(model, version, "get")
         found = {"name": f"models/{model}", "baseModelId": model, "version": "001", "displayName": model,
                  "inputTokenLimit": self.core.windows.get(model), "outputTokenLimit": 65536,
                  "supportedGenerationMethods": ["generateContent", "countTokens", "batchGenerateContent"]}
@@ -545,14 +471,6 @@ def _token_page(items: list[T], ctx: Ctx) -> tuple[list[T], str | None]:
 # --------------------------------------------------------------------------- wire shapes
 
 
-def get_field(d: dict, camel: str) -> Any:
-    """Proto-JSON accepts camelCase and snake_case field names; so does the emulator."""
-    if camel in d:
-        return d[camel]
-    snake = re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
-    return d.get(snake)
-
-
 def prompt_of(request: dict) -> str:
     contents = request.get("contents")
     if isinstance(contents, dict):
@@ -564,13 +482,12 @@ def prompt_of(request: dict) -> str:
     return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
-def validate_request(request: Any, model: str) -> Outcome | None:
-    """A GenerateContentRequest as the API validates it (per line inside a batch)."""
-    if not isinstance(request, dict):
-        return Outcome.error(400, "Invalid JSON payload received. Request must be an object.")
-    if not request.get("contents"):
-        return Outcome.error(400, "* GenerateContentRequest.contents: contents is not specified")
-    config = get_field(request, "generationConfig") or {}
-    if isinstance(config, dict) and "temperature" in config and model in REJECTS_TEMPERATURE:
-        return Outcome.error(400, f"temperature is not supported for model {model}.")
-    return None
+@dataclass(frozen=True)
+class LineRefused:
+    """A file-input line refused for its own shape (gemini_rules.line_refusal), answered as its error."""
+
+    outcome: Outcome
+
+
+def refusal(outcome: Outcome) -> ApiError:
+    return ApiError(outcome.status, outcome.message, details=outcome.details)

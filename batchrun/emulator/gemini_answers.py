@@ -51,9 +51,13 @@ def status_name(status: int) -> str:
     return rpc_code(status)[1]
 
 
-def error_envelope(status: int, message: str) -> dict:
-    """The HTTP error body: ``code`` is the HTTP status, ``status`` the google.rpc.Code name."""
-    return {"error": {"code": status, "message": message, "status": status_name(status)}}
+def error_envelope(status: int, message: str, details: list | None = None) -> dict:
+    """The HTTP error body: ``code`` is the HTTP status, ``status`` the google.rpc.Code name, and
+    the google.rpc.Status ``details`` (ErrorInfo, BadRequest) where the refusal has them."""
+    error: dict = {"code": status, "message": message, "status": status_name(status)}
+    if details:
+        error["details"] = details
+    return {"error": error}
 
 
 def generate_response(model: str, outcome: Outcome) -> dict:

@@ -278,7 +278,8 @@ class ApiError(Exception):
     """An HTTP error answered in a provider's error envelope (``provider``: whose, if not the route's)."""
 
     def __init__(
-        self, status: int, message: str, param: str | None = None, code: str | None = None, provider: str | None = None
+        self, status: int, message: str, param: str | None = None, code: str | None = None, provider: str | None = None,
+        details: list | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -286,6 +287,7 @@ class ApiError(Exception):
         self.param = param
         self.code = code
         self.provider = provider
+        self.details = details  # google.rpc.Status details (Gemini: ErrorInfo, BadRequest)
 
 
 class Resp:

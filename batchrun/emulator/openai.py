@@ -1,8 +1,9 @@
 """OpenAI (and OpenAI-compatible providers): files, batches and online calls, as the openai SDK sees them.
 
-Routes, under any path prefix (``/v1``, ``/v4``, ``/compatible-mode/v1`` ...): ``files``
-(multipart upload, retrieve, ``/content``, list, delete), ``batches`` (create, retrieve, list,
-``/cancel``), online ``/chat/completions`` and ``/responses``. References:
+Routes under ``/v1`` (an OpenAI-compatible provider subclass sets its own prefix: DashScope
+``/compatible-mode/v1``): ``files`` (multipart upload, retrieve, ``/content``, list, delete),
+``batches`` (create, retrieve, list, ``/cancel``), online ``/chat/completions`` and
+``/responses``. What is refused, and how, is in ``openai_rules.py``. References:
 https://platform.openai.com/docs/api-reference/batch, https://platform.openai.com/docs/guides/batch
 and the SDK types named below.
 
@@ -30,7 +31,8 @@ from typing import Any, BinaryIO, ClassVar, Protocol, TypeVar
 from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
 from .httpio import ApiError, BodyError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, parse_multipart, query_int
 from .openai_answers import batch_line, error_envelope, success_body
-from .wire import REJECTS_TEMPERATURE, Outcome, last_user, new_id, text_of
+from .openai_rules import batch_create_refusal, body_refusal, key_refusal, line_error, scan_lines
+from .wire import Outcome, last_user, new_id, text_of
 
 FILE_TTL = 30 * 86400  # purpose=batch files expire after 30 days by default
 
@@ -56,12 +58,25 @@ class OpenAIBatch(BatchRec):
 
 
 class OpenAI(Provider):
-    """OpenAI (and OpenAI-compatible providers: any path prefix, e.g. /v4): files, batches, online."""
+    """OpenAI under /v1 (https://api.openai.com/v1): files, batches, online. An OpenAI-compatible
+    provider subclasses it with its own prefix and rules (``dashscope.py``)."""
 
     name = "openai"
+    prefix = "/v1"  # the SDK's base URL ends in /v1 and appends /files, /batches ...
+    batch_cls: type[OpenAIBatch] = OpenAIBatch
+
+    # What is refused, and how it is worded (openai_rules.py): a request body (online or a batch
+    # line), a batch create, an input line that fails the batch's validation, a wrong key.
+    refuse_create = staticmethod(batch_create_refusal)
+    refuse_line = staticmethod(line_error)
+    refuse_key = staticmethod(key_refusal)
+
+    def refuse(self, body: Any, endpoint: str) -> Outcome | None:
+        return body_refusal(body, endpoint, lambda model: self.core.models.known(self.name, model))
 
     def routes(self) -> list[Route]:
-        batches, files = r"(?:/[^/]+)*/batches", r"(?:/[^/]+)*/files"
+        prefix = re.escape(self.prefix)
+        batches, files = prefix + "/batches", prefix + "/files"
         return [
             Route("POST", batches, self.batch_create, claim=self._owns_batch),
             Route("GET", batches, self.batch_list, claim=self._owns_batch),
@@ -72,8 +87,7 @@ class OpenAI(Provider):
             Route("GET", files + r"/([^/]+)/content", self.file_content, claim=self._owns_file),
             Route("GET", files + r"/([^/]+)", self.file_retrieve, claim=self._owns_file),
             Route("DELETE", files + r"/([^/]+)", self.file_delete, claim=self._owns_file),
-            # Online: any prefix (/v1, /v4, /compatible-mode/v1 ...), for requests that look like OpenAI's.
-            Route("POST", r"(?s).*/(?:chat/completions|responses)", self.online, claim=lambda ctx: ctx.provider == self.name),
+            Route("POST", prefix + r"/(?:chat/completions|responses)", self.online, claim=lambda ctx: ctx.provider == self.name),
         ]
 
     def looks_like(self, path: str, headers: Message, query: dict[str, list[str]]) -> bool:
@@ -89,6 +103,9 @@ class OpenAI(Provider):
         authorization = ctx.header("Authorization")
         if not (authorization.startswith("Bearer ") and len(authorization) > 7):
             raise ApiError(401, "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
+        if self.core.key_refused(authorization[7:]):
+            refused = self.refuse_key(authorization[7:])
+            raise ApiError(refused.status, refused.message, refused.param, refused.code)
 
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
         return error_envelope(status, message, param, code)
@@ -109,7 +126,7 @@ class OpenAI(Provider):
                              f"{tokens} tokens. Please reduce the length of the messages.", param="messages", code="context_length_exceeded")
 
     def answer(self, model: str, body: Any, custom_id: Any, endpoint: str) -> Outcome:
-        invalid = validate_body(body, endpoint)
+        invalid = self.refuse(body, endpoint)
         if invalid is not None:
             return invalid
         return self.core.respond(self.name, model, body, custom_id, prompt_of(body, endpoint))
@@ -202,22 +219,14 @@ class OpenAI(Provider):
     def batch_create(self, ctx: Ctx) -> Resp:
         self.auth(ctx)
         body = ctx.json()
-        if not isinstance(body, dict):
-            raise ApiError(400, "The request body must be a JSON object.")
-        endpoint = body.get("endpoint")
-        # OpenAI-compatible providers use other prefixes (e.g. /v4/chat/completions), so only the suffix matters.
-        if not isinstance(endpoint, str) or not (endpoint.endswith("/chat/completions") or endpoint.endswith("/responses")):
-            raise ApiError(400, f"Invalid value for 'endpoint': {endpoint!r}. The emulator supports */chat/completions and */responses.", param="endpoint", code="invalid_value")
-        window = body.get("completion_window")
-        if not isinstance(window, str) or not window:
-            raise ApiError(400, "Missing required parameter: 'completion_window'.", param="completion_window", code="missing_required_parameter")
-        file_id = body.get("input_file_id")
-        file_rec = self.core.files.get(file_id) if isinstance(file_id, str) else None
+        refused = self.refuse_create(body)
+        if refused is not None:
+            raise ApiError(refused.status, refused.message, refused.param, refused.code)
+        endpoint, window, file_id = body["endpoint"], body["completion_window"], body["input_file_id"]
+        file_rec = self.core.files.get(file_id)
         if file_rec is None or file_rec.provider != self.name:
             raise ApiError(400, f"Invalid 'input_file_id': {file_id!r}. File not found.", param="input_file_id", code="invalid_value")
         metadata = body.get("metadata")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise ApiError(400, "Invalid type for 'metadata': expected an object.", param="metadata")
 
         source = self.core.link_private(file_rec.path, "openai-input-")
         batch_id = new_id("batch_", 32, "0123456789abcdef")
@@ -232,27 +241,12 @@ class OpenAI(Provider):
         faults = self.core.batch_faults(self.name, model)
         # One streaming pass: validate the lines and log them as accepted (quota-refused batches
         # never accepted their requests).
-        invalid: list[dict] = []
-        seen: set = set()
-        n = 0
-        for number, raw in iter_jsonl(source):
-            try:
-                line = json.loads(raw)
-                if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
-                    raise ValueError
-            except ValueError:
-                invalid.append({"code": "invalid_json_line", "message": "This line is not parseable as valid JSON.", "param": None, "line": number})
-                continue
-            n += 1
-            custom_id = line.get("custom_id")
-            if custom_id in seen:
-                invalid.append({"code": "duplicate_custom_id", "message": f"The custom_id {custom_id!r} is duplicated.", "param": "custom_id", "line": number})
-            seen.add(custom_id)
+        def accepted(body: dict, custom_id: Any, url: Any) -> None:
             if "quota" not in faults:
-                self.core.log_request(self.name, str(line["body"].get("model") or ""), custom_id, batch_id, str(line.get("url") or endpoint))
-        if not n and not invalid:
-            invalid.append({"code": "empty_file", "message": "The input file is empty.", "param": None, "line": None})
-        rec = OpenAIBatch(
+                self.core.log_request(self.name, str(body.get("model") or ""), custom_id, batch_id, str(url or endpoint))
+
+        n, invalid = scan_lines(iter_jsonl(source), endpoint, self.refuse_line, accepted)
+        rec = self.batch_cls(
             batch_id, model, endpoint, source, n, completion_window=window, metadata=metadata, input_file_id=file_id,
             invalid_errors=invalid, invalid=bool(invalid),
         )
@@ -382,7 +376,7 @@ class OpenAI(Provider):
 
     def _batch(self, batch_id: str) -> OpenAIBatch:
         rec = self.core.batches.get(batch_id)
-        if not isinstance(rec, OpenAIBatch):
+        if not isinstance(rec, OpenAIBatch) or rec.provider != self.name:
             raise ApiError(404, f"No batch found with id '{batch_id}'.", param="batch_id", provider=self.name)
         return rec
 
@@ -395,7 +389,8 @@ class OpenAI(Provider):
     def batch_list(self, ctx: Ctx) -> Resp:
         self.auth(ctx)
         with self.core.lock:
-            items = sorted((b for b in self.core.batches.values() if isinstance(b, OpenAIBatch)), key=lambda b: b.seq, reverse=True)
+            items = sorted((b for b in self.core.batches.values() if isinstance(b, OpenAIBatch) and b.provider == self.name),
+                           key=lambda b: b.seq, reverse=True)
 
         def render(rec: OpenAIBatch) -> dict:
             self.core.advance(rec)
@@ -474,35 +469,3 @@ def prompt_of(body: dict, endpoint: str) -> str:
     return text_of(message.get("content"), ("text",)) if isinstance(message, dict) else ""
 
 
-def validate_body(body: Any, endpoint: str) -> Outcome | None:
-    if not isinstance(body, dict):
-        return Outcome.error(400, "The request body must be a JSON object.", code="invalid_request_body")
-    model = body.get("model")
-    if not model:
-        return Outcome.error(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
-    if endpoint.endswith("/responses"):
-        if body.get("input") in (None, "", []):
-            return Outcome.error(400, "Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
-        # The Responses API's floor on the completion budget (a 1-token probe must ask for 16).
-        budget = body.get("max_output_tokens")
-        if isinstance(budget, int) and budget < 16:
-            return Outcome.error(400, f"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got {budget} instead.",
-                                 param="max_output_tokens", code="integer_below_min_value")
-    elif endpoint.endswith("/chat/completions"):
-        if not isinstance(body.get("messages"), list) or not body["messages"]:
-            return Outcome.error(400, "Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter")
-    else:
-        return Outcome.error(400, f"Invalid URL (POST {endpoint})", code="invalid_url")
-    if body.get("stream"):
-        return Outcome.error(400, "The emulator does not support stream=true.", param="stream", code="unsupported_value")
-    # Reasoning models reject temperature with this 400 (type invalid_request_error, code
-    # unsupported_value, param "temperature"); only the default value 1 is accepted.
-    if "temperature" in body and model in REJECTS_TEMPERATURE:
-        return Outcome.error(
-            400,
-            f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
-            "Only the default (1) value is supported.",
-            param="temperature",
-            code="unsupported_value",
-        )
-    return None

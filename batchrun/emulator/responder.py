@@ -20,8 +20,9 @@ and the reply is one of
 * **Generation** (``"Answer using ONLY the document below. ..."``): extractive. The document is
   split into sentences (on ``.!?`` followed by whitespace, on ``。！？`` and on newlines); each
   sentence is scored by how many distinct question tokens it contains; the top ``k`` sentences
-  (ties broken by position) are returned in document order. ``k = 1 + (stable_hash(model) >> 32) % 5`` and
-  some models also drop every fourth word, so different model names score differently on a
+  (ties broken by position) are returned in document order. ``k = 1 + (stable_hash(model) >> 32) % 5``
+  (the model as ``caps.normalise_model`` spells it: ``claude-opus-4-8`` and ``claude-opus-4.8``
+  answer alike) and some models also drop every fourth word, so different models score differently on a
   leaderboard while the same request always gets the same answer. One pass over the document, no
   quadratic work: a 3 MB document takes well under a second.
 * **Judge** (``"STRICT grader. ..."``): each rubric line ``P{i} ({points}pts): {criterion}`` earns
@@ -50,6 +51,8 @@ import re
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from ..caps import normalise_model
 
 Reply = str | dict
 Responder = Callable[[dict], Reply]
@@ -113,7 +116,7 @@ def model_quality(model: str) -> tuple[int, bool]:
     """``(k, drop_words)`` for a model name: how many sentences it extracts, whether it drops words."""
     # Bits 32.. of the hash: spreads the demo's five model names over k = 1..5 (a leaderboard
     # with ties everywhere would not show anything).
-    h = stable_hash(model or "") >> 32
+    h = stable_hash(normalise_model(model or "")) >> 32
     return 1 + h % 5, (h >> 3) % 3 == 0
 
 

@@ -6,8 +6,10 @@ https://platform.claude.com/docs/en/api/creating-message-batches, Gemini
 https://ai.google.dev/gemini-api/docs/batch-mode and https://ai.google.dev/api/files.
 
 * OpenAI ``base_url=f"{url}/v1"``: files (multipart upload, content, list, delete), batches
-  (create, retrieve, list, cancel), online ``/chat/completions`` and ``/responses``. Any path
-  prefix is accepted (``/v4/...`` for OpenAI-compatible providers).
+  (create, retrieve, list, cancel), online ``/chat/completions`` and ``/responses``.
+* DashScope (Alibaba Model Studio, the OpenAI-compatible provider modelled)
+  ``base_url=f"{url}/compatible-mode/v1"``: the same routes with DashScope's rules
+  (``dashscope.py``).
 * Anthropic ``base_url=url``: ``/v1/messages/batches`` (create, retrieve, list, cancel, results,
   delete) and online ``/v1/messages``.
 * Gemini ``http_options={"base_url": url}``: under ``/v1/`` (google-genai 3.x) and ``/v1beta/``
@@ -60,6 +62,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..config import is_loopback
 from .anthropic import Anthropic
 from .core import Core, Provider
+from .dashscope import DashScope
 from .faults import HTTP_KINDS, mangle_json
 from .gemini import Gemini
 from .httpio import CHUNK, ApiError, BodyError, BodyReader, Ctx, Resp, Route, json_resp
@@ -185,16 +188,22 @@ class Emulator:
         responder: Any = None,
         faults: Any = (),
         windows: Any = None,
+        models: Any = (),
+        keys: Any = None,
     ) -> None:
-        self._core = Core(latency, responder, faults, windows)
+        """``models``: ids to accept besides the built-in tables (``models.py``); ``keys``: the only
+        API keys to accept (None: any key), the others refused as each provider refuses a wrong key."""
+        self._core = Core(latency, responder, faults, windows, models, keys)
         openai, anthropic, gemini = OpenAI(self._core), Anthropic(self._core), Gemini(self._core)
+        dashscope = DashScope(self._core)
         # Routes are tried in this order: Anthropic's paths before the /{ver}/batches that Gemini
         # and OpenAI share, Gemini's ":verb" download before its /{ver}/files/{id}.
-        self._providers: dict[str, Provider] = {p.name: p for p in (anthropic, gemini, openai)}
+        self._providers: dict[str, Provider] = {p.name: p for p in (anthropic, gemini, dashscope, openai)}
         self._core.providers = self._providers
         # Whose API a request looks like, before a route claims it (whose envelope an HTTP fault
-        # or an unknown route gets): Google's markers first, then Anthropic's; OpenAI takes the rest.
-        self._lookalikes: tuple[Provider, ...] = (gemini, anthropic, openai)
+        # or an unknown route gets): Google's markers first, then Anthropic's, DashScope's path;
+        # OpenAI takes the rest.
+        self._lookalikes: tuple[Provider, ...] = (gemini, anthropic, dashscope, openai)
         self._routes: dict[str, list[tuple[Route, Provider]]] = {}
         self._shared: list[tuple[Route, Provider]] = []  # routes with a claim (paths two providers share)
         for provider in self._providers.values():
@@ -293,6 +302,10 @@ class Emulator:
     def window(self, model: str) -> int | None:
         """The model's window in input tokens (None: no limit)."""
         return self._core.windows.get(model)
+
+    def add_models(self, models: Any) -> None:
+        """Accept these model ids (besides the built-in tables) from now on."""
+        self._core.models.add(models)
 
     def set_latency(self, seconds: float) -> None:
         """Latency for batches created from now on."""
@@ -468,12 +481,15 @@ def run_emulator(
     responder: Any = None,
     faults: Any = (),
     windows: Any = None,
+    models: Any = (),
+    keys: Any = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT (blocking); prints ``listening on URL`` to stderr first."""
     import signal
 
     stop = threading.Event()
-    emulator = Emulator(host=host, port=port, latency=latency, responder=responder, faults=faults, windows=windows).start()
+    emulator = Emulator(host=host, port=port, latency=latency, responder=responder, faults=faults, windows=windows,
+                        models=models, keys=keys).start()
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:

@@ -23,9 +23,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..caps import normalise_model
+
 # Models that reject `temperature` outright (OpenAI reasoning models, newer Claude models, Kimi
-# K2.6 on its OpenAI-compatible API). Checked by exact model name.
+# K2.6 on its OpenAI-compatible API). Matched on caps.normalise_model, so every real spelling
+# counts: claude-opus-4-8 (Anthropic's id), gpt-5.4-2026-03-05 (a snapshot).
 REJECTS_TEMPERATURE = {"gpt-5.4", "claude-opus-4.6", "claude-opus-4.8", "o1", "o3", "o4-mini", "kimi-k2.6"}
+_REJECTS_NORMAL = frozenset(normalise_model(m) for m in REJECTS_TEMPERATURE)
+
+
+def rejects_temperature(model: str) -> bool:
+    return normalise_model(model or "") in _REJECTS_NORMAL
 
 # The answer of a `garbage` fault: a judge reply that is not JSON.
 GARBAGE_ANSWER = "I think it is fine."
@@ -80,14 +88,15 @@ class Outcome:
     code: str | None = None  # OpenAI error code override (e.g. unsupported_value)
     input_tokens: int = 0
     output_tokens: int = 0
+    details: list | None = None  # google.rpc.Status details of a Gemini refusal
 
     @property
     def ok(self) -> bool:
         return self.kind in ("text", "refusal")
 
     @classmethod
-    def error(cls, status: int, message: str, param: str | None = None, code: str | None = None) -> "Outcome":
-        return cls("error", status=status, message=message, param=param, code=code)
+    def error(cls, status: int, message: str, param: str | None = None, code: str | None = None, details: list | None = None) -> "Outcome":
+        return cls("error", status=status, message=message, param=param, code=code, details=details)
 
 
 # --------------------------------------------------------------------------- prompts

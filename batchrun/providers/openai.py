@@ -313,6 +313,9 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
     name: str = "openai-compatible"
     default_key_env: str = ""  # never another provider's key: the route names its variable
     default_host: str | None = None  # the route names its base_url
+    # A rehearsal sends these routes to the OpenAI-compatible provider the emulator models:
+    # DashScope's compatible mode, at its real base path (https://dashscope.aliyuncs.com/compatible-mode/v1).
+    base_url_suffix: str = "/compatible-mode/v1"
     # Zhipu and Kimi accept input files of up to 100 MB.
     file_limits: tuple[int, int] = (50_000, 100_000_000)
     endpoints: tuple[str, ...] = ("chat",)
