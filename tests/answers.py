@@ -85,7 +85,8 @@ _GEMINI = [
 def classify(answer: Answer) -> str:
     if answer.status >= 400:
         return "error"
-    table = {"openai": _OPENAI, "anthropic": _ANTHROPIC, "gemini": _GEMINI}[answer.provider]
+    # DashScope's compatible mode answers with OpenAI's objects (emulator/dashscope.py).
+    table = {"openai": _OPENAI, "dashscope": _OPENAI, "anthropic": _ANTHROPIC, "gemini": _GEMINI}[answer.provider]
     for method, pattern, kind in table:
         if re.fullmatch(method, answer.method) and re.fullmatch(pattern, answer.path):
             return kind
@@ -99,7 +100,7 @@ def _lines(body: bytes) -> list[str]:
 def violations(answer: Answer) -> list[str]:
     """Every violation in one answer (each line of a result file checked on its own)."""
     kind, body = answer.kind, answer.body
-    if answer.provider == "openai":
+    if answer.provider in ("openai", "dashscope"):
         if kind == "error":
             return openai_error_violations(json.loads(body))
         if kind == "file_content":

@@ -92,7 +92,7 @@ def test_a_custom_panel_is_declared_and_every_output_says_its_numbers_are_not_pr
 # --- 4 and 5: unequal runs and accepted failures, on the protocol's panel ----------------------------
 
 # claude's t3 fails for infrastructure, for good (an overloaded provider): it waits, never a zero.
-STUCK = {"kind": "request_error", "status": 529, "model": "claude-opus-4.8", "prompt_contains": "freezer", "count": -1}
+STUCK = {"kind": "request_error", "status": 529, "model": "claude-opus-4-8", "prompt_contains": "freezer", "count": -1}
 
 
 def test_compare_refuses_unequal_runs_unless_provisional_and_never_compares_nothing(project: Project, emu: Any) -> None:
@@ -155,7 +155,7 @@ def test_accepted_failures_are_not_model_failures_nor_protocol_numbers(project: 
     lines = {line.split("|")[2].strip(): line for line in md.splitlines() if re.match(r"\| \d", line)}
     assert lines["gpt"].endswith("| yes |") and lines["gemini"].endswith("| yes |")
     assert "| — | — | — | no: 1 accepted failure(s) (All-tasks" in lines["claude"]
-    assert re.search(r"\| claude \| claude-opus-4\.8 \| — \| [0-9.]+ \(3\) \| 0 \| 0 \| 0 \|", lines["claude"])  # Failed: 0
+    assert re.search(r"\| claude \| claude-opus-4-8 \| — \| [0-9.]+ \(3\) \| 0 \| 0 \| 0 \|", lines["claude"])  # Failed: 0
     groups = next(line for line in md.splitlines() if line.startswith("Statistically indistinguishable groups"))
     assert "claude" not in groups and "gpt" in groups
     assert "Not protocol numbers: claude (accepted infrastructure failures" in md

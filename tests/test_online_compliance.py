@@ -104,8 +104,9 @@ def test_openai_chat_errors(emu: Emulator, rec: Recorder) -> None:
     with pytest.raises(openai.BadRequestError) as bad:
         client.chat.completions.create(model="gpt-5.5", messages=[])
     assert bad.value.status_code == 400
-    assert openai_error(bad.value) == {"message": "Missing required parameter: 'messages'.", "type": "invalid_request_error",
-                                       "param": "messages", "code": "missing_required_parameter"}
+    assert openai_error(bad.value) == {"message": "Invalid 'messages': empty array. Expected an array with minimum length 1, but got "
+                                                  "an empty array instead.", "type": "invalid_request_error",
+                                       "param": "messages", "code": "empty_array"}
     emu.add_fault({"kind": "request_error", "status": 429, "provider": "openai"})
     with pytest.raises(openai.RateLimitError) as limited:
         client.chat.completions.create(model="gpt-5.5", messages=chat_messages("plain"))

@@ -341,7 +341,7 @@ dataset = "data/tasks.json"
 panel = ["judge-a", "judge-g", "judge-q"]
 [routes."new-model"]
 provider = "gemini"
-model = "gemini-new"
+model = "gemini-3-flash-preview"  # served by the emulator, not in the caps table
 base_url = "{url}"
 api_key_env = "{key}"
 [routes.judge-a]
@@ -363,7 +363,7 @@ api_key_env = "{key}"
 
 
 def _probe_project(project: Project, emu: Any, docs: dict[str, str]) -> None:
-    emu.set_windows({"gemini-new": WINDOW})
+    emu.set_windows({"gemini-3-flash-preview": WINDOW})
     for name, text in docs.items():
         project.doc(name, text)
     project.tasks([task(f"t{i}", f"What does {name} say?", name) for i, name in enumerate(docs, 1)])

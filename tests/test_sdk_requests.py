@@ -311,7 +311,7 @@ def real_lines() -> dict[str, tuple[Any, dict[str, Any]]]:
     }
     out = {}
     for kind, spec in config_routes.items():
-        r = parse_config({"routes": {kind: spec}}, Path("/nonexistent/batchrun.json")).routes[kind]
+        r = parse_config({"protocol": "custom", "routes": {kind: spec}}, Path("/nonexistent/batchrun.json")).routes[kind]
         out[kind] = (r, get_adapter(r.provider).build_line(r, RequestSpec("c-1", r.model, "Question: q\n\nDocument:\nd", 64, 0.1)))
     return out
 
