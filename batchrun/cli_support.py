@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import BatchrunError, environment_error, read_only
+from .errors import BatchrunError, StateError, environment_error, read_only
 from .progress import Progress
-from .redaction import redact
+from .redaction import redact, short_key_warnings
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
     from .config import Config
@@ -39,6 +39,10 @@ class Context:
         if self.emulator:
             config = config.with_emulator(self.emulator)
         self.state_path = config.paths.state
+        # Once per process, and even with -q: it says how a key will be kept out of what is
+        # stored, and that answers holding it are changed (redaction.short_key_warnings).
+        for warning in short_key_warnings():
+            click.echo(f"Warning: {warning}", err=True)
         return config
 
     def progress(self) -> Progress:
@@ -101,6 +105,10 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     store: Store | None = None
     try:
         store = Store.open(config.paths.state, rehearsal=config.rehearsal)
+        if store.identity != lock.identity:
+            # Replaced between taking the lock and opening it: the lock guards another file.
+            raise StateError(f"The state database {config.paths.state} was replaced by another file while this run was starting.",
+                             "Run the command again. Never replace or delete state.db while a writer runs.")
         store.start_run(command)
         yield store
         store.end_run("ok")

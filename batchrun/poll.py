@@ -115,6 +115,7 @@ def state_words(status: BatchStatus) -> str:
 
 def poll_once(store: Store, config: Config, *, progress: Progress = SILENT) -> PollResult:
     result = PollResult()
+    store.check_same_file()
     following = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq")
     if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
         # poll sends a sync batch's lines itself: an input changed since they were built is
@@ -297,6 +298,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
     def one(raw: bytes) -> None:
         line = json.loads(raw)
         cid = str(line.get("custom_id") or line.get("key"))
+        store.check_same_file()  # each online request is paid for: never sent for a vanished state.db
         try:
             out = adapter.send_online(client, route, line)
         except Exception as exc:  # noqa: BLE001 - per-request failures become result lines

@@ -61,6 +61,7 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
     first_round = True
     last_error = ""
     while True:
+        store.check_same_file()  # between rounds: a state.db deleted or replaced mid-run stops it
         try:
             s = submit(store, config, budget=budget, progress=progress)
             p = poll_once(store, config, progress=progress)
