@@ -4,6 +4,7 @@ what several commands print (warnings, blocked and waiting routes, retries on st
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import sys
@@ -241,15 +242,33 @@ def print_problems(store: Store, config: Config, *, requests: str = "request_sta
         click.echo(f"{problem.state}: {redact(problem.describe())}", err=True)
 
 
+class Number(click.FloatRange):
+    """A float option that must be a finite number in range. click's FloatRange lets `nan`
+    through (NaN compares false with every bound) and `inf` wherever no maximum is set: a NaN
+    timeout never expires, a NaN latency never lets a batch end."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number; give a finite number in the range {self._describe_range()}.", param, ctx)
+        return rv
+
+
+def seconds(*, minimum: float = 0.0, open_min: bool = False) -> Number:
+    return Number(min=minimum, min_open=open_min)
+
+
 def parse_duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     t = text.strip().lower()
     try:
-        if t and t[-1] in units:
-            return float(t[:-1]) * units[t[-1]]
-        return float(t)
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
     except ValueError:
-        raise BatchrunError(f"--timeout {text!r} is not a duration.", "Use a number with s, m, h or d, like 90s, 45m or 6h.")
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise BatchrunError(f"--timeout {text!r} is not a duration.",
+                            "Use a number of seconds (0 or more) or one with s, m, h or d, like 90s, 45m or 6h.")
+    return value
 
 
 def check_until(until: str | None) -> str | None:

@@ -34,7 +34,7 @@ from email.message import Message
 from typing import Any, ClassVar, Literal
 
 from . import wire
-from .faults import FaultSet
+from .faults import FaultSet, check_seconds
 from .httpio import ApiError, Ctx, Resp, Route, json_resp
 from .responder import load_responder
 from .windows import Windows
@@ -189,7 +189,7 @@ class Core:
     def __init__(self, latency: float = 0.0, responder: Any = None, faults: Any = (), windows: Any = None) -> None:
         self.responder = load_responder(responder)
         self.windows = Windows(windows)
-        self.latency = float(latency)
+        self.latency = check_seconds(latency)
         self.faults = FaultSet()
         for fault in faults or ():
             self.faults.add(json.loads(fault) if isinstance(fault, str) else fault)  # CLI passes JSON text
