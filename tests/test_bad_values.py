@@ -51,10 +51,9 @@ CONFIG_VALUES: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]
 }
 
 
-@WITH_STATE
 @pytest.mark.parametrize("case", list(CONFIG_VALUES))
-def test_config_values_are_clear_errors(project: Project, case: str, with_state: bool) -> None:
-    before = prepare(project, with_state)
+def test_config_values_are_clear_errors(project: Project, case: str) -> None:
+    before = prepare(project, True)  # an existing state.db: untouched, byte for byte
     mutate, needles = CONFIG_VALUES[case]
     edit_config(project, mutate)
     assert_clean_error(project.run("plan"), str(project.config_path), *needles)
@@ -107,10 +106,9 @@ DATA_VALUES: dict[str, tuple[Callable[[Project], None], tuple[str, ...]]] = {
 }
 
 
-@WITH_STATE
 @pytest.mark.parametrize("case", list(DATA_VALUES))
-def test_dataset_numbers_too_long_are_clear_errors(project: Project, case: str, with_state: bool) -> None:
-    before = prepare(project, with_state)
+def test_dataset_numbers_too_long_are_clear_errors(project: Project, case: str) -> None:
+    before = prepare(project, True)
     breaker, needles = DATA_VALUES[case]
     breaker(project)
     result = project.run("plan")
@@ -122,29 +120,16 @@ def test_dataset_numbers_too_long_are_clear_errors(project: Project, case: str, 
 # --- command-line values -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def refreshed(project: Project, emulator: Any) -> Project:
-    small_project(project)
-    r = project.run("refresh", "--interval", "0.01", emulator=emulator)
-    assert r.exit_code == 0, r.output
-    return project
-
-
-@pytest.mark.parametrize("args, needles", [
+REPORT_VALUES: list[tuple[list[str], tuple[str, ...]]] = [
     (["report", "--resamples", "1000000000000"], ("'--resamples'", "1000000000000", "100<=x<=100000")),
     (["report", "--seed", "-1"], ("'--seed'", "-1", "0<=x")),
     (["compare", "gpt", "claude", "--seed", "-1"], ("'--seed'", "-1")),
     (["compare", "gpt", "claude", "--resamples", "1000000000000"], ("'--resamples'",)),
     (["report", "--format", "html", "--out", "/dev/null"], ("--out /dev/null", "Not a directory", "Pass --out a folder")),
     (["report", "--format", "html", "--out", "/proc/x"], ("--out /proc/x", "Pass --out a folder")),
-])
-def test_report_values_are_clear_errors(refreshed: Project, emulator: Any, args: list[str], needles: tuple[str, ...]) -> None:
-    before = snapshot(refreshed)
-    no_traceback(refreshed.run(*args, emulator=emulator), *needles)
-    assert snapshot(refreshed) == before
+]
 
-
-@pytest.mark.parametrize("args, needles", [
+COMMAND_VALUES: list[tuple[list[str], tuple[str, ...]]] = [
     (["poll", "--wait", "--timeout", "nan"], ("'--timeout'", "'nan' is not a finite number")),
     (["poll", "--wait", "--interval", "inf"], ("'--interval'", "'inf' is not a finite number")),
     (["poll", "--wait", "--timeout", "-5"], ("'--timeout'", "-5")),
@@ -156,39 +141,46 @@ def test_report_values_are_clear_errors(refreshed: Project, emulator: Any, args:
     (["submit", "--budget", "-1"], ("'--budget'", "-1")),
     (["probe", "gpt", "--max-cost", "nan"], ("'--max-cost'", "'nan'")),
     (["demo", "--dir", "/proc/demo"], ("/proc/demo", "--dir", "Pass --dir a folder you can create")),
-])
-def test_command_values_are_clear_errors(project: Project, emulator: Any, args: list[str], needles: tuple[str, ...]) -> None:
+]
+
+
+def test_report_and_command_values_are_clear_errors(project: Project, emulator: Any) -> None:
     # A rehearsal on the emulator: a value taken by mistake sends nothing beyond loopback.
     small_project(project)
     assert project.run("plan", emulator=emulator).exit_code == 0
     before = snapshot(project)
-    no_traceback(project.run(*args, emulator=emulator), *needles)
-    assert snapshot(project) == before
+    for args, needles in COMMAND_VALUES:
+        no_traceback(project.run(*args, emulator=emulator), *needles)
+        assert snapshot(project) == before, args
+    r = project.run("refresh", "--interval", "0.01", emulator=emulator)
+    assert r.exit_code == 0, r.output
+    before = snapshot(project)
+    for args, needles in REPORT_VALUES:
+        no_traceback(project.run(*args, emulator=emulator), *needles)
+        assert snapshot(project) == before, args
 
 
-@pytest.mark.parametrize("args, needles", [
+EMULATOR_VALUES: list[tuple[list[str], tuple[str, ...]]] = [
     (["--port", "-1"], ("'--port'", "-1", "0<=x<=65535")),
     (["--port", "70000"], ("'--port'", "70000", "0<=x<=65535")),
     (["--latency", "nan"], ("'--latency'", "'nan' is not a finite number")),
     (["--latency", "inf"], ("'--latency'", "'inf' is not a finite number")),
     (["--latency", "-5"], ("'--latency'", "-5")),
-])
-def test_emulator_values_are_clear_errors(args: list[str], needles: tuple[str, ...]) -> None:
-    # A real process: an accepted value would serve until killed (the timeout says so).
-    r = cliproc.run(["emulator", "--port", "0", *args], timeout=30)
-    assert r.returncode == 1, r.stderr
-    assert "Traceback" not in r.stderr
-    for needle in needles:
-        assert needle in r.stderr, r.stderr
+]
 
 
-@pytest.mark.parametrize("args", [["--port", "70000"], ["--port", "-1"], ["--latency", "nan"], ["--latency", "-5"]])
-def test_python_m_emulator_refuses_the_same_values(args: list[str]) -> None:
+def test_emulator_values_are_clear_errors() -> None:
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "batchrun.emulator", "--port", "0", *args], capture_output=True, text=True, timeout=30)
-    assert r.returncode != 0 and "Traceback" not in r.stderr and args[0] in r.stderr, r.stderr
+    for args, needles in EMULATOR_VALUES:
+        # A real process: an accepted value would serve until killed (the timeout says so).
+        r = cliproc.run(["emulator", "--port", "0", *args], timeout=30)
+        assert r.returncode == 1, (args, r.stderr)
+        assert "Traceback" not in r.stderr and all(n in r.stderr for n in needles), (args, r.stderr)
+    for args in (["--port", "70000"], ["--latency", "nan"]):
+        r = subprocess.run([sys.executable, "-m", "batchrun.emulator", "--port", "0", *args], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and "Traceback" not in r.stderr and args[0] in r.stderr, (args, r.stderr)
 
 
 def test_the_emulator_never_takes_a_latency_that_would_never_end() -> None:
