@@ -76,6 +76,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
             sync: bool = True) -> CollectResult:
     """`sync=False` when the caller has just synced config and dataset into state.db (refresh's submit)."""
     result = CollectResult()
+    store.check_same_file()  # a phase of its own: never begun on a state.db deleted or replaced under the run
     # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
     judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
     from .resume import refuse_changed_result_files

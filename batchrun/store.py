@@ -243,8 +243,9 @@ class Store:
         (the run would exit 0 "complete" and the next run would pay for every request again);
         replaced, the run's rows go to the old file while the next run reads the new one. Called
         at the natural points before more work: each batch step (lifecycle, before every upload
-        and create), each online request of the sync transport, each round of refresh, each
-        chunk of result rows, and before a run is recorded as ended."""
+        and create), each online request of the sync transport, each round of refresh and poll,
+        the start of collect and of publishing, each chunk of result rows, and before a run is
+        recorded as ended."""
         if self.identity is None:
             return
         try:
