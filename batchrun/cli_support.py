@@ -250,12 +250,15 @@ class Number(click.FloatRange):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         rv = super().convert(value, param, ctx)
         if not math.isfinite(rv):
-            self.fail(f"{value!r} is not a finite number; give a finite number in the range {self._describe_range()}.", param, ctx)
+            low = "" if self.min is None else f"{self.min:g}{'<' if self.min_open else '<='}"
+            high = "" if self.max is None else f"{'<' if self.max_open else '<='}{self.max:g}"
+            self.fail(f"{value!r} is not a finite number; give a finite number in the range {low}x{high}.", param, ctx)
         return rv
 
 
-def seconds(*, minimum: float = 0.0, open_min: bool = False) -> Number:
-    return Number(min=minimum, min_open=open_min)
+def seconds() -> Number:
+    """A number of seconds: finite, 0 or more."""
+    return Number(min=0.0)
 
 
 def parse_duration(text: str) -> float:
