@@ -39,7 +39,7 @@ from .ledger import queue_judgments, sync_state
 from .lifecycle import KEY_REFUSED, Status, move
 from .progress import SILENT, Progress
 from .providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
-from .redaction import Keys, known_keys, redact
+from .redaction import Keys, known_keys, redact, redact_json_line
 from .store import Store
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
@@ -212,7 +212,7 @@ def _conflicts(b: dict[str, Any], first: dict[str, tuple[str, int, int, str | No
                     texts[(path, number)] = raw
         evidence: list[dict[str, Any]] = [{"file": path, "line": number, "bytes": len(texts.get((path, number), b"")),
                      "sha256": hashlib.sha256(texts.get((path, number), b"")).hexdigest(),
-                     "raw": redact(texts.get((path, number), b"").decode("utf-8", "replace"), keys)}
+                     "raw": redact_json_line(texts.get((path, number), b"").decode("utf-8", "replace"), keys)}
                     for path, number, _ in lines]
         cut = None
         if sum(len(e["raw"]) for e in evidence) > MAX_STORED_CHARS:
@@ -317,7 +317,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
             # Decoded once: parsed, and kept as raw_json. Redacted first, so no key a provider
             # quoted back reaches raw_json, text or error_message (files downloaded before
             # poll redacted them, or a key that changed since, are covered here too).
-            text = redact(raw.decode("utf-8", "replace"), keys)
+            text = redact_json_line(raw.decode("utf-8", "replace"), keys)
             try:
                 obj = jsonl.loads(text)
             except ValueError:

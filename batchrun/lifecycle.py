@@ -109,7 +109,7 @@ class TransitionError(RuntimeError):
 
 
 # Columns batchrun writes from its own values (paths under jobs/, their checksums, the host the
-# config names), never a provider's words: not redacted, so a short key (redaction.TOKEN_KEY_CHARS)
+# config names), never a provider's words: not redacted, so a short key (redaction.SHORT_KEY_CHARS)
 # that happens to be a folder name cannot corrupt the paths collect reads.
 _OWN_VALUES = frozenset({"result_files_json", "result_files_sha256_json", "endpoint_host"})
 

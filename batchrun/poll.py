@@ -28,7 +28,7 @@ from .config import Config, Route
 from .errors import ProviderError
 from .lifecycle import TO_FOLLOW, Status, move, record
 from .progress import SILENT, Progress
-from .redaction import redact, redact_file
+from .redaction import redact_json_line, redact_file
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
 from .store import Store, sql_list
 from .submit import verify_request_file
@@ -309,7 +309,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             if c.retry_after is not None:
                 out[RETRY_AFTER_KEY] = c.retry_after
         # An answer or an error may quote the key back (the provider repeats what it was sent).
-        text = redact(jsonl.dumps(out)) + "\n"
+        text = redact_json_line(jsonl.dumps(out)) + "\n"
         with lock:
             with open(out_path, "a", encoding="utf-8") as f:
                 f.write(text)

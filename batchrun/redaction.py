@@ -24,11 +24,17 @@ only the key gone. Decoding the whole line and encoding it again would lose what
 reads raw_json for (spelling, key order, duplicate keys, numbers as written); enumerating the
 escaped spellings of a key cannot work (each of its characters may be escaped or not).
 
-Keys shorter than TOKEN_KEY_CHARS (1-3 characters; no provider issues one, but a placeholder for
-a local server can be one) are redacted only where they stand alone, not inside a longer run of
-letters and digits: replacing every "a" or "x1" would rewrite answers, and the judges would grade
-the damage. A key of 4-7 characters is redacted wherever it appears, even inside a word. Both are
-said once at start-up (`short_key_warnings`).
+A key shorter than SHORT_KEY_CHARS (8: no provider issues one, but a placeholder for a local
+server can be one: "x", "null", "text", "EMPTY", "1234") is also ordinary text. It is redacted
+only where it stands alone, not inside a longer run of letters, digits, `-` and `_` (the
+characters keys are made of): replacing every "x", or "text" inside "context", would rewrite
+answers, and the judges would grade the damage. In a provider's JSON line (`redact_json_line`) it
+is redacted inside string values only, never in an object's key names, in `true`/`false`/`null`
+or numbers, in a value that is nothing but the key (it may be the format's own word: "text" is
+the type of Anthropic's and OpenAI's content parts), or in batchrun's own request ids: otherwise
+the line would read differently (a content part no longer "text" is an empty answer, a 0) or
+lose its custom_id (its request would be sent again and again). The text decoded from the line
+is redacted again, whole (collect). The rule is said once at start-up (`short_key_warnings`).
 """
 
 from __future__ import annotations
@@ -42,10 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REDACTED = "[REDACTED]"
-# Below this many characters a key is redacted only as a whole token (see the module docstring).
-TOKEN_KEY_CHARS = 4
-# Below this many characters a key earns a warning: no provider issues one that short.
-WARN_KEY_CHARS = 8
+# Below this many characters a key is ordinary text too: redacted only where it stands alone,
+# and said at start-up (see the module docstring). No provider issues a key this short.
+SHORT_KEY_CHARS = 8
 
 # Key variables seen in a config or read by clients.api_key.
 _key_variables: set[str] = set()
@@ -56,6 +61,11 @@ _warned: set[str] = set()
 _BEARER_PATTERN = r"(?i)\bbearer\s+(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{16,}"
 _BEARER = re.compile(_BEARER_PATTERN)
 _BEARER_BYTES = re.compile(_BEARER_PATTERN.encode())
+
+# One JSON string literal (the text between its quotes), and whether it is an object's key name.
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"(\s*:)?')
+# batchrun's request ids (ledger.generation_custom_id, judge_custom_id): never a provider's words.
+_OWN_ID = re.compile(r"[gj]-[0-9a-f]{40}")
 
 # Nested escapes of escapes (`\u005cu0073`: an escaped backslash before "u0073") need another pass.
 _MAX_PASSES = 3
@@ -70,12 +80,16 @@ def know_key_variables(names: Iterable[str]) -> None:
 class Keys:
     """The current key values, compiled for redaction (known_keys)."""
 
-    forms: tuple[str, ...]  # keys of TOKEN_KEY_CHARS or more: as written and JSON-escaped, longest first
+    forms: tuple[str, ...]  # keys of SHORT_KEY_CHARS or more: as written and JSON-escaped, longest first
     tokens: re.Pattern[str] | None  # the shorter keys (and their JSON forms), where they stand alone
     values: re.Pattern[str] | None  # every key value (short ones as tokens), looked for in decoded text
     escapes: re.Pattern[str] | None  # the escapes a key could hide behind
     escapes_bytes: re.Pattern[bytes] | None
     forms_bytes: tuple[bytes, ...]
+    # The keys of SHORT_KEY_CHARS or more, and the shorter ones, apart (redact_json_line); None
+    # when every key is of the first kind.
+    strong: Keys | None = None
+    weak: Keys | None = None
 
     def __bool__(self) -> bool:
         return self.values is not None
@@ -86,9 +100,9 @@ _cache: tuple[tuple[str, ...], Keys] = ((), _NO_KEYS)
 
 
 def _token(alternatives: Iterable[str]) -> str:
-    """A regex for any of `alternatives` not inside a longer run of letters and digits."""
+    """A regex for any of `alternatives` not inside a longer run of letters, digits, - and _."""
     body = "|".join(re.escape(a) for a in sorted(set(alternatives), key=len, reverse=True))
-    return rf"(?<![A-Za-z0-9])(?:{body})(?![A-Za-z0-9])"
+    return rf"(?<![A-Za-z0-9_-])(?:{body})(?![A-Za-z0-9_-])"
 
 
 def _json_forms(value: str) -> set[str]:
@@ -104,11 +118,12 @@ def known_keys() -> Keys:
     return _cache[1]
 
 
-def _compile(values: tuple[str, ...]) -> Keys:
+def _compile(values: tuple[str, ...], *, split: bool = True) -> Keys:
     if not values:
         return _NO_KEYS
-    long_ = [v for v in values if len(v) >= TOKEN_KEY_CHARS]
-    short = [v for v in values if len(v) < TOKEN_KEY_CHARS]
+    long_ = tuple(v for v in values if len(v) >= SHORT_KEY_CHARS)
+    short = tuple(v for v in values if len(v) < SHORT_KEY_CHARS)
+    halves: dict[str, Keys] = {"strong": _compile(long_, split=False), "weak": _compile(short, split=False)} if split and short else {}
     # Longest first, so a key containing another key is replaced whole.
     forms = tuple(sorted({f for v in long_ for f in _json_forms(v)}, key=len, reverse=True))
     tokens = re.compile(_token(f for v in short for f in _json_forms(v))) if short else None
@@ -117,7 +132,8 @@ def _compile(values: tuple[str, ...]) -> Keys:
         parts.append(_token(short))
     escape = _escape_pattern(values)
     return Keys(forms=forms, tokens=tokens, values=re.compile("|".join(parts)), escapes=re.compile(escape),
-                escapes_bytes=re.compile(escape.encode()), forms_bytes=tuple(f.encode("utf-8", "surrogateescape") for f in forms))
+                escapes_bytes=re.compile(escape.encode()), forms_bytes=tuple(f.encode("utf-8", "surrogateescape") for f in forms),
+                **halves)
 
 
 def _escape_pattern(values: tuple[str, ...]) -> str:
@@ -135,24 +151,19 @@ def _escape_pattern(values: tuple[str, ...]) -> str:
 
 
 def short_key_warnings() -> list[str]:
-    """One warning per key variable whose value is shorter than WARN_KEY_CHARS, the first time it
+    """One warning per key variable whose value is shorter than SHORT_KEY_CHARS, the first time it
     is seen in this process: what redaction does with it (see the module docstring)."""
     out = []
     for name in sorted(_key_variables):
         value = os.environ.get(name, "")
-        if not value or len(value) >= WARN_KEY_CHARS or name in _warned:
+        if not value or len(value) >= SHORT_KEY_CHARS or name in _warned:
             continue
         _warned.add(name)
-        if len(value) < TOKEN_KEY_CHARS:
-            rule = ("it is redacted only where it stands alone (not inside a longer run of letters and digits), "
-                    "so text that holds it inside a word keeps it, and an answer that holds it alone is stored, "
-                    "shown and judged with [REDACTED] in its place")
-        else:
-            rule = ("it is redacted wherever it appears, even inside a longer word, so answers and messages that "
-                    "contain those characters are stored, shown and judged with [REDACTED] in their place")
         out.append(f"the key in {name} is only {len(value)} character(s) long; no provider issues keys that short. "
-                   f"It is never stored or printed, but {rule}. Use the provider's real key (a local server that "
-                   f"takes any key accepts a long one too).")
+                   "It is never stored or printed where it stands alone, but not inside a longer run of letters, "
+                   "digits, - and _, nor where it is a provider's own word in its JSON (a value that is only the "
+                   "key); answers that hold it alone are stored, shown and judged with [REDACTED] in its place. "
+                   "Use a key of 8 characters or more (a local server that takes any key takes a long one too).")
     return out
 
 
@@ -174,6 +185,33 @@ def redact(text: str, keys: Keys | None = None) -> str:
     if _may_hold_bearer(text):
         text = _BEARER.sub("Bearer " + REDACTED, text)
     return text
+
+
+def redact_json_line(text: str, keys: Keys | None = None) -> str:
+    """One line of a provider's JSON (a result line, an online answer) without keys, reading as
+    the same JSON for everything but them (see the module docstring: short keys only in values)."""
+    k = known_keys() if keys is None else keys
+    if k.weak is None:
+        return redact(text, k)  # every key is 8 characters or more: anywhere, as in any text
+    text = redact(text, k.strong)
+    if not text or redact(text, k.weak) == text:
+        return text
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return redact(text, k.weak)  # not JSON: nothing to keep readable, redacted as text
+    weak = k.weak
+
+    def value(m: re.Match[str]) -> str:
+        inner = m.group(1)
+        if m.group(2) is not None or _OWN_ID.fullmatch(inner):
+            return m.group(0)  # a key name, or one of batchrun's ids: structure, never the key
+        cleaned = redact(inner, weak)
+        if cleaned == inner or cleaned == REDACTED:
+            return m.group(0)  # nothing, or nothing but the key: maybe the format's own word
+        return f'"{cleaned}"'
+
+    return _JSON_STRING.sub(value, text)
 
 
 class _Decoded:
@@ -254,13 +292,12 @@ def _redact_escaped(text: str, k: Keys) -> str:
 
 
 def needs_redaction(raw: bytes, keys: Keys) -> bool:
-    """A fast test on a raw line: False when `redact` would surely leave it as it is."""
+    """A fast test on a raw line: False when `redact_json_line` would surely leave it as it is."""
     if keys:
-        if any(f in raw for f in keys.forms_bytes):
-            return True
-        if keys.tokens is not None or (keys.escapes_bytes is not None and keys.escapes_bytes.search(raw)):
+        if any(f in raw for f in keys.forms_bytes) or keys.tokens is not None or (
+                keys.escapes_bytes is not None and keys.escapes_bytes.search(raw)):
             text = raw.decode("utf-8", "surrogateescape")
-            if redact(text, keys) != text:
+            if redact_json_line(text, keys) != text:
                 return True
     return _may_hold_bearer(raw) and _BEARER_BYTES.search(raw) is not None
 
@@ -278,7 +315,7 @@ def redact_file(path: Path) -> None:
     with open(path, "rb") as src, open(tmp, "wb") as dst:
         for raw in src:
             text = raw.decode("utf-8", "surrogateescape")
-            dst.write(redact(text, keys).encode("utf-8", "surrogateescape"))
+            dst.write(redact_json_line(text, keys).encode("utf-8", "surrogateescape"))
         dst.flush()
         os.fsync(dst.fileno())
     os.replace(tmp, path)

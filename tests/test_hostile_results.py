@@ -242,3 +242,26 @@ def test_different_lines_for_one_request_are_kept_neither_used_and_asked_again(p
     assert len(final) == 1 and final[0]["status"] == "ok"
     assert "ANSWER-ONE" not in final[0]["text"] and "ANSWER-TWO" not in final[0]["text"]
     assert not any("ANSWER-ONE" in p or "ANSWER-TWO" in p for p in responder.judge_prompts)
+
+
+@pytest.mark.parametrize("kind", ["our id prefix g", "json key text", "json literal null", "hex of a custom_id"])
+def test_a_short_key_that_is_also_json_structure_never_breaks_a_line(project: Project, emu: Any, kind: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A placeholder key may be "g" (every generation id starts "g-"), "text" (a field of
+    Anthropic's and Gemini's lines), "null", or 4 hex digits that one of our ids holds: redacted
+    where a provider echoes it, never where it is the line's structure or our id."""
+    setup(project, {n: ROUTES[n] for n in ("gpt", "claude", "gem", "judge")}, panel=["judge"], tasks=["p1", "p2"])
+    ok(project.run("plan", emulator=emu))
+    key = {"our id prefix g": "g", "json key text": "text", "json literal null": "null",
+           "hex of a custom_id": cids(project)[("claude", "p1")][2:6]}[kind]
+    monkeypatch.setenv(KEY_ENV, key)
+    monkeypatch.setattr(redaction, "_warned", set(), raising=False)
+    for model in ("gpt-5.5", "claude-opus-4.8", "gemini-2.5-pro"):
+        emu.add_fault({"kind": "echo_key_request", "model": model, "count": 1})
+    ok(project.run("refresh", "--interval", "0.01", emulator=emu))
+    rows = project.sql("SELECT r.kind, r.text, r.raw_json, q.stage FROM results r JOIN requests q ON q.custom_id = r.custom_id")
+    assert rows and {r["kind"] for r in rows} == {"ok"}, rows  # every line read, none malformed or missing
+    assert all(isinstance(json.loads(r["raw_json"]), dict) for r in rows)
+    echoed = [r["text"] for r in rows if "The key you sent" in (r["text"] or "")]
+    assert len(echoed) == 3 and all(t.endswith(REDACTED) for t in echoed), echoed
+    assert all(r["complete"] == 1 for r in project.sql("SELECT complete FROM leaderboard"))
