@@ -19,6 +19,7 @@ from .cli_support import (  # the plumbing the commands share
     EXIT_INCOMPLETE,
     BatchrunGroup,
     Context,
+    Number,
     announce_warnings,
     check_until,
     handle_errors,
@@ -29,6 +30,7 @@ from .cli_support import (  # the plumbing the commands share
     print_problems,
     reader,
     route_stage_options,
+    seconds,
     wait_lock_option,
     writer,
 )
@@ -140,7 +142,7 @@ def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = Fal
 @cli.command()
 @route_stage_options
 @click.option("--dry-run", is_flag=True, help="Plan only: print what would be sent and its estimated cost.")
-@click.option("--budget", type=float, metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
+@click.option("--budget", type=Number(min=0), metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
 @wait_lock_option
 @pass_ctx
 @handle_errors
@@ -163,8 +165,8 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
 
 @cli.command()
 @click.option("--wait", is_flag=True, help="Block until nothing is in flight.")
-@click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between checks with --wait.")
-@click.option("--timeout", type=float, help="With --wait, give up after this many seconds.")
+@click.option("--interval", type=seconds(), default=30.0, show_default=True, help="Seconds between checks with --wait.")
+@click.option("--timeout", type=seconds(), help="With --wait, give up after this many seconds.")
 @wait_lock_option
 @pass_ctx
 @handle_errors
@@ -210,8 +212,8 @@ def collect(ctx: Context, wait_lock: bool) -> None:
 @cli.command()
 @click.option("--timeout", "timeout_", metavar="DURATION", help="Stop cleanly after DURATION (90s, 45m, 6h).")
 @click.option("--until", metavar="HH:MM", help="Stop cleanly at this local time.")
-@click.option("--interval", type=float, default=30.0, show_default=True, help="Seconds between checks while batches run.")
-@click.option("--budget", type=float, metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
+@click.option("--interval", type=seconds(), default=30.0, show_default=True, help="Seconds between checks while batches run.")
+@click.option("--budget", type=Number(min=0), metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
 @wait_lock_option
 @pass_ctx
 @handle_errors
@@ -394,12 +396,20 @@ def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_
             click.echo("Nothing to cancel: no live batch" + (f" of route {route!r}." if route else "."), err=True)
 
 
+MAX_RESAMPLES = 100_000
+
+
 def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
-    fn = click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the Monte-Carlo permutation draws.")(fn)
-    fn = click.option("--resamples", type=click.IntRange(min=100), default=DEFAULT_RESAMPLES, show_default=True,
-                      help="Monte-Carlo sign flips (of whole documents) for the permutation test, when more than 20 documents differ.")(fn)
+    # numpy seeds from any non-negative integer; the bound keeps it an SQLite and JSON integer.
+    fn = click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=DEFAULT_SEED, show_default=True,
+                      help="Seed of the Monte-Carlo permutation draws (0 or more).")(fn)
+    # The Monte-Carlo draws are a resamples x documents matrix: 10**12 would take terabytes
+    # (numpy's _ArrayMemoryError); the p-value's Monte-Carlo error is long negligible before that.
+    fn = click.option("--resamples", type=click.IntRange(min=100, max=MAX_RESAMPLES), default=DEFAULT_RESAMPLES, show_default=True,
+                      help="Monte-Carlo sign flips (of whole documents) for the permutation test, when more than 20 documents "
+                           f"differ ({100}-{MAX_RESAMPLES:,}).")(fn)
     return fn
 
 
@@ -426,7 +436,14 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
         if fmt == "html":
             from .site import write_site
 
-            index = write_site(store, config, data, Path(str(out)))
+            try:
+                index = write_site(store, config, data, Path(str(out)))
+            except OSError as e:
+                # /dev/null, /proc/x, a file, a read-only place: the folder the user named.
+                where = f" ({e.filename})" if e.filename and str(e.filename) != str(out) else ""
+                raise BatchrunError(f"Cannot write the site to --out {out}: {e.strerror or e}{where}.",
+                                    "Pass --out a folder you can create and write (new, empty, or written by an earlier "
+                                    "report), e.g. --out site/.") from None
             click.echo(f"wrote {index}", err=True)
             return
     text = render(data, fmt)
@@ -511,7 +528,7 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("route")
-@click.option("--max-cost", type=click.FloatRange(min=0), metavar="USD", help="Never spend more than this on the search's requests (required when it sends any).")
+@click.option("--max-cost", type=Number(min=0), metavar="USD", help="Never spend more than this on the search's requests (required when it sends any).")
 @click.option("--dry-run", is_flag=True, help="Show the plan and its estimated cost; send nothing.")
 @click.option("--write", is_flag=True, help="Put the suggested caps into ROUTE's table in the config file, with a comment (date, method).")
 @click.option("--precision", default="2%", show_default=True, metavar="PCT", help="Stop the search when the largest accepted length is within this of the smallest rejected.")
@@ -559,8 +576,8 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to bind.")
-@click.option("--port", type=int, default=8765, show_default=True, help="Port (0 = any free port).")
-@click.option("--latency", type=float, default=1.0, show_default=True, help="Seconds before a batch finishes.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port (0 = any free port).")
+@click.option("--latency", type=seconds(), default=1.0, show_default=True, help="Seconds before a batch finishes.")
 @click.option("--responder", metavar="FILE.py:FUNCTION", help="Answer requests with your own function (or module:function).")
 @click.option("--fault", "faults_", multiple=True, metavar="JSON", help="Inject a fault (repeatable), e.g. '{\"kind\":\"http_error\",\"status\":429,\"count\":3}'.")
 @click.option("--window", "windows_", multiple=True, metavar="MODEL=TOKENS", help="A model's context window in input tokens, 0 = none (repeatable; the paper's models have defaults).")

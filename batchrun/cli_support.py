@@ -4,6 +4,7 @@ what several commands print (warnings, blocked and waiting routes, retries on st
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import sys
@@ -14,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import BatchrunError, environment_error, read_only
+from .errors import BatchrunError, StateError, environment_error, read_only
 from .progress import Progress
-from .redaction import redact
+from .redaction import redact, short_key_warnings
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
     from .config import Config
@@ -39,6 +40,10 @@ class Context:
         if self.emulator:
             config = config.with_emulator(self.emulator)
         self.state_path = config.paths.state
+        # Once per process, and even with -q: it says how a key will be kept out of what is
+        # stored, and that answers holding it are changed (redaction.short_key_warnings).
+        for warning in short_key_warnings():
+            click.echo(f"Warning: {warning}", err=True)
         return config
 
     def progress(self) -> Progress:
@@ -101,6 +106,10 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     store: Store | None = None
     try:
         store = Store.open(config.paths.state, rehearsal=config.rehearsal)
+        if store.identity != lock.identity:
+            # Replaced between taking the lock and opening it: the lock guards another file.
+            raise StateError(f"The state database {config.paths.state} was replaced by another file while this run was starting.",
+                             "Run the command again. Never replace or delete state.db while a writer runs.")
         store.start_run(command)
         yield store
         store.end_run("ok")
@@ -233,15 +242,36 @@ def print_problems(store: Store, config: Config, *, requests: str = "request_sta
         click.echo(f"{problem.state}: {redact(problem.describe())}", err=True)
 
 
+class Number(click.FloatRange):
+    """A float option that must be a finite number in range. click's FloatRange lets `nan`
+    through (NaN compares false with every bound) and `inf` wherever no maximum is set: a NaN
+    timeout never expires, a NaN latency never lets a batch end."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            low = "" if self.min is None else f"{self.min:g}{'<' if self.min_open else '<='}"
+            high = "" if self.max is None else f"{'<' if self.max_open else '<='}{self.max:g}"
+            self.fail(f"{value!r} is not a finite number; give a finite number in the range {low}x{high}.", param, ctx)
+        return rv
+
+
+def seconds() -> Number:
+    """A number of seconds: finite, 0 or more."""
+    return Number(min=0.0)
+
+
 def parse_duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     t = text.strip().lower()
     try:
-        if t and t[-1] in units:
-            return float(t[:-1]) * units[t[-1]]
-        return float(t)
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
     except ValueError:
-        raise BatchrunError(f"--timeout {text!r} is not a duration.", "Use a number with s, m, h or d, like 90s, 45m or 6h.")
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise BatchrunError(f"--timeout {text!r} is not a duration.",
+                            "Use a number of seconds (0 or more) or one with s, m, h or d, like 90s, 45m or 6h.")
+    return value
 
 
 def check_until(until: str | None) -> str | None:

@@ -10,7 +10,10 @@ A result line is provider output and is read as such: a line that is not JSON, o
 cannot be read, is skipped (its request gets the `missing` row and is resubmitted); a line that
 names one of our requests but has the wrong shape is a `transient` failure of that request
 (error_type `malformed`, raw line kept, retried). No line can stop the batch. What is stored per
-line is bounded (MAX_STORED_CHARS); the whole line stays in its file under jobs/.
+line is bounded (MAX_STORED_CHARS); the whole line stays in its file under jobs/. A request the
+file answers with two different lines gets neither: an infrastructure failure (error_type
+`duplicate`) that keeps every line as evidence, retried (_conflicts); the same line repeated byte
+for byte is read once. Keys are redacted from each line and again from the text decoded from it.
 
 After reconciling, judge requests are queued for new valid answers, and results/ and the
 leaderboard are rewritten from the views.
@@ -36,10 +39,11 @@ from .ledger import queue_judgments, sync_state
 from .lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
 from .progress import SILENT, Progress
 from .providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
-from .redaction import known_keys, redact
+from .redaction import Keys, known_keys, redact, redact_json_line
 from .store import Store
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
+DUPLICATE = "duplicate"  # results.error_type of a request its result file answers with different lines (_conflicts)
 INGEST_CACHE_KIB = 65536  # SQLite's page cache while rows go into indexed tables (see ingest)
 
 # The most of one answer kept in state.db (results.text; likewise results.raw_json, the line),
@@ -62,6 +66,7 @@ class CollectResult:
     lines: int = 0
     skipped_lines: int = 0  # lines that name none of the batch's requests (unreadable, or not ours)
     truncated: list[str] = field(default_factory=list)  # notices: batches accepted with a cut result file
+    notices: list[str] = field(default_factory=list)  # notices: result files answering a request twice
     by_kind: dict[str, int] = field(default_factory=dict)
     new_judge_requests: int = 0
     complete: bool = False
@@ -72,6 +77,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
             sync: bool = True) -> CollectResult:
     """`sync=False` when the caller has just synced config and dataset into state.db (refresh's submit)."""
     result = CollectResult()
+    store.check_same_file()  # a phase of its own: never begun on a state.db deleted or replaced under the run
     # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
     judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
     from .resume import refuse_changed_result_files
@@ -127,13 +133,13 @@ def ingest(store: Store, config: Config, result: CollectResult, *, progress: Pro
     """
     with store.page_cache(kib=INGEST_CACHE_KIB), store.background_checkpoints(), _gc_paused():
         for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.DOWNLOADED]):
-            skipped_before, truncated_before = result.skipped_lines, len(result.truncated)
+            skipped_before, truncated_before, notices_before = result.skipped_lines, len(result.truncated), len(result.notices)
             collect_batch(store, config, b, result)
             if not progress.quiet:
                 progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items()))
                                + (f"; skipped {result.skipped_lines - skipped_before} unreadable line(s)"
                                   if result.skipped_lines > skipped_before else ""))
-                for notice in result.truncated[truncated_before:]:
+                for notice in result.truncated[truncated_before:] + result.notices[notices_before:]:
                     progress.event(notice)
 
 
@@ -173,11 +179,62 @@ def _parse(adapter: Adapter, obj: Any) -> LineResult:
         return malformed(custom_id, f"unreadable result line ({type(e).__name__}: {e})")
 
 
-def _pointer(path: str, number: int, raw: bytes) -> str:
+def _pointer(path: str, number: int, raw: bytes, key: str = "batchrun_cut") -> str:
     """raw_json for a line longer than MAX_STORED_CHARS: where the whole line is, and its hash.
-    Valid JSON (an audit query's json_extract must not fail on it), not the line itself."""
-    return jsonl.dumps({"batchrun_cut": {"file": str(path), "line": number, "bytes": len(raw),
-                                         "sha256": hashlib.sha256(raw).hexdigest()}})
+    Valid JSON (an audit query's json_extract must not fail on it), not the line itself.
+    `batchrun_withheld`: a line that spells a key in pieces, which only its decoded text shows."""
+    return jsonl.dumps({key: {"file": str(path), "line": number, "bytes": len(raw),
+                              "sha256": hashlib.sha256(raw).hexdigest()}})
+
+
+def _conflicts(b: dict[str, Any], first: dict[str, tuple[str, int, int, str | None]],
+               repeated: dict[str, list[tuple[str, int, int]]], result: CollectResult, keys: Keys) -> list[tuple[str, str, str, int | None]]:
+    """The requests a result file answers with more than one line, said and recorded.
+
+    The same line again (byte for byte, after redaction) adds nothing: counted in a notice. Lines
+    that differ leave no way to know which is the provider's answer to the request: using the
+    first (or the last) would publish an answer chosen by file order. So neither is used: the
+    request gets an infrastructure failure (kind `transient`, error_type `duplicate`, retried
+    like any other, never a zero) whose raw_json keeps every line (`batchrun_duplicates`: file,
+    line number, bytes, sha256 and the line's text), and collect names the batch and requests."""
+    out = []
+    same = 0
+    for cid, lines in repeated.items():
+        if len({digest for _, _, digest in lines}) == 1:
+            same += len(lines) - 1
+            continue
+        wanted: dict[str, set[int]] = {}
+        for path, number, _ in lines:
+            wanted.setdefault(path, set()).add(number)
+        texts: dict[tuple[str, int], bytes] = {}
+        for path, numbers in wanted.items():
+            for number, raw, _ in jsonl.iter_lines(Path(path)):
+                if number in numbers:
+                    texts[(path, number)] = raw
+        evidence: list[dict[str, Any]] = [{"file": path, "line": number, "bytes": len(texts.get((path, number), b"")),
+                     "sha256": hashlib.sha256(texts.get((path, number), b"")).hexdigest(),
+                     "raw": redact_json_line(texts.get((path, number), b"").decode("utf-8", "replace"), keys)}
+                    for path, number, _ in lines]
+        cut = None
+        if sum(len(e["raw"]) for e in evidence) > MAX_STORED_CHARS:
+            for e in evidence:
+                e["raw"] = None  # the whole lines stay in the result file under jobs/
+            cut = 1
+        where = "; ".join(f"{Path(p).name} line {n}" for p, n, _ in lines)
+        message = (f"the provider's result file holds {len(lines)} different lines for this request ({where}): neither is "
+                   "used (results.raw_json keeps them all); the request is sent again")
+        out.append((cid, message, jsonl.dumps({"batchrun_duplicates": evidence}), cut))
+        kind = first[cid][3]
+        if kind is not None:
+            result.by_kind[kind] = result.by_kind.get(kind, 0) - 1
+        result.by_kind["transient"] = result.by_kind.get("transient", 0) + 1
+    if out:
+        result.notices.append(f"batch {b['id']} ({b['route']}): {len(out)} request(s) answered by different lines in the result file "
+                              f"({', '.join(cid for cid, *_ in out[:5])}{', ...' if len(out) > 5 else ''}): neither line is used, "
+                              "each is kept in results.raw_json, and those requests are sent again")
+    if same:
+        result.notices.append(f"batch {b['id']} ({b['route']}): {same} result line(s) repeated byte for byte: read once")
+    return out
 
 
 def _scrub(text: str) -> str:
@@ -220,6 +277,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
         verdicts.clear()
 
     def write(final: bool) -> None:
+        store.check_same_file()  # before each commit: never into a state.db deleted or replaced mid-run
         with store.db.atomic():
             store.db.conn.executemany(
                 """INSERT OR IGNORE INTO results (batch_id, custom_id, kind, text, finish_reason, input_tokens, output_tokens,
@@ -235,9 +293,24 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                       points_json(v.points_awarded), v.error, b["id"], cid)
                      for cid, v, rt in verdicts])
             if final:
+                for cid, message, raw_json, cut in conflicts:
+                    # The first of the lines was recorded as it came (this batch is not collected
+                    # until this transaction): it becomes the record of the conflict.
+                    store.db.execute("DELETE FROM judgments WHERE result_id IN (SELECT id FROM results WHERE batch_id = ? AND custom_id = ?)",
+                                     [b["id"], cid])
+                    store.db.execute(
+                        """UPDATE results SET kind = 'transient', text = NULL, finish_reason = NULL, error_type = ?,
+                           error_message = ?, raw_json = ?, truncated = ?, retry_after = NULL WHERE batch_id = ? AND custom_id = ?""",
+                        [DUPLICATE, message, raw_json, cut, b["id"], cid])
                 move(store, b["id"], Status.COLLECTED, collected_at=now)
 
     keys = known_keys()
+    # Every line naming one of the batch's requests: custom_id -> (file, line, hash of the line,
+    # kind recorded, or None if an earlier interrupted collect recorded it), and the lines of a
+    # custom_id named more than once (see _conflicts).
+    first: dict[str, tuple[str, int, int, str | None]] = {}
+    repeated: dict[str, list[tuple[str, int, int]]] = {}
+    conflicts: list[tuple[str, str, str, int | None]] = []
     for path in json.loads(b["result_files_json"] or "[]"):
         if not Path(path).exists():
             continue
@@ -245,7 +318,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
             # Decoded once: parsed, and kept as raw_json. Redacted first, so no key a provider
             # quoted back reaches raw_json, text or error_message (files downloaded before
             # poll redacted them, or a key that changed since, are covered here too).
-            text = redact(raw.decode("utf-8", "replace"), keys)
+            text = redact_json_line(raw.decode("utf-8", "replace"), keys)
             try:
                 obj = jsonl.loads(text)
             except ValueError:
@@ -255,17 +328,33 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                 continue
             line = _parse(adapter, obj)
             member = members.get(line.custom_id)
-            if member is None or line.custom_id in seen:
-                result.skipped_lines += member is None
-                continue  # not ours (or a duplicate line): never attributed
+            if member is None:
+                result.skipped_lines += 1
+                continue  # not ours: never attributed
+            digest = hash(text)
+            earlier = first.get(line.custom_id)
+            if earlier is not None:
+                # A second line for one request: never a silent choice between them (_conflicts).
+                repeated.setdefault(line.custom_id, [earlier[:3]]).append((path, number, digest))
+                continue
+            first[line.custom_id] = (path, number, digest, None)
+            if line.custom_id in seen:
+                continue  # recorded by an earlier collect of this batch that was interrupted
             seen.add(line.custom_id)
             stage, rubric_total = member
             kind = line.kind
-            answer, raw_json, cut = line.text, text, None
+            # The text decoded from the line is redacted again: a key the line spelt in pieces
+            # (one answer in several content parts) only appears once they are joined.
+            answer = redact(line.text, keys) if line.text else line.text
+            error_message = redact(line.error_message, keys) if line.error_message else line.error_message
+            finish_reason = redact(line.finish_reason, keys) if line.finish_reason else line.finish_reason
+            raw_json, cut = text, None
             if answer is not None and len(answer) > MAX_STORED_CHARS:
                 answer, cut = answer[:MAX_STORED_CHARS], 1
             if len(text) > MAX_STORED_CHARS:
                 raw_json, cut = _pointer(path, number, raw), 1
+            elif (answer, error_message, finish_reason) != (line.text, line.error_message, line.finish_reason):
+                raw_json = _pointer(path, number, raw, key="batchrun_withheld")  # the line still holds the pieces
             if stage == "judge" and kind == "ok":
                 try:
                     # A reply cut at the judge's budget, or by us at MAX_STORED_CHARS, may end inside its verdict.
@@ -281,9 +370,10 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                 cost = request_cost(route, u.input_tokens, billed_output(route, u.output_tokens, u.reasoning_tokens))
                 if cost is None and kind != "ok" and route.price.known and u.input_tokens is None and u.output_tokens is None:
                     cost = 0.0  # a failed line the provider reports no usage for is not billed: $0, not unknown
-            rows.append((b["id"], line.custom_id, kind, answer, line.finish_reason, u.input_tokens, u.output_tokens,
-                         u.reasoning_tokens, u.cached_tokens, line.error_type, line.error_message,
+            rows.append((b["id"], line.custom_id, kind, answer, finish_reason, u.input_tokens, u.output_tokens,
+                         u.reasoning_tokens, u.cached_tokens, line.error_type, error_message,
                          raw_json, now, store.run_id, cost, _retry_after(obj), cut))
+            first[line.custom_id] = (path, number, digest, kind)
             result.lines += 1
             result.by_kind[kind] = result.by_kind.get(kind, 0) + 1
             if len(rows) >= CHUNK:
@@ -305,6 +395,7 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                          unbilled, None, None))
             result.by_kind[missing_kind] = result.by_kind.get(missing_kind, 0) + 1
             unread += 1
+    conflicts += _conflicts(b, first, repeated, result, keys)
     if b["download_truncated"]:
         result.truncated.append(
             f"batch {b['id']} ({b['route']}): result download still truncated after {b['download_attempts']} attempt(s); "

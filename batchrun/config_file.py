@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import replace
@@ -36,7 +37,18 @@ from .config import (
     base_url_problem,
 )
 from .errors import ConfigError
-from .inputs import DuplicateKey, NotRegularFile, TooDeep, file_kind, parse_json, printable_line, read_regular, reject_duplicate_keys
+from .inputs import (
+    DuplicateKey,
+    NotRegularFile,
+    NumberTooLong,
+    TooDeep,
+    file_kind,
+    number_too_long,
+    parse_json,
+    printable_line,
+    read_regular,
+    reject_duplicate_keys,
+)
 from .providers import PROVIDER_NAMES, Adapter, get_adapter, providers_where
 from .redaction import know_key_variables
 
@@ -48,6 +60,9 @@ SYNC_LIMITS = (10_000, 2_000_000_000)
 # be sent to every request. Integers are bounded where they must survive JSON and SQLite.
 MAX_TEMPERATURE = 2.0
 MAX_CONFIG_INT = 2**53
+_NUMBER_FIX = "Write that value with a few digits (every count, size and price in a config fits in 16)."
+# An environment variable's name (POSIX: letters, digits and underscores, not starting with a digit).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 DEFAULT_PATHS = {
     "dataset": "data/wildtrace_strict481.with_answers.json",
@@ -101,10 +116,16 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
                           "Remove one of the two (or merge them), so the config says one thing.")
     except (TooDeep, RecursionError):  # tomllib recurses too
         raise ConfigError(f"{path}: nested thousands of levels deep; this is not a batchrun config.", "See the config reference in README.md.")
+    except NumberTooLong as e:
+        raise ConfigError(f"{path}: line {e.lineno}, column {e.colno}: {e.msg}.", _NUMBER_FIX)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}.", "Fix the JSON syntax at that position.")
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}.", "Fix the TOML syntax at that position.")
+    except ValueError as e:  # tomllib's int() past Python's int-string limit: no position of its own
+        if (too_long := number_too_long(text, e)) is None:
+            raise
+        raise ConfigError(f"{path}: line {too_long.lineno}, column {too_long.colno}: {too_long.msg}.", _NUMBER_FIX)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a table/object.", "See the config reference in README.md.")
     return parse_config(raw, path)
@@ -151,6 +172,13 @@ class _Checker:
             return {}
         if not isinstance(raw, dict):
             raise self.fail(key, "must be a table", f"Write it as [{key}] with keys below it.")
+        return raw
+
+    def array(self, raw: Any, key: str, example: str) -> list[Any]:
+        if raw is None:
+            return []
+        if not isinstance(raw, list):
+            raise self.fail(key, f"must be a list (got {_short_repr(raw)})", f"Write it as a list, e.g. {example}.")
         return raw
 
     def unknown(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
@@ -213,6 +241,11 @@ class _Checker:
         if not isinstance(v, bool):
             return self.soft(self.fail(f"{where}.{key}", f"must be true or false (got {v!r})", f"Set {key} = true or {key} = false."), default)
         return v
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def parse_config(raw: dict[str, Any], path: Path) -> Config:
@@ -485,6 +518,11 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
     if adapter.default_host is None and not base_url:
         raise c.fail(f"{where}.base_url", f"is required for {provider} routes", 'Set base_url = "https://.../v1" (the provider\'s base URL).')
     api_key_env = c.string(r, "api_key_env", where, adapter.default_key_env)
+    if not ENV_NAME.fullmatch(api_key_env):
+        # "A B" or "A=B" can never be set in an environment (POSIX: a name is letters, digits and
+        # underscores, not starting with a digit), so the route could only ever fail for a missing key.
+        raise c.fail(f"{where}.api_key_env", f"is {api_key_env!r}, which is not the name of an environment variable",
+                     "Use letters, digits and underscores, not starting with a digit, e.g. api_key_env = \"DASHSCOPE_API_KEY\".")
 
     limit_n, limit_bytes = SYNC_LIMITS if transport == "sync" else adapter.file_limits
     max_n = c.number(r, "max_requests_per_file", where, limit_n, integer=True, minimum=1)
@@ -497,7 +535,9 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
         praw = c.table(r["price"], f"{where}.price")
         c.unknown(praw, {"input", "output", "tiers"}, f"{where}.price")
         tiers = []
-        for i, t in enumerate(praw.get("tiers", []) or []):
+        tier_list = c.array(praw.get("tiers"), f"{where}.price.tiers",
+                            "tiers = [{ above_input_tokens = 200000, input = 2.5, output = 15.0 }]")
+        for i, t in enumerate(tier_list):
             tw = f"{where}.price.tiers[{i}]"
             t = c.table(t, tw)
             c.unknown(t, {"above_input_tokens", "input", "output"}, tw)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError
-from .inputs import NotRegularFile, TooDeep, non_json_value, parse_json, printable_line, read_regular
+from .inputs import NotRegularFile, NumberTooLong, TooDeep, non_json_value, parse_json, printable_line, read_regular
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,8 @@ def load_dataset(path: Path) -> Dataset:
                 records.append((f"{path}, line {number}", parse_json(line)))
             except TooDeep as e:
                 raise DataError(f"{path}, line {number}: {e}.", _NOT_A_RECORD)
+            except NumberTooLong as e:
+                raise DataError(f"{path}, line {number}, column {e.colno}: {e.msg}.", _NUMBER_FIX)
             except json.JSONDecodeError as e:
                 raise DataError(
                     f"{path}, line {number}: invalid JSON at column {e.colno}: {e.msg}.",
@@ -91,6 +93,8 @@ def load_dataset(path: Path) -> Dataset:
             raw = parse_json(text)
         except TooDeep as e:
             raise DataError(f"{path}: {e}.", _NOT_A_RECORD)
+        except NumberTooLong as e:
+            raise DataError(f"{path}: line {e.lineno}, column {e.colno}: {e.msg}.", _NUMBER_FIX)
         except json.JSONDecodeError as e:
             raise DataError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}.", "Fix the JSON syntax at that position (or use the .jsonl release).")
         del text
@@ -119,6 +123,8 @@ def load_dataset(path: Path) -> Dataset:
     return Dataset(path=path, sha256=sha, tasks=tuple(tasks))
 
 
+_NUMBER_FIX = ("Write that number with the digits it needs (rubric points are small numbers); an id that long "
+               "is no WildTrace id: write ids as strings, e.g. \"task_id\": \"wt-001\".")
 _NOT_A_RECORD = ("A WildTrace record is a flat object whose ground_truth holds a list of rubric items; "
                  "this is not one. Use the released dataset file.")
 
@@ -136,6 +142,8 @@ def _task_id(record: dict[str, Any], where: str) -> str:
             f"{where}: field `{key}` must be a string (or an integer) but is {type(value).__name__} {value!r}.",
             'Write the task\'s id as a JSON string, e.g. "task_id": "wt-001".',
         )
+    if isinstance(value, int) and (bad := non_json_value(value)) is not None:
+        raise DataError(f"{where}: field `{key}` {bad.problem}.", _NUMBER_FIX)
     task_id = str(value)
     if not printable_line(task_id):
         raise DataError(f"{where}: field `{key}` {task_id!r} contains a control character or line break.",
@@ -151,6 +159,8 @@ def _decode(value: Any, here: str, field: str, hint: str) -> Any:
         return parse_json(value)
     except TooDeep as e:
         raise DataError(f"{here}: field `{field}` is a string {e}.", _NOT_A_RECORD)
+    except NumberTooLong as e:
+        raise DataError(f"{here}: field `{field}` is a string holding {e.msg}.", _NUMBER_FIX)
     except json.JSONDecodeError as e:
         raise DataError(f"{here}: field `{field}` is a string but not valid JSON ({e.msg} at column {e.colno}).", hint)
 
@@ -171,7 +181,7 @@ def parse_record(record: Any, where: str, position: int) -> Task:
     if isinstance(gt, dict):
         decoded["ground_truth"] = {**gt, "scoring_rubric": rubric_raw}
     if bad := non_json_value(decoded):
-        raise DataError(f"{here}: field `{bad.field}` {bad.problem}.", _NOT_A_RECORD if bad.too_deep else
+        raise DataError(f"{here}: field `{bad.field}` {bad.problem}.", _NOT_A_RECORD if bad.too_deep else _NUMBER_FIX if bad.too_large else
                         "JSON has no NaN or Infinity (Python writes them, no JSON reader accepts them): "
                         "write a finite number there (rubric points are numbers >= 0).")
 

@@ -11,6 +11,10 @@ Three things Python's own readers let through, each of which ends an overnight r
 - nesting: the json module recurses, so a few thousand `[` raise RecursionError; and a tree a
   little under that limit can still exhaust the stack later, in any code that walks it.
   `parse_json` turns the first into a ValueError and `non_json_value` bounds the depth.
+- an integer of more than 4,300 digits (`sys.get_int_max_str_digits()`): json and tomllib raise
+  a bare ValueError with no position. `number_too_long` makes it a `NumberTooLong`, a
+  JSONDecodeError with the line and column of the number, so every reader that reports a JSON
+  syntax error with its position reports this one too.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
+import sys
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -69,22 +75,55 @@ class TooDeep(ValueError):
     """JSON nested deeper than the parser can follow."""
 
 
+class NumberTooLong(json.JSONDecodeError):
+    """An integer with more digits than Python converts to an int (its int-string limit)."""
+
+
+def number_too_long(text: str, exc: BaseException) -> NumberTooLong | None:
+    """`exc`, raised while parsing `text` (JSON or TOML), as a NumberTooLong at the number's
+    position, or None if it is not Python's int-string limit."""
+    limit = sys.get_int_max_str_digits()
+    if not isinstance(exc, ValueError) or "integer string conversion" not in str(exc) or not limit:
+        return None
+    # The first run of more than `limit` digits (TOML allows underscores between them); the
+    # lookbehind starts each attempt at the beginning of a run, so the search stays linear.
+    found = re.search(rf"(?<![0-9_])[0-9](?:_?[0-9]){{{limit},}}", text)
+    digits = found.group().replace("_", "") if found else ""
+    what = f"an integer of {len(digits):,} digits ({digits[:12]}...)" if found else "an integer"
+    return NumberTooLong(f"{what}, more than the {limit:,} digits Python reads; no value batchrun reads needs that many",
+                         text, found.start() if found else 0)
+
+
 def parse_json(text: str, **kwargs: Any) -> Any:
-    """json.loads, with excessive nesting a ValueError (TooDeep) rather than a RecursionError."""
+    """json.loads, with excessive nesting a ValueError (TooDeep) rather than a RecursionError,
+    and an integer past Python's int-string limit a NumberTooLong with its position."""
     try:
         return json.loads(text, **kwargs)
     except RecursionError:
         raise TooDeep("nested too deeply to parse (thousands of levels)") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as e:
+        if (too_long := number_too_long(text, e)) is not None:
+            raise too_long from None
+        raise
 
 
 class BadValue(NamedTuple):
     field: str  # "ground_truth.scoring_rubric[0].points"
     problem: str  # "is NaN"
     too_deep: bool
+    too_large: bool = False
+
+
+# SQLite's INTEGER: a larger integer cannot be stored, and converting it to a float overflows
+# (past ~309 digits) or loses its value.
+MAX_INT = 2**63 - 1
 
 
 def non_json_value(value: Any) -> BadValue | None:
-    """The first value (depth-first) that JSON cannot express or that nests too deep, or None.
+    """The first value (depth-first) that JSON cannot express, that nests too deep, or an integer
+    too large to store, or None.
 
     Walks iteratively, so a deep tree cannot overflow the stack here."""
     stack: list[tuple[str, Any, int]] = [("", value, 0)]
@@ -94,6 +133,9 @@ def non_json_value(value: Any) -> BadValue | None:
             return BadValue(where, f"nests more than {MAX_DEPTH} levels deep", True)
         if isinstance(v, float) and not math.isfinite(v):
             return BadValue(where, f"is {'NaN' if math.isnan(v) else ('Infinity' if v > 0 else '-Infinity')}", False)
+        if isinstance(v, int) and not -MAX_INT - 1 <= v <= MAX_INT:
+            return BadValue(where, f"is an integer of {len(str(abs(v))):,} digits, beyond the {MAX_INT:,} a database column holds",
+                            False, True)
         if isinstance(v, dict):
             items = [(f"{where}.{k}" if where else str(k), x) for k, x in v.items()]
         elif isinstance(v, list):

@@ -112,9 +112,18 @@ class TransitionError(RuntimeError):
     """A move TRANSITIONS does not allow: a bug, never the user's doing."""
 
 
-def _values(fields: dict[str, Any]) -> list[Any]:
+# Columns batchrun writes from its own values (paths under jobs/, their checksums, the host the
+# config names), never a provider's words: not redacted, so a short key (redaction.SHORT_KEY_CHARS)
+# that happens to be a folder name cannot corrupt the paths collect reads.
+_OWN_VALUES = frozenset({"result_files_json", "result_files_sha256_json", "endpoint_host"})
+
+
+def _values(store: Store, fields: dict[str, Any]) -> list[Any]:
+    # The database file must still be the one this run opened before anything more is recorded
+    # (store.check_same_file: a state.db deleted or replaced mid-run stops the run here).
+    store.check_same_file()
     # Errors and statuses are the provider's words, which may quote the key back.
-    return [redact(v) if isinstance(v, str) else v for v in fields.values()]
+    return [redact(v) if isinstance(v, str) and k not in _OWN_VALUES else v for k, v in fields.items()]
 
 
 def record(store: Store, batch_id: str, **fields: Any) -> None:
@@ -123,7 +132,7 @@ def record(store: Store, batch_id: str, **fields: Any) -> None:
         raise TransitionError("record() does not move a batch: use move()")
     cols = ", ".join(f"{k} = ?" for k in fields)
     with store.db.atomic():
-        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*_values(fields), batch_id])
+        store.db.execute(f"UPDATE batches SET {cols} WHERE id = ?", [*_values(store, fields), batch_id])
 
 
 def move(store: Store, batch_id: str, to: Status, **fields: Any) -> None:
@@ -135,7 +144,7 @@ def move(store: Store, batch_id: str, to: Status, **fields: Any) -> None:
     cols = ", ".join(["status = ?", *(f"{k} = ?" for k in fields)])
     with store.db.atomic():
         cur = store.db.execute(f"UPDATE batches SET {cols} WHERE id = ? AND status IN {sql_list(sources)}",
-                               [to, *_values(fields), batch_id])
+                               [to, *_values(store, fields), batch_id])
         if cur.rowcount != 1:
             current = store.scalar("SELECT status FROM batches WHERE id = ?", [batch_id])
             raise TransitionError(f"batch {batch_id}: {current or 'no such batch'} -> {to} is not a move of the batch lifecycle")
@@ -149,12 +158,13 @@ def move_all(store: Store, frm: Status, to: Status, where: str = "1", params: An
         raise TransitionError(f"{frm} -> {to} is not a move of the batch lifecycle")
     cols = ", ".join(["status = ?", *(f"{k} = ?" for k in fields)])
     with store.db.atomic():
-        cur = store.db.execute(f"UPDATE batches SET {cols} WHERE status = ? AND ({where})", [to, *_values(fields), frm, *params])
+        cur = store.db.execute(f"UPDATE batches SET {cols} WHERE status = ? AND ({where})", [to, *_values(store, fields), frm, *params])
     return cur.rowcount
 
 
 def new_batch(store: Store, **fields: Any) -> None:
     """Insert a new batch row, `writing` (its request file is about to be written)."""
+    store.check_same_file()
     cols = ", ".join(["status", *fields])
     marks = ", ".join("?" for _ in range(len(fields) + 1))
     store.db.execute(f"INSERT INTO batches ({cols}) VALUES ({marks})", [Status.WRITING, *fields.values()])

@@ -9,9 +9,13 @@ database file is the same inode for every path that reaches it, and deleting it 
 run two writers on it.
 
 Who holds the lock is written to `state.db.lock` (next to the resolved database path), so the
-second process can say which process holds it; if that note was deleted, the holder's unfinished
-`runs` row in state.db names it. Readers (`status`, `report`, SQL) never take the lock: SQLite's
-WAL lets them read meanwhile.
+second process can say which process holds it. The note is only a name: it is written to a new
+file renamed over it, and read without following a symlink, so a `state.db.lock` that is a
+symlink (or a hard link) to another file never empties or reveals that file; a FIFO there never
+blocks. When the note is missing, unreadable or names a process that does not hold the lock, the
+kernel's own table of locks (/proc/locks on Linux: the pid holding each flock, by device and
+inode) names the holder, and its unfinished `runs` row in state.db says what it runs. Readers
+(`status`, `report`, SQL) never take the lock: SQLite's WAL lets them read meanwhile.
 
 `flock` and SQLite's own POSIX (`fcntl`) locks are independent on Linux and macOS local file
 systems (SQLite in WAL mode does not support network file systems anyway). But closing *any*
@@ -26,6 +30,8 @@ import fcntl
 import json
 import os
 import sqlite3
+import stat
+import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -62,13 +68,18 @@ class WriterLock:
                 if not wait and time.monotonic() >= deadline:
                     _retire(inode, fd)
                     raise LockError(
-                        f"Another batchrun process is writing to this state.db ({self.db_path}): {self._holder()}.",
+                        f"Another batchrun process is writing to this state.db ({self.db_path}): {self._holder(inode)}.",
                         "Wait for it to finish, or pass --wait-lock to wait for it. Nothing was changed.",
                     )
                 time.sleep(0.2)
         self.fd, self._inode = fd, inode
         self._write_note(json.dumps({"pid": os.getpid(), "command": self.command, "since": time.strftime("%Y-%m-%d %H:%M:%S")}))
         return self
+
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the database file locked, while the lock is held."""
+        return self._inode
 
     def release(self) -> None:
         if self.fd is not None and self._inode is not None:
@@ -102,20 +113,47 @@ class WriterLock:
         return fd, (st.st_dev, st.st_ino)
 
     def _write_note(self, text: str) -> None:
+        """Write the note to a new file and rename it over the old name: a rename replaces the
+        name, never what a symlink or a hard link there points at (O_NOFOLLOW on the open alone
+        would still truncate a hard-linked file)."""
         try:
-            with open(self.path, "w", encoding="utf-8") as f:
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+        except OSError:
+            return  # only used to name the holder in a message; the lock itself is held
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, self.path)
         except OSError:
-            pass  # only used to name the holder in a message; the lock itself is held
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
-    def _holder(self) -> str:
+    def _read_note(self) -> str:
+        """The note's text, or "" if it is missing, not a regular file, a symlink, or unreadable."""
         try:
-            note = self.path.read_text(encoding="utf-8").strip()
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
-            note = ""
-        if note:
-            return _describe(note)
-        # The note is gone (deleted while held): the holder's unfinished run in state.db names it.
+            return ""
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return ""
+            return os.read(fd, 4096).decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        finally:
+            os.close(fd)
+
+    def _holder(self, inode: tuple[int, int]) -> str:
+        note = _parse_note(self._read_note())
+        kernel = _flock_holders(inode)
+        if note is not None and (not kernel or note[0] in kernel):
+            pid, command, since = note
+            return f"pid {pid} running `batchrun {command}` since {since}"
+        # The note is gone, garbage, or stale: the kernel says which process holds the lock, and
+        # that process's unfinished run in state.db (if it has one yet) what it runs.
         try:
             conn = sqlite3.connect(f"{self.db_path.as_uri()}?mode=ro", uri=True, timeout=5)
             try:
@@ -125,11 +163,13 @@ class WriterLock:
         except sqlite3.Error:
             rows = []
         for pid, command, started in rows:
-            if pid and _alive(int(pid)):
+            if pid and (int(pid) in kernel if kernel else _alive(int(pid))):
                 since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
                 return f"pid {pid} running `batchrun {command}` since {since}"
+        if kernel:
+            pids = ", ".join(str(p) for p in sorted(kernel))
+            return f"pid {pids} (its note {self.path.name} does not say what it runs)"
         return "an unidentified process"
-
 
 def _retire(inode: tuple[int, int], fd: int) -> None:
     with _idle_guard:
@@ -151,9 +191,40 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _describe(holder: str) -> str:
+def _parse_note(text: str) -> tuple[int, str, str] | None:
+    """(pid, command, since) from a note, or None if it is not one batchrun wrote."""
     try:
-        info = json.loads(holder)
-        return f"pid {info['pid']} running `batchrun {info['command']}` since {info['since']}"
+        info = json.loads(text)
+        pid, command, since = info["pid"], info["command"], info["since"]
     except (ValueError, KeyError, TypeError):
-        return "an unidentified process"
+        return None
+    if isinstance(pid, bool) or not isinstance(pid, int) or not isinstance(command, str) or not isinstance(since, str):
+        return None
+    return pid, command, since
+
+
+def _flock_holders(inode: tuple[int, int], table: str = "/proc/locks") -> set[int]:
+    """The pids holding a flock on the file (device, inode), from Linux's /proc/locks; empty
+    where there is no such table (macOS) or it names none.
+
+    A line reads `1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF`: the pid, then the
+    device's major and minor numbers in hex and the inode in decimal (fs/locks.c,
+    lock_get_status). fcntl's F_GETLK cannot answer this: it sees POSIX locks, not flocks."""
+    dev, ino = inode
+    want = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    try:
+        with open(table, encoding="ascii", errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return set()
+    pids = set()
+    for line in lines:
+        fields = line.split()  # a waiter's line ("1: -> FLOCK ...") has "->" in fields[1]: not a holder
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == want:
+            try:
+                pid = int(fields[4])
+            except ValueError:
+                continue
+            if pid > 0:
+                pids.add(pid)
+    return pids

@@ -34,7 +34,7 @@ from .config import Config, Route
 from .errors import ProviderError
 from .lifecycle import TO_FOLLOW, Status, move, record
 from .progress import SILENT, Progress
-from .redaction import redact, redact_file
+from .redaction import redact, redact_file, redact_json_line
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
 from .store import Store, sql_list
 from .submit import verify_request_file
@@ -134,6 +134,7 @@ BLOCKED_PREFIX = "blocked: "
 def poll_once(store: Store, config: Config, *, progress: Progress = SILENT, skip: set[str] | frozenset[str] = frozenset()) -> PollResult:
     """Check every batch in flight once (`skip`: routes already blocked in this run, not checked again)."""
     result = PollResult()
+    store.check_same_file()
     following = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq")
     if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
         # poll sends a sync batch's lines itself: an input changed since they were built is
@@ -358,6 +359,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
     def send_one(raw: bytes) -> None:
         line = json.loads(raw)
         cid = str(line.get("custom_id") or line.get("key"))
+        store.check_same_file()  # each online request is paid for: never sent for a vanished state.db
         try:
             out = adapter.send_online(client, route, line)
         except Exception as exc:  # noqa: BLE001 - per-request failures become result lines
@@ -376,7 +378,7 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             if c.retry_after is not None:
                 out[RETRY_AFTER_KEY] = c.retry_after
         # An answer or an error may quote the key back (the provider repeats what it was sent).
-        text = redact(jsonl.dumps(out)) + "\n"
+        text = redact_json_line(jsonl.dumps(out)) + "\n"
         with lock:
             with open(out_path, "a", encoding="utf-8") as f:
                 f.write(text)

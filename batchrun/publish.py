@@ -31,6 +31,7 @@ def site_dir(config: Config) -> Path:
 def publish(store: Store, config: Config, *, command: str, settings: Settings = Settings()) -> Published:
     from .site import write_site
 
+    store.check_same_file()  # never publish from a state.db deleted or replaced under the run
     board = leaderboard(store)  # fills cells_now, read by everything below
     snapshots.take(store, command, snapshots.current_state(store, board))
     judgments = judge_scores(store, with_text=True)

@@ -85,6 +85,7 @@ def _refresh(store: Store, config: Config, *, deadline: float | None, interval: 
         return deadline is not None and time.time() >= deadline
 
     while True:
+        store.check_same_file()  # between rounds: a state.db deleted or replaced mid-run stops it
         try:
             s = submit(store, config, budget=budget, progress=progress)
             p = poll_once(store, config, progress=progress, skip=set(blocked))

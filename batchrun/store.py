@@ -41,6 +41,12 @@ def sql_list(values: tuple[str, ...]) -> str:
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def file_identity(path: Path) -> tuple[int, int]:
+    """(device, inode) of the file at `path` (following symlinks): the same for every path to it."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def _wal_pending(path: Path) -> bool:
     """A non-empty -wal file: committed transactions not yet copied into the database file."""
     try:
@@ -143,6 +149,9 @@ class Store:
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+        # The file a writer works on (device, inode): see check_same_file. sqlite3.connect has
+        # opened it by now, so this is the file its connection writes to.
+        self.identity: tuple[int, int] | None = None if readonly else file_identity(self.path)
         # Typed as sqlite-utils' Database: a reader's stand-in has the part of it readers use.
         self.db: Database = cast("Database", _ReadOnlyDatabase(conn)) if readonly else database(conn)
         self._check_version()
@@ -227,6 +236,37 @@ class Store:
                 "Upgrade batchrun (pip install -U batchrun), or point [paths] state at another file. Nothing was changed.",
             )
 
+    def check_same_file(self) -> None:
+        """Refuse to go on if state.db was deleted or replaced since this writer opened it.
+
+        SQLite keeps writing to the file it opened: deleted, it is a file nobody will ever read
+        (the run would exit 0 "complete" and the next run would pay for every request again);
+        replaced, the run's rows go to the old file while the next run reads the new one. Called
+        at the natural points before more work: each batch step (lifecycle, before every upload
+        and create), each online request of the sync transport, each round of refresh and poll,
+        the start of collect and of publishing, each chunk of result rows, and before a run is
+        recorded as ended."""
+        if self.identity is None:
+            return
+        try:
+            now = file_identity(self.path)
+        except FileNotFoundError:
+            raise StateError(
+                f"The state database {self.path} was deleted while this run was writing to it; the run stopped "
+                "before doing more work (what it recorded since went to the deleted file).",
+                "Put state.db back where it was (from the trash or a backup) and run the command again: it resumes "
+                "from there. A new, empty state.db would not know the batches already sent and would pay for every "
+                "request again.") from None
+        except OSError:
+            return  # not a verdict on the file's identity: the next read or write reports the disk
+        if now != self.identity:
+            raise StateError(
+                f"The state database {self.path} was replaced by another file while this run was writing to it "
+                f"(device and inode {self.identity[0]}:{self.identity[1]} when it started, {now[0]}:{now[1]} now); "
+                "the run stopped before doing more work, and wrote nothing to the new file.",
+                "If the new file is meant (a restored backup), run the command again: it works on that file. Never "
+                "replace or delete state.db while a writer runs; status, report and SQL read it safely meanwhile.")
+
     # -- meta and runs ------------------------------------------------------------------------
 
     def meta(self, key: str) -> str | None:
@@ -255,6 +295,8 @@ class Store:
     def end_run(self, outcome: str) -> None:
         if self.run_id is None:
             return
+        if outcome == "ok":
+            self.check_same_file()  # a run whose file vanished under it did not end well
         with self.db.atomic():
             self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ?", [time.time(), outcome, self.run_id])
 

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config_file import load_config
-from ..errors import DataError
+from ..errors import BatchrunError, DataError
 from ..lock import WriterLock
 from ..progress import Progress
 from ..store import Store
@@ -102,7 +102,12 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
     from ..report import render
 
     folder = Path(directory).resolve()
-    config_path = prepare(folder)
+    try:
+        config_path = prepare(folder)
+    except OSError as e:
+        # /proc/demo, a read-only mount, a path through a file: the user's --dir, said as such.
+        raise BatchrunError(f"Cannot set up the demo folder {folder} (--dir {directory}): {e.strerror or e}.",
+                            "Pass --dir a folder you can create and write, e.g. --dir demo-run (created in the current folder).") from None
     os.environ.setdefault(DEMO_KEY_ENV, "demo-key-not-a-secret")
     emu = Emulator(host="127.0.0.1", port=0, latency=latency).start()
     try:

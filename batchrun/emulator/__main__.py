@@ -14,16 +14,33 @@ import argparse
 import json
 import sys
 
-from .faults import normalize_fault
+from .faults import check_seconds, normalize_fault
 from .server import run_emulator
 from .windows import parse_window
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: use 0-65535 (0 = any free port)")
+    return port
+
+
+def _seconds(text: str) -> float:
+    try:
+        return check_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m batchrun.emulator", description="Serve the local OpenAI / Anthropic / Gemini batch API emulator until SIGTERM or SIGINT.")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind: 127.0.0.1 (default), ::1 or localhost")
-    parser.add_argument("--port", type=int, default=0, help="port (default 0 = pick a free one)")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds from batch creation until it is ready")
+    parser.add_argument("--port", type=_port, default=0, help="port (default 0 = pick a free one)")
+    parser.add_argument("--latency", type=_seconds, default=0.0, help="seconds from batch creation until it is ready")
     parser.add_argument("--responder", default=None, help="FILE.py:FUNC or package.module:FUNC (default: built-in)")
     parser.add_argument("--fault", action="append", default=[], metavar="JSON", help="a fault to arm (repeatable)")
     parser.add_argument("--window", action="append", default=[], metavar="MODEL=TOKENS",

@@ -34,7 +34,7 @@ from email.message import Message
 from typing import Any, ClassVar, Literal
 
 from . import wire
-from .faults import FaultSet
+from .faults import FaultSet, check_seconds
 from .httpio import ApiError, Ctx, Resp, Route, json_resp
 from .models import Models
 from .responder import load_responder
@@ -195,7 +195,7 @@ class Core:
         self.models = Models(models or ())
         # The API keys the providers accept (``--key``); None: any non-empty key, as before.
         self.keys: frozenset[str] | None = frozenset(keys) if keys else None
-        self.latency = float(latency)
+        self.latency = check_seconds(latency)
         self.faults = FaultSet()
         for fault in faults or ():
             self.faults.add(json.loads(fault) if isinstance(fault, str) else fault)  # CLI passes JSON text

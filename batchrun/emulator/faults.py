@@ -59,6 +59,7 @@ error pages and proxies do): the client must never store or print it.
 from __future__ import annotations
 
 import copy
+import math
 import re
 import threading
 from typing import Any
@@ -83,6 +84,18 @@ KINDS = {
 }
 HTTP_KINDS = {"http_error", "drop", "echo_key"}
 MATCHERS = ("method", "path", "provider", "model", "custom_id", "prompt_contains")
+
+
+def check_seconds(value: Any, what: str = "latency") -> float:
+    """A latency in seconds: a finite number >= 0 (ValueError otherwise). NaN compares false with
+    every time, so a batch given a NaN latency would never be ready; infinity never either."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{what} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{what} must be a finite number of seconds, 0 or more, got {value!r}")
+    return seconds
 
 
 def normalize_fault(fault: Any) -> dict:
@@ -111,8 +124,9 @@ def normalize_fault(fault: Any) -> dict:
             raise ValueError(f"complete_fraction must be between 0 and 1, got {fraction!r}")
     if kind == "slow":
         latency = fault.get("latency")
-        if not isinstance(latency, (int, float)) or latency < 0:
+        if isinstance(latency, bool) or not isinstance(latency, (int, float)):
             raise ValueError(f"slow fault needs a non-negative 'latency' in seconds, got {latency!r}")
+        check_seconds(latency, "slow fault 'latency'")
     if kind == "corrupt_line" and not isinstance(fault.get("line"), str):
         raise ValueError(f"corrupt_line needs the raw 'line' text to write, got {fault.get('line')!r}")
     if kind == "alias_batch" and not (isinstance(fault.get("id"), str) and fault["id"]):

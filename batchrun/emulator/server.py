@@ -63,7 +63,7 @@ from ..config import is_loopback
 from .anthropic import Anthropic
 from .core import Core, Provider
 from .dashscope import DashScope
-from .faults import HTTP_KINDS, mangle_json
+from .faults import HTTP_KINDS, check_seconds, mangle_json
 from .gemini import Gemini
 from .httpio import CHUNK, ApiError, BodyError, BodyReader, Ctx, Resp, Route, json_resp
 from .openai import OpenAI
@@ -289,7 +289,7 @@ class Emulator:
 
     @latency.setter
     def latency(self, seconds: float) -> None:
-        self._core.latency = float(seconds)
+        self._core.latency = check_seconds(seconds)
 
     def set_windows(self, windows: dict[str, int]) -> None:
         """Context windows in input tokens per model, from now on (0 = no limit; see windows.py)."""
@@ -467,9 +467,10 @@ class Emulator:
     def _control_latency(self, ctx: Ctx) -> Resp:
         data = ctx.json()
         try:
-            self.set_latency(float(data["latency"]))
-        except (KeyError, TypeError, ValueError):
-            return json_resp({"error": {"message": 'expected {"latency": seconds}'}}, 400)
+            self.set_latency(data["latency"])
+        except (KeyError, TypeError, ValueError) as exc:
+            why = f": {exc}" if isinstance(exc, ValueError) else ""
+            return json_resp({"error": {"message": 'expected {"latency": seconds}' + why}}, 400)
         return json_resp({"ok": True, "latency": self.latency})
 
 

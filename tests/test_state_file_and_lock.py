@@ -1,0 +1,255 @@
+"""Issue 24, items 6 and 7: the state.db a run writes is the one it opened; the lock note is only a name.
+
+batchrun runs as real processes (tests/cliproc.py) against the emulator in its own process, as in
+test_reliability:
+
+- state.db deleted (or replaced by another file) while `refresh` runs: the run notices before its
+  next step and stops with exit 1 naming what happened, instead of writing on into a file nobody
+  will read and exiting 0 "complete"; put back, the next run finishes without paying twice. Online
+  (sync) requests stop being sent at once.
+- `state.db.lock` that is a symlink, a hard link or a FIFO: never followed, emptied or blocked
+  on; a note that is garbage still names the holder's pid (the kernel's lock table).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cliproc
+from conftest import KEY_ENV, Project, route, small_project
+from test_reliability import EmulatorProcess, emu, emu_proc, integrity_ok, run_batchrun  # noqa: F401 (emu, emu_proc: fixtures)
+
+ENV = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001"}
+
+
+def start_refresh(project: Project, emu: EmulatorProcess, *extra: str) -> cliproc.BatchrunProcess:
+    return cliproc.start(["--config", str(project.config_path), "--emulator", emu.url, "refresh", "--interval", "0.05",
+                          "--timeout", "60s", *extra], env=ENV)
+
+
+def wait_for(condition: Any, proc: cliproc.BatchrunProcess, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            out, err = proc.outputs()
+            raise AssertionError(f"batchrun ended (exit {proc.returncode}) before {what}:\n{err[-3000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def in_flight(project: Project) -> bool:
+    try:
+        return bool(project.sql("SELECT 1 FROM batches WHERE status = 'in_flight'"))
+    except sqlite3.OperationalError:  # not created yet
+        return False
+
+
+def paid_once(emu: EmulatorProcess) -> None:
+    counts = Counter(x["custom_id"] for x in emu.requests)
+    assert counts and set(counts.values()) == {1}, counts
+
+
+# --- item 6: state.db deleted or replaced mid-run ------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_state_db_deleted_or_replaced_mid_run_stops_the_run(how: str, project: Project, emu: EmulatorProcess) -> None:
+    small_project(project)
+    project.rehearsing = True
+    emu.fault({"kind": "slow", "latency": 1.0, "count": 3})  # the three generation batches stay in flight a while
+    proc = start_refresh(project, emu)
+    try:
+        wait_for(lambda: in_flight(project), proc, "a batch was in flight")
+        state = project.state_path
+        kept = state.with_name("state.db.kept")
+        if how == "deleted":
+            os.link(state, kept)  # the trash: the file lives on under another name, as it would in a trash folder
+            state.unlink()
+        else:
+            # A consistent copy (the backup API reads through the WAL), renamed over state.db.
+            src, dst = sqlite3.connect(state), sqlite3.connect(kept)
+            try:
+                src.backup(dst)
+            finally:
+                src.close()
+                dst.close()
+            os.replace(kept, state)
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out, err = proc.outputs()
+    assert code == 1, err[-3000:]
+    assert "Traceback" not in err
+    assert f"The state database {state} was {how}" in err and "stopped before doing more work" in err
+    assert "Hint:" in err
+    if how == "deleted":
+        assert not state.exists()
+        os.replace(kept, state)  # put back, as the hint says
+    integrity_ok(project)
+    again = run_batchrun(project, "refresh", "--interval", "0.05", emu=emu)
+    assert again.returncode == 0, again.stderr[-3000:]
+    paid_once(emu)  # the batches sent before the stop were followed up, never sent again
+    integrity_ok(project)
+
+
+def test_state_db_deleted_while_sending_online_stops_the_sends(project: Project, tmp_path: Path) -> None:
+    responder = tmp_path / "slow_responder.py"
+    responder.write_text("import time\n\ndef answer(request):\n    time.sleep(0.4)\n    return 'The crane failed at 03:14.'\n")
+    small_project(project, routes={"online": route("openai-compatible", "qwen3.7-plus", transport="sync", sync_concurrency=1)}, panel=[])
+    project.rehearsing = True
+    emu = subprocess.Popen([sys.executable, "-m", "batchrun.emulator", "--port", "0", "--latency", "0", "--responder",
+                            f"{responder}:answer"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert emu.stderr is not None
+        url = emu.stderr.readline().strip().split("listening on ", 1)[1]
+
+        def sent() -> list[dict[str, Any]]:
+            with urllib.request.urlopen(f"{url}/_emulator/requests", timeout=10) as r:
+                return list(json.loads(r.read())["requests"])
+
+        proc = cliproc.start(["--config", str(project.config_path), "--emulator", url, "refresh", "--interval", "0.05"], env=ENV)
+        try:
+            wait_for(lambda: len(sent()) >= 1, proc, "the first online request")
+            project.state_path.unlink()
+            code = proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        _, err = proc.outputs()
+        assert code == 1, err[-3000:]
+        assert "was deleted" in err and "Traceback" not in err
+        # Four requests to send; the one in flight when the file went may finish, no other is sent.
+        assert 1 <= len(sent()) <= 2, sent()
+    finally:
+        emu.terminate()
+        emu.wait(10)
+
+
+# --- item 7: the lock note ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_the_lock_note_never_writes_through_a_link(kind: str, project: Project, emu: EmulatorProcess, tmp_path: Path) -> None:
+    small_project(project)
+    project.rehearsing = True
+    project.state_path.parent.mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious content outside the project\n")
+    note = Path(str(project.state_path) + ".lock")
+    if kind == "symlink":
+        note.symlink_to(outside)
+    else:
+        os.link(outside, note)
+    r = run_batchrun(project, "plan", emu=emu, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert outside.read_text() == "precious content outside the project\n"
+    assert not note.is_symlink() and note.is_file() and os.stat(note).st_ino != os.stat(outside).st_ino
+    assert not list(note.parent.glob(".state.db.lock.*")), "no temporary note left behind"
+
+
+def hold_flock(path: Path) -> subprocess.Popen[str]:
+    """A process that is not batchrun holding the database file's flock (no note, no runs row)."""
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'rb'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(path)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def acquire_now(project: Project) -> str:
+    """What a second writer is told, taking the lock in this process without the 5 s grace (on a
+    thread: a note read that blocked, as on a FIFO, must fail the test, not hang it)."""
+    from batchrun.errors import LockError
+    from batchrun.lock import WriterLock
+
+    told: list[str] = []
+
+    def take() -> None:
+        try:
+            WriterLock(project.state_path, "submit").acquire(grace=0.0).release()
+            told.append("acquired")
+        except LockError as e:
+            told.append(e.message)
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    thread.join(20)
+    assert told, "the second writer blocked reading the lock note"
+    return told[0]
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="the kernel's lock table is Linux's /proc/locks")
+def test_a_garbage_or_fifo_note_still_names_the_holder(project: Project, emu: EmulatorProcess) -> None:
+    small_project(project)
+    project.rehearsing = True
+    assert run_batchrun(project, "plan", emu=emu).returncode == 0
+    note = Path(str(project.state_path) + ".lock")
+
+    def spoil(kind: str) -> None:
+        note.unlink(missing_ok=True)
+        if kind == "garbage":
+            note.write_text("\x00garbage{not json")
+        else:
+            os.mkfifo(note)
+
+    # A real writer holding the lock: named with its command (its runs row), through the CLI.
+    emu.fault({"kind": "slow", "latency": 30, "count": -1})
+    first = start_refresh(project, emu)
+    try:
+        wait_for(lambda: in_flight(project), first, "the first writer's batches")
+        spoil("garbage")
+        second = run_batchrun(project, "submit", emu=emu, timeout=60)
+        assert second.returncode == 1, second.stderr
+        assert f"pid {first.pid} running `batchrun refresh`" in second.stderr, second.stderr
+        assert "unidentified" not in second.stderr and "Traceback" not in second.stderr
+        spoil("fifo")
+        assert f"pid {first.pid} running `batchrun refresh`" in acquire_now(project)
+    finally:
+        first.kill()
+        first.wait()
+    # Any other process holding it (no note, no run of its own): named by its pid.
+    holder = hold_flock(project.state_path)
+    try:
+        for kind in ("garbage", "fifo"):
+            spoil(kind)
+            told = acquire_now(project)
+            assert f"pid {holder.pid}" in told and "unidentified" not in told, told
+    finally:
+        holder.kill()
+        holder.wait()
+    integrity_ok(project)
+
+
+def test_flock_holders_reads_the_kernel_table(tmp_path: Path) -> None:
+    from batchrun.lock import _flock_holders
+
+    path = tmp_path / "db"
+    path.write_bytes(b"")
+    st = os.stat(path)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    table = tmp_path / "locks"
+    table.write_text(f"1: POSIX  ADVISORY  WRITE 11 {dev}:{st.st_ino} 0 EOF\n"
+                     f"2: FLOCK  ADVISORY  WRITE 4242 {dev}:{st.st_ino} 0 EOF\n"
+                     f"2: -> FLOCK  ADVISORY  WRITE 5151 {dev}:{st.st_ino} 0 EOF\n"
+                     f"3: FLOCK  ADVISORY  WRITE 7 {dev}:{st.st_ino + 1} 0 EOF\n")
+    assert _flock_holders((st.st_dev, st.st_ino), str(table)) == {4242}
+    if Path("/proc/locks").exists():
+        with open(path, "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            assert os.getpid() in _flock_holders((st.st_dev, st.st_ino))
