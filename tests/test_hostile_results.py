@@ -80,7 +80,7 @@ def openai_line(content_json: str) -> str:
 
 def anthropic_line(text_json: str) -> str:
     return ('{"custom_id":"$CUSTOM_ID","result":{"type":"succeeded","message":{"id":"msg_x","type":"message","role":"assistant",'
-            f'"model":"claude-opus-4.8","content":[{{"type":"text","text":"{text_json}"}}],"stop_reason":"end_turn",'
+            f'"model":"claude-opus-4-8","content":[{{"type":"text","text":"{text_json}"}}],"stop_reason":"end_turn",'
             '"usage":{"input_tokens":5,"output_tokens":5}}}}')
 
 
@@ -97,7 +97,7 @@ def online_body(content_json: str) -> str:
 
 ROUTES = {
     "gpt": route("openai", "gpt-5.5"),
-    "claude": route("anthropic", "claude-opus-4.8"),
+    "claude": route("anthropic", "claude-opus-4-8"),
     "gem": route("gemini", "gemini-2.5-pro"),
     "kimi": route("openai-compatible", "kimi-k2.6", transport="sync", sync_concurrency=1, send_temperature=False),
     "judge": route("anthropic", "claude-sonnet-4-6"),
@@ -256,7 +256,7 @@ def test_a_short_key_that_is_also_json_structure_never_breaks_a_line(project: Pr
            "hex of a custom_id": cids(project)[("claude", "p1")][2:6]}[kind]
     monkeypatch.setenv(KEY_ENV, key)
     monkeypatch.setattr(redaction, "_warned", set(), raising=False)
-    for model in ("gpt-5.5", "claude-opus-4.8", "gemini-2.5-pro"):
+    for model in ("gpt-5.5", "claude-opus-4-8", "gemini-2.5-pro"):
         emu.add_fault({"kind": "echo_key_request", "model": model, "count": 1})
     ok(project.run("refresh", "--interval", "0.01", emulator=emu))
     rows = project.sql("SELECT r.kind, r.text, r.raw_json, q.stage FROM results r JOIN requests q ON q.custom_id = r.custom_id")
