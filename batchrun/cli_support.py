@@ -79,15 +79,17 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextmanager
-def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
-    """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
+def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False, inputs: bool = True) -> Iterator[Store]:
+    """Open state.db as the one writer: validate inputs first, take the lock, record the run.
+    `inputs=False`: a command that reads neither the dataset nor the corpus (preflight) works
+    before they are in place."""
     from .corpus import scan_corpus
     from .ledger import check_role_changes
     from .lock import WriterLock
     from .store import Store
 
     _check_writable(config)
-    if not config.paths.state.exists():
+    if not config.paths.state.exists() and inputs:
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
         scan_corpus(None, config)
     elif command in _READS_DATASET:
@@ -231,6 +233,13 @@ def print_problems(store: Store, config: Config, *, requests: str = "request_sta
 
     for problem in open_problems(store, config, requests=requests):
         click.echo(f"{problem.state}: {redact(problem.describe())}", err=True)
+
+
+def print_preflight_failures(checks: list[Any]) -> None:
+    """The routes that did not pass their preflight, each with the provider's message and the fix
+    (stderr, like blocked routes: a cron job's mail carries them, -q or not)."""
+    for check in checks:
+        click.echo(f"preflight: {redact(check.describe())}", err=True)
 
 
 def parse_duration(text: str) -> float:

@@ -11,7 +11,7 @@ While only retries are left that back off (the protocol retries with backoff), i
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from .clients import is_transient
@@ -21,6 +21,7 @@ from .errors import ProviderError
 from .ledger import scan_pending
 from .outputs import write_results
 from .poll import poll_once
+from .preflight import Check
 from .progress import SILENT, Progress
 from .lifecycle import LIVE
 from .store import Store, sql_list
@@ -36,6 +37,8 @@ class RefreshOutcome:
     reason: str
     batches_created: int = 0
     leaderboard: list[dict] = field(default_factory=list)
+    # Routes whose last preflight in this run did not pass: they sent nothing (the others went on).
+    preflight_failed: list[Check] = field(default_factory=list)
 
 
 def deadline_from(timeout: float | None, until: str | None) -> float | None:
@@ -54,7 +57,17 @@ def deadline_from(timeout: float | None, until: str | None) -> float | None:
 
 
 def refresh(store: Store, config: Config, *, deadline: float | None = None, interval: float = 30.0,
-            budget: float | None = None, progress: Progress = SILENT) -> RefreshOutcome:
+            budget: float | None = None, preflight: bool = True, progress: Progress = SILENT) -> RefreshOutcome:
+    """Submit (preflighting each route whose policy has not passed one, see submit), poll and
+    collect until done, stuck or out of time."""
+    failed: dict[str, Check] = {}
+    outcome = _refresh(store, config, deadline=deadline, interval=interval, budget=budget, preflight=preflight,
+                       progress=progress, failed=failed)
+    return replace(outcome, preflight_failed=list(failed.values()))
+
+
+def _refresh(store: Store, config: Config, *, deadline: float | None, interval: float, budget: float | None,
+             preflight: bool, progress: Progress, failed: dict[str, Check]) -> RefreshOutcome:
     created = 0
     started = time.time()
     stalled = 0  # consecutive rounds where the providers only answered with errors
@@ -62,7 +75,12 @@ def refresh(store: Store, config: Config, *, deadline: float | None = None, inte
     last_error = ""
     while True:
         try:
-            s = submit(store, config, budget=budget, progress=progress)
+            s = submit(store, config, budget=budget, preflight=preflight, progress=progress)
+            for check in s.preflight:
+                if check.ok:
+                    failed.pop(check.route, None)
+                else:
+                    failed[check.route] = check
             p = poll_once(store, config, progress=progress)
         except ProviderError as e:
             if not is_transient(e):
