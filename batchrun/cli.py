@@ -320,7 +320,7 @@ def preflight(ctx: Context, routes: tuple[str, ...], as_json: bool, wait_lock: b
     from .preflight import preflight as do_preflight
 
     config = ctx.config()
-    names = list(routes) or [name for name in config.routes if config.role_of(name) != "idle"]
+    names = list(routes) or list(config.routes)
     unknown = [name for name in names if name not in config.routes]
     if unknown:
         raise BatchrunError(f"No route {', '.join(repr(n) for n in unknown)} in {config.path}.",

@@ -27,8 +27,6 @@ fails sends nothing that run, and the other routes go on.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -121,8 +119,7 @@ class Check:
             cost = _money(self.cost) if self.cost is not None else "cost unknown: no price"
             return f"{self.route} → ok ({', '.join(parts)}; {cost}, {self.seconds:.1f} s)"
         what = "refused" if self.outcome == "refused" else "could not be checked"
-        again = " (refused earlier in this run; not sent again)" if self.reused else ""
-        return f"{self.route} → {what}{again}: {self.message}" + (f" Fix: {self.fix}" if self.fix else "")
+        return f"{self.route} → {what}: {self.message}" + (f" Fix: {self.fix}" if self.fix else "")
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -131,7 +128,8 @@ class Check:
 def _money(value: float | None) -> str:
     from .cost import fmt_money
 
-    return fmt_money(value)
+    # A preflight costs micro-dollars: shown to the millionth, never as "$0.0000".
+    return f"${value:.6f}" if value is not None and 0 < value < 0.0001 else fmt_money(value)
 
 
 # -- what a route sends, and where ------------------------------------------------------------
@@ -152,8 +150,7 @@ def target(config: Config, name: str) -> Target | None:
     policy_fp = fingerprint(policy)
     client = make_client(route, timeout=TIMEOUT)
     base_url = get_adapter(route.provider).client_base_url(client) or route.endpoint_host
-    where = {"policy": policy_fp, "base_url": base_url, "api_key_env": route.api_key_env, "transport": route.transport}
-    key = hashlib.sha256(json.dumps(where, sort_keys=True).encode()).hexdigest()[:20]
+    key = fingerprint({"policy": policy_fp, "base_url": base_url, "api_key_env": route.api_key_env, "transport": route.transport})
     return Target(route, stage, policy_fp, temperature, base_url, client_host(client, route), key)
 
 
@@ -198,6 +195,8 @@ def preflight(store: Store, config: Config, names: Iterable[str], *, only_new: b
     to_send: list[Target] = []
     for name in dict.fromkeys(names):
         route = config.routes[name]
+        if config.role_of(name) == "idle":
+            continue  # sends nothing
         try:
             require_keys([route])
         except ConfigError as e:
@@ -296,13 +295,13 @@ def _batch_api(t: Target, client: Any, check: Check) -> Check:
         c = getattr(e, "classified", None)
         failure = getattr(c, "failure", "transient")
         if failure == "auth":
-            what, fix = "refused: the key", f"Check the key in {route.api_key_env}: it may not use the batch API ({THEN})."
+            what, fix = "refused: the key", f"Check the key in {route.api_key_env}: it may not use the batch API; {THEN}."
         elif failure == "not_found":
             what, fix = "refused: no batch API here", (
-                f"Check base_url for route {route.name!r} ({t.base_url}); a provider without a batch API takes "
-                f'transport = "sync" ({THEN}).')
+                f"Check base_url for route {route.name!r} ({t.base_url}): a provider without a batch API takes "
+                f'transport = "sync"; {THEN}.')
         elif failure == "client":
-            what, fix = "refused", f"Fix what the provider's message names for route {route.name!r} ({THEN})."
+            what, fix = "refused", f"Fix what the provider's message names for route {route.name!r}; {THEN}."
         else:
             what, fix = "no answer", "The provider could not answer now (nothing was proven either way): run the command again later."
         outcome: Outcome = "refused" if failure in ("auth", "not_found", "client") else "unavailable"

@@ -172,7 +172,7 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         if checks is not None and (stopped := checks.stopped(b)) is not None:
             # Nothing of a route that did not pass its preflight is uploaded or sent.
             result.held.append((b["id"], f"preflight of route {route.name!r} "
-                                + ("refused: fix the config or key (see above)" if stopped.outcome == "refused"
+                                + ("refused (the provider's message and the fix are on stderr)" if stopped.outcome == "refused"
                                    else "could not reach the provider; will retry")))
             continue
         if b["transport"] == "sync":

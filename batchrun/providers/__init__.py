@@ -591,7 +591,21 @@ def stainless_error(exc: BaseException, package: str) -> SdkError | None:
             retry_after = float(value) if value is not None else None
         except ValueError:
             retry_after = None
-    return SdkError(getattr(exc, "status_code", None), str(exc), retry_after)
+    # The provider's own words: `str(exc)` is "Error code: 401 - {<the whole error body>}"; the
+    # parsed body is `exc.body` (OpenAI's `error` object, Anthropic's `{"type": "error", "error":
+    # {...}}`), whose message is what a person needs to read.
+    return SdkError(getattr(exc, "status_code", None), _body_message(getattr(exc, "body", None)) or str(exc), retry_after)
+
+
+def _body_message(body: Any) -> str | None:
+    """The `message` of a provider's error body (or of its `error` object), if it has one."""
+    for _ in range(3):
+        if not isinstance(body, dict):
+            return None
+        if isinstance(body.get("message"), str) and body["message"].strip():
+            return body["message"]
+        body = body.get("error")
+    return None
 
 
 def online_probe(adapter: Adapter, client: Any, route: Route, prompt: str, max_tokens: int = 1) -> ProbeAnswer:
