@@ -54,8 +54,6 @@ PROMPT = "This is a connection check from batchrun. Reply with the single word O
 MAX_TOKENS = 16
 # The request's custom_id (sent as the trace header with online calls, see providers.TRACE_HEADER).
 CUSTOM_ID = "batchrun-preflight"
-# A preflight waits seconds, not the 10 minutes a batch download may take.
-TIMEOUT = 60.0
 # Attempts of the online request that fails transiently (429, 5xx, no answer), and the longest
 # wait between two (seconds; scaled like every backoff by BATCHRUN_RETRY_BASE).
 ATTEMPTS = 3
@@ -148,7 +146,8 @@ def target(config: Config, name: str) -> Target | None:
     else:
         policy, temperature = config.judge_policy(route), config.judge_temperature(route)
     policy_fp = fingerprint(policy)
-    client = make_client(route, timeout=TIMEOUT)
+    # The route's own client (shared with its uploads: building one costs ~25 ms, issue 15).
+    client = make_client(route)
     base_url = get_adapter(route.provider).client_base_url(client) or route.endpoint_host
     key = fingerprint({"policy": policy_fp, "base_url": base_url, "api_key_env": route.api_key_env, "transport": route.transport})
     return Target(route, stage, policy_fp, temperature, base_url, client_host(client, route), key)
@@ -188,8 +187,9 @@ def _refused_in_this_run(store: Store, t: Target) -> Check | None:
 def preflight(store: Store, config: Config, names: Iterable[str], *, only_new: bool = False, each: bool = True,
               progress: Progress = SILENT) -> list[Check]:
     """Preflight these routes (idle routes are skipped: they send nothing), record each, and
-    return the checks in the order given. `only_new`: skip the routes whose current preflight key
-    has passed already (submit's use), and report a refusal earlier in this run without sending.
+    return the checks in the order given. `only_new` (submit's use): skip the routes whose current
+    preflight key has passed already, report a refusal earlier in this run without sending, and
+    raise the ProviderError of a base URL where nothing answers (as an upload would).
     `each`: a progress line per route (the preflight command prints them as data instead)."""
     checks: dict[str, Check] = {}
     to_send: list[Target] = []
@@ -216,7 +216,7 @@ def preflight(store: Store, config: Config, names: Iterable[str], *, only_new: b
                        + (" and a listing of their batch API" if any(t.route.transport == "batch" for t in to_send) else ""))
         with ThreadPoolExecutor(max_workers=min(CONCURRENCY, len(to_send))) as pool:
             started = time.time()
-            for t, check in zip(to_send, pool.map(lambda t: _check(config, t), to_send)):
+            for t, check in zip(to_send, pool.map(lambda t: _check(config, t, only_new), to_send)):
                 checks[t.name] = _record(store, check, t, started)
                 if each:
                     progress.event(f"preflight {check.describe()}")
@@ -229,15 +229,15 @@ def _unsent_check(config: Config, name: str, e: ConfigError) -> Check:
                  route.endpoint_host, "refused", "not sent: no key", None, e.message, e.hint or "")
 
 
-def _check(config: Config, t: Target) -> Check:
+def _check(config: Config, t: Target, strict: bool) -> Check:
     """The two calls for one route (run in a worker thread: nothing here touches state.db)."""
     route, adapter = t.route, get_adapter(t.route.provider)
-    client = make_client(route, timeout=TIMEOUT)
+    client = make_client(route)
     started = time.monotonic()
     line = adapter.build_line(route, RequestSpec(CUSTOM_ID, route.model, PROMPT, MAX_TOKENS, t.temperature))
     # Bound: the prompt (with a margin for the provider's framing) and the whole budget, online rate.
     est = request_cost(route, estimate_tokens(len(PROMPT), False, route) + 16, MAX_TOKENS, online=True)
-    answer = _online(config, t, client, line)
+    answer = _online(config, t, client, line, strict)
     if isinstance(answer, Check):
         # A refused or failed request is not billed.
         check = replace(answer, est_cost=est, cost=0.0 if route.price.known else None)
@@ -250,8 +250,10 @@ def _check(config: Config, t: Target) -> Check:
     return replace(check, seconds=time.monotonic() - started)
 
 
-def _online(config: Config, t: Target, client: Any, line: dict[str, Any]) -> Check | Usage:
-    """The online request: its usage when accepted, else the Check that says what happened."""
+def _online(config: Config, t: Target, client: Any, line: dict[str, Any], strict: bool) -> Check | Usage:
+    """The online request: its usage when accepted, else the Check that says what happened.
+    `strict`: a connection that cannot even be opened raises its ProviderError, as an upload's
+    would (submit: a wrong or down base URL is reported, not waited for)."""
     route, adapter = t.route, get_adapter(t.route.provider)
     fail = Check(route.name, t.stage, route.provider, route.model, t.host, "unavailable", "", None)
     for attempt in range(ATTEMPTS):
@@ -266,6 +268,8 @@ def _online(config: Config, t: Target, client: Any, line: dict[str, Any]) -> Che
                     continue
                 # No answer at all: the base URL is down or wrong (nothing was proven).
                 err = provider_error(c, what="The preflight request", route=route)
+                if not c.connected and strict:
+                    raise err
                 online = UNREACHABLE if not c.connected else "no answer"
                 return replace(fail, online=online, message=redact(err.message), fix=err.hint or "")
             out = adapter.error_line(CUSTOM_ID, c.status, c.message)

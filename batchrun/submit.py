@@ -46,7 +46,7 @@ from .errors import ProviderError, StateError
 from .ledger import supersede_stale_batches
 from .lifecycle import KEY_REFUSED, NOT_CREATED, Status, move
 from .plan import PlanResult, plan
-from .preflight import UNREACHABLE, Check, needing
+from .preflight import Check, needing
 from .preflight import preflight as run_preflight
 from .progress import SILENT, Progress
 from .providers import Adapter, BatchStatus, get_adapter
@@ -232,13 +232,10 @@ class _Preflights:
                 verify_request_file(b)
         checks = run_preflight(self.store, self.config, need, only_new=True, progress=self.progress)
         self.result.preflight += checks
+        # (A base URL where nothing answers raises, as an upload that cannot connect does.)
         for check in checks:
             if check.ok:
                 continue
-            if check.online == UNREACHABLE:
-                # Nothing answers at the route's base URL (down, or a wrong host or port): reported
-                # now, as an upload or create that cannot connect is, not waited for round by round.
-                raise ProviderError(check.message, check.fix)
             self.stopping[check.route] = check
             if check.outcome == "unavailable":
                 self.result.provider_errors += 1
