@@ -58,6 +58,10 @@ class Caps:
 # and "us.anthropic.claude-...". Letters only before each dot and a letter after it, so a version
 # number ("qwen3.5-plus", "gpt-4.1") can never be taken for a prefix.
 _DOTTED_PREFIX = re.compile(r"^(?:[a-z]+\.)+(?=[a-z])")
+# Gateway prefixes written with a colon: "openai:gpt-5.4", "anthropic:claude-opus-4-6" (pydantic-ai,
+# some routers). One prefix of letters, digits, "-" or "_" and a letter after the colon, so a
+# size or tag after a colon ("qwen3:32b") and Bedrock's version ("...-v1:0") are never taken for one.
+_COLON_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*:(?=[a-z])")
 _MONTH = r"(?:0[1-9]|1[0-2])"
 _DAY = r"(?:0[1-9]|[12][0-9]|3[01])"
 # Snapshot and date suffixes, only in forms that cannot be a version or a size. Applied until
@@ -82,11 +86,13 @@ def normalise_model(model: str) -> str:
     """The one comparable spelling of a model id: lower case, no provider/router prefix, no
     date or snapshot suffix, dotted version numbers.
 
-    "anthropic/claude-opus-4-6-20260217", "mr.claude-opus-4.6" and "claude-opus-4-6@20260217" all
-    give "claude-opus-4.6"; "gpt-5.4-mini" and "claude-opus-4" stay what they are.
+    "anthropic/claude-opus-4-6-20260217", "anthropic:claude-opus-4-6", "mr.claude-opus-4.6" and
+    "claude-opus-4-6@20260217" all give "claude-opus-4.6"; "gpt-5.4-mini" and "claude-opus-4" stay
+    what they are.
     """
     m = model.strip().lower()
     m = m.rsplit("/", 1)[-1]  # path prefixes: models/, openai/, qwen/, accounts/x/models/
+    m = _COLON_PREFIX.sub("", m, count=1)
     m = _DOTTED_PREFIX.sub("", m)
     changed = True
     while changed:

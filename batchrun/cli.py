@@ -27,6 +27,7 @@ from .cli_support import (  # the plumbing the commands share
     note_rehearsal,
     parse_duration,
     pass_ctx,
+    print_preflight_failures,
     print_problems,
     reader,
     route_stage_options,
@@ -139,21 +140,31 @@ def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = Fal
         click.echo("Nothing new to write.", err=True)
 
 
+def no_preflight_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--no-preflight", "no_preflight", is_flag=True,
+                        help="Skip the preflight of routes whose policy has not passed one (see `batchrun preflight`).")(fn)
+
+
 @cli.command()
 @route_stage_options
 @click.option("--dry-run", is_flag=True, help="Plan only: print what would be sent and its estimated cost.")
 @click.option("--budget", type=Number(min=0), metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
+@no_preflight_option
 @wait_lock_option
 @pass_ctx
 @handle_errors
-def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_run: bool, budget: float | None, wait_lock: bool) -> None:
-    """Plan what is pending, then upload request files and create batches."""
+def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_run: bool, budget: float | None,
+           no_preflight: bool, wait_lock: bool) -> None:
+    """Plan what is pending, preflight new route policies, then upload request files and create batches.
+
+    Exit 2 when a route did not pass its preflight (it sent nothing; the others went on).
+    """
     from .submit import submit as do_submit
 
     config = ctx.config()
     with writer(ctx, "submit", config, wait_lock=wait_lock) as store:
         result = do_submit(store, config, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
-                           budget=budget, progress=ctx.progress())
+                           budget=budget, preflight=not no_preflight, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         if dry_run:
             _print_plan(config, result.plan, False, quiet=ctx.quiet, unsent=result.unsent)
@@ -161,6 +172,9 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
         click.echo(f"created {len(result.created)} batch(es), adopted {len(result.adopted)}, held {len(result.held)}")
         for bid, why in result.held:
             click.echo(f"  held {bid}: {why}")
+        print_preflight_failures(result.preflight_failed)
+    if result.preflight_failed:
+        sys.exit(EXIT_INCOMPLETE)
 
 
 @cli.command()
@@ -214,14 +228,16 @@ def collect(ctx: Context, wait_lock: bool) -> None:
 @click.option("--until", metavar="HH:MM", help="Stop cleanly at this local time.")
 @click.option("--interval", type=seconds(), default=30.0, show_default=True, help="Seconds between checks while batches run.")
 @click.option("--budget", type=Number(min=0), metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
+@no_preflight_option
 @wait_lock_option
 @pass_ctx
 @handle_errors
-def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: float, budget: float | None, wait_lock: bool) -> None:
+def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: float, budget: float | None, no_preflight: bool,
+            wait_lock: bool) -> None:
     """Submit, poll and collect in a loop until every route is complete (the cron job).
 
-    Exit 0: complete. Exit 2: incomplete (time limit, budget, or nothing can progress). Exit 1: a
-    user error (bad config or data).
+    Exit 0: complete. Exit 2: incomplete (time limit, budget, a route that did not pass its
+    preflight, or nothing can progress). Exit 1: a user error (bad config or data).
     """
     from .refresh import deadline_from
     from .refresh import refresh as do_refresh
@@ -229,7 +245,8 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
     config = ctx.config()
     deadline = deadline_from(parse_duration(timeout_) if timeout_ else None, check_until(until))
     with writer(ctx, "refresh", config, wait_lock=wait_lock) as store:
-        outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, progress=ctx.progress())
+        outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, preflight=not no_preflight,
+                             progress=ctx.progress())
         announce_warnings(ctx, store, config)
         from .publish import publish
         from .report import render
@@ -240,6 +257,7 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
             for text in outcome.blocked:  # batches the provider refused to show in this run
                 click.echo(f"blocked: {redact(text)}", err=True)
             print_problems(store, config, requests="requests_now")  # publish's leaderboard just filled it
+        print_preflight_failures(outcome.preflight_failed)
         click.echo(f"refresh: {redact(outcome.reason)}", err=True)
         click.echo(f"site: {published.site}", err=True)
     if not outcome.complete:
@@ -291,6 +309,42 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
         sync_state(store, config)
         done = do_accept(store, config, route=route, reason=reason)
         click.echo(f"accepted {done.cells} cell(s) of route {route!r} as failures (scored 0): {done.reason}")
+
+
+@cli.command()
+@click.option("--route", "routes", multiple=True, metavar="NAME", help="Only this route (repeatable; default: every route that sends).")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@wait_lock_option
+@pass_ctx
+@handle_errors
+def preflight(ctx: Context, routes: tuple[str, ...], as_json: bool, wait_lock: bool) -> None:
+    """Check each route with one tiny online request and one batch listing: route → ok, or the
+    provider's message and the fix, in seconds (a few tokens each, counted in `cost`).
+
+    Exit 1 when any route does not pass. submit and refresh run it for each route whose policy has
+    not passed one.
+    """
+    from .preflight import preflight as do_preflight
+
+    config = ctx.config()
+    names = list(routes) or list(config.routes)
+    unknown = [name for name in names if name not in config.routes]
+    if unknown:
+        raise BatchrunError(f"No route {', '.join(repr(n) for n in unknown)} in {config.path}.",
+                            f"Routes: {', '.join(config.routes)}.")
+    with writer(ctx, "preflight", config, wait_lock=wait_lock, inputs=False) as store:
+        checks = do_preflight(store, config, names, each=False, progress=ctx.progress())
+    skipped = [name for name in names if name not in {c.route for c in checks}]
+    if as_json:
+        click.echo(json.dumps({"ok": all(c.ok for c in checks), "routes": [c.as_json() for c in checks], "skipped_idle": skipped},
+                              indent=2, ensure_ascii=False))
+    else:
+        for check in checks:
+            click.echo(redact(check.describe()))
+        for name in skipped:
+            click.echo(f"{name} → skipped: idle (role = \"judge\" outside judging.panel), it sends nothing")
+    if not all(c.ok for c in checks):
+        sys.exit(1)
 
 
 @cli.command()
@@ -503,13 +557,14 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"{'night':10} {'route':24} {'stage':5} {'batches':>7} {'in tok':>12} {'out tok':>12} {'expected':>10} {'bound':>10} {'actual':>10}")
+    # stage: gen, judge or preflight (each preflight is one online request, counted as a "batch")
+    click.echo(f"{'night':10} {'route':24} {'stage':9} {'batches':>7} {'in tok':>12} {'out tok':>12} {'expected':>10} {'bound':>10} {'actual':>10}")
     for r in data["rows"]:
-        click.echo(f"{r['night']:10} {r['route'][:24]:24} {r['stage']:5} {r['batches']:>7} {r['input_tokens']:>12,} {r['output_tokens']:>12,} "
+        click.echo(f"{r['night']:10} {r['route'][:24]:24} {r['stage']:9} {r['batches']:>7} {r['input_tokens']:>12,} {r['output_tokens']:>12,} "
                    f"{fmt_money(r['expected_cost']):>10} {fmt_money(r['estimated_cost']):>10} {fmt_money(r['actual_cost']):>10}")
     for n in data["nights"]:
         unpriced = n["unpriced_routes"]
-        click.echo(f"{n['night']:10} {'TOTAL':24} {'':5} {n['batches']:>7} {'':>12} {'':>12} {fmt_money(n['expected_cost']):>10} "
+        click.echo(f"{n['night']:10} {'TOTAL':24} {'':9} {n['batches']:>7} {'':>12} {'':>12} {fmt_money(n['expected_cost']):>10} "
                    f"{fmt_money(n['estimated_cost']):>10} {fmt_money(n['actual_cost']):>10}"
                    + (f"  priced routes only: {len(unpriced)} route(s) unpriced ({', '.join(unpriced)})" if unpriced else ""))
     if data["nights"]:

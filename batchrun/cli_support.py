@@ -84,15 +84,17 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextmanager
-def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False) -> Iterator[Store]:
-    """Open state.db as the one writer: validate inputs first, take the lock, record the run."""
+def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False, inputs: bool = True) -> Iterator[Store]:
+    """Open state.db as the one writer: validate inputs first, take the lock, record the run.
+    `inputs=False`: a command that reads neither the dataset nor the corpus (preflight) works
+    before they are in place."""
     from .corpus import scan_corpus
     from .ledger import check_role_changes
     from .lock import WriterLock
     from .store import Store
 
     _check_writable(config)
-    if not config.paths.state.exists():
+    if not config.paths.state.exists() and inputs:
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
         scan_corpus(None, config)
     elif command in _READS_DATASET:
@@ -259,6 +261,13 @@ class Number(click.FloatRange):
 def seconds() -> Number:
     """A number of seconds: finite, 0 or more."""
     return Number(min=0.0)
+
+
+def print_preflight_failures(checks: list[Any]) -> None:
+    """The routes that did not pass their preflight, each with the provider's message and the fix
+    (stderr, like blocked routes: a cron job's mail carries them, -q or not)."""
+    for check in checks:
+        click.echo(f"preflight: {redact(check.describe())}", err=True)
 
 
 def parse_duration(text: str) -> float:

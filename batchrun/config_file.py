@@ -285,6 +285,8 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         _check_roles(c, judging, routes)
         if protocol == "wildtrace":
             _check_panel(c, judging, routes, broken)
+    if paths is not None and generation is not None and judging is not None:
+        _check_sampling(c, Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes))
     budget = c.number(raw, "budget", "", None, allow_none=True)
     c.raise_problems()
     config = Config(path=path, paths=paths, generation=generation, judging=judging, routes=routes, budget=budget,
@@ -406,6 +408,34 @@ def _check_panel(c: _Checker, judging: Judging, routes: dict[str, Route], broken
                     f"model ({capslib.normalise_model(routes[a].model)}); the protocol's {PANEL_SIZE} judges are "
                     f"{PANEL_SIZE} distinct models (spec 001 §4)",
                     f"Replace {b!r} in judging.panel with a judge route of another model. " + custom))
+
+
+def _check_sampling(c: _Checker, config: Config) -> None:
+    """What each route would send, in the range its provider accepts (Adapter.temperature_range,
+    min_output_tokens): a value outside it is refused on every request, found at 2 a.m. otherwise.
+    Per route, because the temperature and budget are the [generation] or [judging] ones by role."""
+    for name, route in config.routes.items():
+        role = config.role_of(name)
+        if role == "idle":
+            continue  # sends nothing
+        adapter = get_adapter(route.provider)
+        where = f'routes."{name}"'
+        section = "generation" if role == "contestant" else "judging"
+        temperature = config.generation_temperature(route) if role == "contestant" else config.judge_temperature(route)
+        low, high = adapter.temperature_range
+        if temperature is not None and not low <= temperature <= high:
+            c.problems.append(c.fail(
+                where, f"would send temperature {temperature} ([{section}].temperature), outside the {low:g} to {high:g} "
+                f"that {route.provider} accepts",
+                f"Set [{section}].temperature to at most {high:g} (the protocol's is 0.1), or send_temperature = false under "
+                f"[{where}] if this model takes none (spec §2)."))
+        budget = config.generation_max_tokens(route) if role == "contestant" else config.judging.max_tokens
+        least = adapter.min_output_tokens(route)
+        if budget < least:
+            key = "max_tokens" if role == "contestant" and route.max_tokens is not None else f"[{section}] max_tokens"
+            c.problems.append(c.fail(
+                where, f"would send a completion budget of {budget} tokens ({key}), below the {least} that its endpoint accepts",
+                f"Set {key} to at least {least}."))
 
 
 def _route_warning(config: Config, name: str) -> ConfigWarning | None:
@@ -557,7 +587,7 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
         cpt = (c.number(craw, "en", f"{where}.chars_per_token", cpt[0], minimum=0.1),
                c.number(craw, "cjk", f"{where}.chars_per_token", cpt[1], minimum=0.1))
 
-    return Route(
+    route = Route(
         name=name,
         provider=provider,
         model=model,
@@ -583,3 +613,12 @@ def _parse_route(c: _Checker, name: str, r: Any) -> Route:
         max_enqueued_tokens=c.number(r, "max_enqueued_tokens", where, None, integer=True, minimum=1, allow_none=True),
         max_batches_in_flight=c.number(r, "max_batches_in_flight", where, None, integer=True, minimum=1, allow_none=True),
     )
+    # What the provider's API would refuse (its adapter says), each reported with the others.
+    if "endpoint_path" in r and not adapter.uses_endpoint_path:
+        c.problems.append(c.fail(f"{where}.endpoint_path", f"applies only to {_providers_text(lambda a: a.uses_endpoint_path)}",
+                                 f"Remove it: {provider} requests go to the provider's own endpoint."))
+    elif problem := adapter.endpoint_path_problem(route):
+        c.problems.append(c.fail(f"{where}.endpoint_path", *problem))
+    if problem := adapter.completion_window_problem(route):
+        c.problems.append(c.fail(f"{where}.completion_window", *problem))
+    return route

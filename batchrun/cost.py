@@ -29,7 +29,9 @@ from .providers import get_adapter
 from .store import Store
 
 
-def request_cost(route: Route, input_tokens: int | None, output_tokens: int | None) -> float | None:
+def request_cost(route: Route, input_tokens: int | None, output_tokens: int | None, *, online: bool = False) -> float | None:
+    """What a request costs at the route's price: at the batch rate (batch_discount), or `online`
+    at the full rate (a preflight's request, sent online whatever the route's transport)."""
     price = route.price
     if not price.known or input_tokens is None or output_tokens is None:
         return None
@@ -38,7 +40,7 @@ def request_cost(route: Route, input_tokens: int | None, output_tokens: int | No
         if input_tokens > tier.above_input_tokens:
             pin, pout = tier.input, tier.output
     assert pin is not None and pout is not None
-    return (input_tokens * pin + output_tokens * pout) / 1_000_000 * route.batch_discount
+    return (input_tokens * pin + output_tokens * pout) / 1_000_000 * (1.0 if online else route.batch_discount)
 
 
 def online_cost(route: Route, input_tokens: int, output_tokens: int) -> float | None:
@@ -181,10 +183,11 @@ def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
             n[key] = None if (n[key] is None or r[key] is None) else n[key] + r[key]
     # Estimate vs actual per route: only batches whose actual cost is known (collected), so the
     # error compares like with like; older batches (before expected costs were kept) have none.
+    # A preflight's estimate is its bound (16 output tokens), not an expectation: not compared.
     routes = store.rows(
         f"""SELECT route, stage, count(*) AS batches, sum(expected_cost) AS expected_cost,
                sum(estimated_cost) AS estimated_cost, sum(actual_cost) AS actual_cost
-            FROM cost {where} AND actual_cost IS NOT NULL AND expected_cost IS NOT NULL
+            FROM cost {where} AND actual_cost IS NOT NULL AND expected_cost IS NOT NULL AND stage != 'preflight'
             GROUP BY route, stage ORDER BY route, stage""", params)
     for r in routes:
         r["error"] = (r["actual_cost"] - r["expected_cost"]) / r["expected_cost"] if r["expected_cost"] else None

@@ -69,13 +69,15 @@ def _has(text: str, *words: str) -> bool:
     return any(w in text for w in words)
 
 
-def diagnose(route_name: str, kind: str, message: str, config: Config | None = None, error_type: str | None = None) -> Diagnosis:
+def diagnose(route_name: str, kind: str, message: str, config: Config | None = None, error_type: str | None = None,
+             *, then: str | None = None) -> Diagnosis:
     """The likely cause of a blocking failure and its fix, from the provider's message (and the
-    adapter's classification, `error_type`, where it made one)."""
+    adapter's classification, `error_type`, where it made one). `then`: what to run once the cause
+    is fixed (default: `batchrun retry`, which reopens blocked cells)."""
     route = config.routes.get(route_name) if config is not None else None
     table = f'[routes."{route_name}"]'
     where = f" in {config.path}" if config is not None else ""
-    retry = f"then run `batchrun retry --route {route_name}`"
+    retry = then or f"then run `batchrun retry --route {route_name}`"
     text = (message or "").lower()
     # Gemini answers a bad key with HTTP 400 INVALID_ARGUMENT "API key not valid" (reason
     # API_KEY_INVALID), not 401: the same fix as a refused key.

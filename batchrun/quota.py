@@ -82,6 +82,13 @@ class Gate:
                         f"~{b['est_input_tokens']:,} (max_enqueued_tokens = {route.max_enqueued_tokens:,})")
         return None
 
+    def copy(self) -> Gate:
+        """A copy to try admissions on, leaving this one as it is."""
+        trial = Gate.__new__(Gate)
+        trial.store, trial.config, trial.budget, trial.spend = self.store, self.config, self.budget, self.spend
+        trial.queued = dict(self.queued)
+        return trial
+
     def admit(self, b: dict[str, Any]) -> None:
         if self.budget is not None and b["est_cost"] is not None:
             self.spend += b["est_cost"]

@@ -17,7 +17,7 @@ waited for like a batch in flight.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from . import netguard
@@ -28,6 +28,7 @@ from .errors import ProviderError
 from .ledger import scan_pending
 from .outputs import write_results
 from .poll import poll_once
+from .preflight import Check
 from .progress import SILENT, Progress
 from .lifecycle import LIVE, TO_FOLLOW
 from .store import Store, sql_list
@@ -46,6 +47,8 @@ class RefreshOutcome:
     # Routes blocked in this run because the provider refused to show or hand over their batches:
     # each with what happened and the fix (poll.PollResult.blocked).
     blocked: list[str] = field(default_factory=list)
+    # Routes whose last preflight in this run did not pass: they sent nothing (the others went on).
+    preflight_failed: list[Check] = field(default_factory=list)
 
 
 def deadline_from(timeout: float | None, until: str | None) -> float | None:
@@ -64,13 +67,18 @@ def deadline_from(timeout: float | None, until: str | None) -> float | None:
 
 
 def refresh(store: Store, config: Config, *, deadline: float | None = None, interval: float = 30.0,
-            budget: float | None = None, progress: Progress = SILENT) -> RefreshOutcome:
+            budget: float | None = None, preflight: bool = True, progress: Progress = SILENT) -> RefreshOutcome:
+    """Submit (preflighting each route whose policy has not passed one, see submit), poll and
+    collect until done, stuck or out of time; every provider call ends by the deadline."""
+    failed: dict[str, Check] = {}
     with netguard.time_limit(deadline):
-        return _refresh(store, config, deadline=deadline, interval=interval, budget=budget, progress=progress)
+        outcome = _refresh(store, config, deadline=deadline, interval=interval, budget=budget, preflight=preflight,
+                           progress=progress, failed=failed)
+    return replace(outcome, preflight_failed=list(failed.values()))
 
 
 def _refresh(store: Store, config: Config, *, deadline: float | None, interval: float, budget: float | None,
-             progress: Progress) -> RefreshOutcome:
+             preflight: bool, progress: Progress, failed: dict[str, Check]) -> RefreshOutcome:
     created = 0
     started = time.time()
     stalled = 0  # consecutive rounds where the providers only answered with errors
@@ -87,7 +95,12 @@ def _refresh(store: Store, config: Config, *, deadline: float | None, interval: 
     while True:
         store.check_same_file()  # between rounds: a state.db deleted or replaced mid-run stops it
         try:
-            s = submit(store, config, budget=budget, progress=progress)
+            s = submit(store, config, budget=budget, preflight=preflight, progress=progress)
+            for check in s.preflight:
+                if check.ok:
+                    failed.pop(check.route, None)
+                else:
+                    failed[check.route] = check
             p = poll_once(store, config, progress=progress, skip=set(blocked))
         except ProviderError as e:
             if not is_transient(e):

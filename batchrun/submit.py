@@ -52,6 +52,8 @@ from .errors import ProviderError, StateError
 from .ledger import supersede_stale_batches
 from .lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
 from .plan import PlanResult, plan
+from .preflight import Check, needing
+from .preflight import preflight as run_preflight
 from .progress import SILENT, Progress
 from .providers import Adapter, BatchStatus, get_adapter
 from .redaction import redact_file
@@ -78,6 +80,12 @@ class SubmitResult:
     # A dry run: batches planned earlier and not sent yet (planned/uploading/uploaded), which the
     # next submit sends; each row has id, route, stage, status, n_requests, est_cost.
     unsent: list[dict[str, Any]] = field(default_factory=list)
+    # The preflights this submit ran (or found refused earlier in this run), one per route checked.
+    preflight: list[Check] = field(default_factory=list)
+
+    @property
+    def preflight_failed(self) -> list[Check]:
+        return [c for c in self.preflight if not c.ok]
 
 
 def tag_for(store: Store, batch_id: str) -> dict[str, str]:
@@ -129,8 +137,14 @@ def _in_flight(store: Store, batch_id: str, seen: BatchStatus, client: Any, rout
 
 
 def submit(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
-           dry_run: bool = False, budget: float | None = None, progress: Progress = SILENT) -> SubmitResult:
-    """Plan what is pending, then upload and create every planned batch that may go now."""
+           dry_run: bool = False, budget: float | None = None, preflight: bool = True,
+           progress: Progress = SILENT) -> SubmitResult:
+    """Plan what is pending, then upload and create every planned batch that may go now.
+
+    With `preflight` (the default), every route about to upload or send something whose current
+    policy has not passed a preflight is checked first (preflight.py); a route that does not pass
+    sends nothing in this submit (its batches are held, said with the provider's message and the
+    fix), and the other routes go on."""
     result_plan = plan(store, config, routes=routes, stages=stages, write=not dry_run)
     result = SubmitResult(plan=result_plan)
     for bid in result_plan.batches:
@@ -153,6 +167,10 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
 
     batches = submission_order(batches, store)
     gate = Gate(store, config, budget if budget is not None else config.budget)
+    checks = _Preflights(store, config, result, progress) if preflight else None
+    if checks is not None:
+        # The routes with a batch the budget and queues let through now, checked together.
+        checks.run(_would_go(gate, batches))
     for b in batches:
         route = config.routes[b["route"]]
         if netguard.passed():
@@ -162,6 +180,12 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         if reason:
             result.held.append((b["id"], reason))
             progress.event(f"held {b['id']}: {reason}")
+            continue
+        if checks is not None and (stopped := checks.stopped(b)) is not None:
+            # Nothing of a route that did not pass its preflight is uploaded or sent.
+            result.held.append((b["id"], f"preflight of route {route.name!r} "
+                                + ("refused (the provider's message and the fix are on stderr)" if stopped.outcome == "refused"
+                                   else "could not reach the provider; will retry")))
             continue
         if b["transport"] == "sync":
             verify_request_file(b)
@@ -207,6 +231,55 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
         if created:
             gate.admit(b)
     return result
+
+
+class _Preflights:
+    """A submit's preflights (preflight.py): each route checked at most once per submit, only when
+    it has a batch about to go, and the routes known up front together (concurrently)."""
+
+    def __init__(self, store: Store, config: Config, result: SubmitResult, progress: Progress):
+        self.store, self.config, self.result, self.progress = store, config, result, progress
+        self.stopping: dict[str, Check | None] = {}  # route -> the check that stops it, or None
+
+    def run(self, batches: list[dict[str, Any]]) -> None:
+        """Preflight the routes of these batches (about to go) that need one."""
+        names = [n for n in dict.fromkeys(b["route"] for b in batches) if n not in self.stopping]
+        if not names:
+            return
+        self.stopping.update(dict.fromkeys(names))
+        need = needing(self.store, self.config, names)
+        if not need:
+            return
+        for b in batches:
+            if b["route"] in need:
+                # A submit refused for an edited request file sends nothing, preflights included
+                # (checked again right before each upload; a night with no preflight hashes once).
+                verify_request_file(b)
+        checks = run_preflight(self.store, self.config, need, only_new=True, progress=self.progress)
+        self.result.preflight += checks
+        # (A base URL where nothing answers raises, as an upload that cannot connect does.)
+        for check in checks:
+            if check.ok:
+                continue
+            self.stopping[check.route] = check
+            if check.outcome == "unavailable":
+                self.result.provider_errors += 1
+
+    def stopped(self, b: dict[str, Any]) -> Check | None:
+        """The check that stops this batch's route sending now (None: it may send)."""
+        self.run([b])
+        return self.stopping[b["route"]]
+
+
+def _would_go(gate: Gate, batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The batches the gate would let through now, in order (tried on a copy of it)."""
+    trial = gate.copy()
+    going = []
+    for b in batches:
+        if trial.check(b) is None:
+            trial.admit(b)
+            going.append(b)
+    return going
 
 
 def _unsent(store: Store, config: Config, routes: set[str] | None, stages: set[str] | None) -> list[dict[str, Any]]:

@@ -21,6 +21,18 @@ from batchrun.emulator import Emulator
 from batchrun.store import Store
 
 KEY_ENV = "BATCHRUN_TEST_KEY"
+# The custom_id of a preflight's online request (batchrun.preflight.CUSTOM_ID): submit and refresh
+# send one per route whose policy has not passed a preflight, before anything of it is uploaded.
+PREFLIGHT_ID = "batchrun-preflight"
+
+
+def batch_requests(emulator: Any) -> list[dict[str, Any]]:
+    """The requests the emulator processed for batches and sync lines, without the preflights'."""
+    return [r for r in emulator.requests if r["custom_id"] != PREFLIGHT_ID]
+
+
+def preflight_requests(emulator: Any) -> list[dict[str, Any]]:
+    return [r for r in emulator.requests if r["custom_id"] == PREFLIGHT_ID]
 
 
 @pytest.fixture(autouse=True, scope="session")

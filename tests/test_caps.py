@@ -38,6 +38,9 @@ def spellings(model: str) -> list[str]:
             base, base.upper(), f"  {base} ",
             f"models/{base}", f"openai/{base}", f"anthropic/{base}", f"google/{base}", f"qwen/{base}",
             f"accounts/fireworks/models/{base}", f"mr.{base}", f"us.anthropic.{base}",
+            # Gateway colon prefixes (issue 26), alone and with the other prefix forms.
+            f"openai:{base}", f"anthropic:{base}", f"azure-openai:{base}", f"vertex_ai:{base}@20260217",
+            f"bedrock:us.anthropic.{base}-v1:0", f"openrouter/openai:{base}", f"litellm:models/{base}-2026-03-05",
             f"{base}-20260217", f"{base}-2026-03-05", f"{base}@20260217", f"{base}@latest", f"{base}-latest",
             f"{base}-260217", f"{base}-20260217-v1:0", f"mr.{base}-20260217",
         ]
@@ -67,6 +70,8 @@ REAL_IDS = [
     ("anthropic.claude-opus-4-8-20260301-v1:0", "claude-opus-4.8", True),
     ("gpt-5.4-2026-03-05", "gpt-5.4", True),
     ("openai/gpt-5.4", "gpt-5.4", True),
+    ("openai:gpt-5.4", "gpt-5.4", True),  # issue 26: a gateway's colon prefix
+    ("anthropic:claude-opus-4-8", "claude-opus-4.8", True),
     ("gpt-4.1-2025-04-14", "gpt-4.1", False),
     ("qwen3-max-2025-09-23", "qwen3-max", False),
     ("doubao-seed-2-1-260115", "doubao-seed-2.1", False),
@@ -138,7 +143,8 @@ def test_only_snapshot_suffixes_are_stripped() -> None:
     # Hyphens become dots only between digits; words and sizes stay.
     assert capslib.normalise_model("qwen3-max") == "qwen3-max"
     assert capslib.normalise_model("claude-3-5-sonnet-20241022") == "claude-3.5-sonnet"
-    assert capslib.normalise_model("qwen3:32b") == "qwen3:32b"
+    assert capslib.normalise_model("qwen3:32b") == "qwen3:32b"  # a size tag after a colon is no prefix
+    assert capslib.normalise_model("gpt-5.4:latest") == "gpt-5.4:latest"
     assert capslib.normalise_model("gemini-2.5-flash-preview-09-2025") == "gemini-2.5-flash-preview"
     assert capslib.normalise_model("o1-preview") == "o1-preview"
     # A number that is not a valid date is not a date.

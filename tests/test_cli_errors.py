@@ -390,3 +390,75 @@ def test_help_lists_every_command_and_each_has_help_text() -> None:
 def test_version_option() -> None:
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0 and "batchrun" in result.output
+
+
+# --- what a real API would refuse (issue 25 item 4) ------------------------------------------------
+
+DASHSCOPE = "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"
+
+
+def test_settings_the_providers_refuse_are_reported_at_once_before_anything_is_sent(project: Project) -> None:
+    """Each would be refused by the provider's API on every request (or batch), found only after the
+    upload: refused when the config is read, every one named with its route, value and fix."""
+    before = prepare(project, True)
+
+    def refused(cfg: dict[str, Any]) -> None:
+        cfg["generation"] = {"temperature": 1.5}  # fine for OpenAI and Gemini, not for Anthropic (0..1)
+        cfg["routes"]["gpt"].update(completion_window="72h")
+        cfg["routes"]["gpt-chat-to-responses"] = route("openai", "gpt-5.5", endpoint="chat", endpoint_path="/v1/responses")
+        cfg["routes"]["gpt-elsewhere"] = route("openai", "gpt-5.5", endpoint_path="/v1/completions")
+        cfg["routes"]["gpt-responses-8"] = route("openai", "gpt-5.5", endpoint="responses", max_tokens=8)
+        cfg["routes"]["qwen"] = route("openai-compatible", "qwen3.7-plus", base_url=DASHSCOPE, completion_window="20d")
+        cfg["routes"]["glm"] = route("openai-compatible", "glm-5.2", base_url="https://open.bigmodel.cn/api/paas/v4")
+        cfg["routes"]["kimi"] = route("openai-compatible", "kimi-k2.6", base_url="https://api.moonshot.ai/v1",
+                                      completion_window="2 days", send_temperature=False)
+        cfg["routes"]["compat-embeddings"] = route("openai-compatible", "m", endpoint_path="/v1/embeddings")
+        cfg["routes"]["gemini"].update(completion_window="72h")
+        cfg["routes"]["claude"].update(endpoint_path="/v1/messages")
+        cfg["routes"]["haiku"] = route("anthropic", "claude-haiku-4-5")  # sends temperature (claude's model rejects it)
+
+    edit_config(project, refused)
+    result = project.run("submit")
+    assert_clean_error(
+        result, str(project.config_path), "11 problems in the config",
+        # The route, the value and the fix of each:
+        '`routes."gpt".completion_window` is "72h", but OpenAI batches take only "24h"', "Remove completion_window",
+        '`routes."gpt-chat-to-responses".endpoint_path` is "/v1/responses", the responses endpoint, while endpoint = "chat" '
+        "builds Chat Completions bodies (messages)", 'or set endpoint = "responses"',
+        '`routes."gpt-elsewhere".endpoint_path` is "/v1/completions", which is not the OpenAI batch endpoint',
+        '`routes."gpt-responses-8"` would send a completion budget of 8 tokens (max_tokens), below the 16', "Set max_tokens to at least 16",
+        '`routes."qwen".completion_window` is "20d", outside the 24h to 336h that Alibaba DashScope (dashscope-intl.aliyuncs.com)',
+        '`routes."glm".endpoint_path` is "/v1/chat/completions", but Zhipu BigModel (open.bigmodel.cn) takes chat batch lines '
+        'only at "/v4/chat/completions"', 'Set endpoint_path = "/v4/chat/completions"',
+        '`routes."kimi".completion_window` is "2 days", not a whole number of hours or days',
+        '`routes."compat-embeddings".endpoint_path` is "/v1/embeddings"',
+        '`routes."gemini".completion_window` is "72h", but Gemini batches',
+        '`routes."claude".endpoint_path` applies only to provider = "openai" or provider = "openai-compatible"',
+        '`routes."haiku"` would send temperature 1.5 ([generation].temperature), outside the 0 to 1 that anthropic accepts',
+        "Set [generation].temperature to at most 1",
+    )
+    # The judges' temperature is their own ([judging], 0.1): the Anthropic judge is not named; nor
+    # is the Anthropic contestant whose model rejects temperature (it is omitted, spec §2).
+    assert 'routes."judge-a"`' not in result.output and 'routes."claude"` would send' not in result.output
+    assert snapshot(project) == before
+
+
+def test_what_the_providers_offer_is_accepted(project: Project) -> None:
+    from batchrun.config_file import load_config
+
+    small_project(project)
+
+    def offered(cfg: dict[str, Any]) -> None:
+        cfg["routes"]["qwen"] = route("openai-compatible", "qwen3.7-plus", base_url=DASHSCOPE, completion_window="14d")
+        cfg["routes"]["kimi"] = route("openai-compatible", "kimi-k2.6", base_url="https://api.moonshot.cn/v1",
+                                      completion_window="12h", send_temperature=False)
+        cfg["routes"]["glm"] = route("openai-compatible", "glm-5.2", base_url="https://open.bigmodel.cn/api/paas/v4",
+                                     endpoint_path="/v4/chat/completions")
+        # A host batchrun has no facts about (a proxy, vLLM): any whole hours or days, any chat path.
+        cfg["routes"]["proxy"] = route("openai-compatible", "m", completion_window="72h", endpoint_path="/v2/chat/completions")
+        cfg["routes"]["gpt-responses"] = route("openai", "gpt-5.5", endpoint="responses", max_tokens=16)
+        cfg["routes"]["claude"].update(completion_window="24h")
+        cfg["judging"]["temperature"] = 1.0  # Anthropic's maximum, for the Anthropic judge
+    edit_config(project, offered)
+    config = load_config(project.config_path)
+    assert config.routes["qwen"].completion_window == "14d" and config.routes["gpt-responses"].endpoint_path == "/v1/responses"

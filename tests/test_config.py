@@ -343,6 +343,10 @@ SPELLED_ROUTES = {
     "opus46-path": (route("openai-compatible", "anthropic/claude-opus-4.6"), "claude-opus-4.6"),
     "gpt54-dated": (route("openai", "gpt-5.4-2026-03-05"), "gpt-5.4"),
     "qwen3max-dated": (route("openai-compatible", "qwen/qwen3-max-2025-09-23"), "qwen3-max"),
+    # Issue 26: a gateway's colon prefix, and every prefix form together.
+    "gpt54-colon": (route("openai-compatible", "openai:gpt-5.4"), "gpt-5.4"),
+    "opus48-colon-bedrock": (route("openai-compatible", "bedrock:us.anthropic.claude-opus-4-8-v1:0"), "claude-opus-4.8"),
+    "opus46-colon-vertex": (route("openai-compatible", "vertex_ai:claude-opus-4-6@20260217"), "claude-opus-4.6"),
 }
 
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from conftest import Project, route, task
+from conftest import batch_requests, Project, route, task
 
 from batchrun.emulator import Emulator
 from batchrun.emulator.responder import builtin_responder
@@ -317,12 +317,12 @@ def test_budget_lets_the_first_batches_through_and_a_higher_budget_continues(pro
     assert held[batches[2]["id"]] == (f"budget: {money(c[0] + c[1])} committed tonight + est. {money(c[2])} "
                                       f"would exceed {money(x)}")
     assert held[batches[3]["id"]].startswith("budget: ")
-    assert [r["custom_id"] for r in emulator.requests] == [cid_of(project, "gpt", t) for t in ("t1", "t2")]
+    assert [r["custom_id"] for r in batch_requests(emulator)] == [cid_of(project, "gpt", t) for t in ("t1", "t2")]
 
     # A later run with a budget that covers everything sends the rest, and only the rest.
     second = ok(project.run("submit", "--budget", repr(sum(c) + 1e-6), emulator=emulator))
     assert "created 2 batch(es), adopted 0, held 0" in second.stdout
-    assert [r["custom_id"] for r in emulator.requests] == [cid_of(project, "gpt", t) for t in ("t1", "t2", "t3", "t4")]
+    assert [r["custom_id"] for r in batch_requests(emulator)] == [cid_of(project, "gpt", t) for t in ("t1", "t2", "t3", "t4")]
     assert [b["status"] for b in gen_batches(project, "gpt")] == ["in_flight"] * 4
 
 
@@ -368,11 +368,11 @@ def test_route_without_a_price_is_held_while_a_budget_is_set(project: Project, e
     assert "'anon' has no price" in held[anon["id"]] and "budget" in held[anon["id"]]
     assert "$0" not in held[anon["id"]]
     assert anon["est_cost"] is None
-    assert {r["provider"] for r in emulator.requests} == {"openai"}  # gpt went, anon did not
+    assert {r["provider"] for r in batch_requests(emulator)} == {"openai"}  # gpt went, anon did not
     # Without a budget there is nothing to check it against: it goes.
     out = ok(project.run("submit", emulator=emulator))
     assert "created 1 batch(es), adopted 0, held 0" in out.stdout
-    assert sum(r["provider"] == "anthropic" for r in emulator.requests) == 4
+    assert sum(r["provider"] == "anthropic" for r in batch_requests(emulator)) == 4
 
 
 def test_refresh_with_a_budget_sends_the_rest_once_actuals_are_known_then_holds(project: Project, emulator: Emulator) -> None:
@@ -380,10 +380,10 @@ def test_refresh_with_a_budget_sends_the_rest_once_actuals_are_known_then_holds(
     x = two_batches_budget()
     ok(project.run("refresh", "--budget", repr(x), "--interval", "0.05", emulator=emulator))
     gen = [cid_of(project, "gpt", t) for t in ("t1", "t2", "t3", "t4")]
-    log = [r["custom_id"] for r in emulator.requests]
+    log = [r["custom_id"] for r in batch_requests(emulator)]
     # Round 1: t1 and t2 only. Round 2 (their actual cost known): their judging first, then t3 and t4.
     assert [i for i in log if i in gen] == gen and log[:2] == gen[:2]
-    assert runs(project, emulator.requests) == [("gpt", "gen"), ("j", "judge"), ("gpt", "gen"), ("j", "judge")]
+    assert runs(project, batch_requests(emulator)) == [("gpt", "gen"), ("j", "judge"), ("gpt", "gen"), ("j", "judge")]
     spent = sum(r["cost"] for r in project.sql("SELECT cost FROM results"))
     assert spent <= x
 
@@ -391,10 +391,10 @@ def test_refresh_with_a_budget_sends_the_rest_once_actuals_are_known_then_holds(
     project.tasks([task(tid, q, f) for tid, q, f in TASKS + EXTRA_TASKS[:1]])
     c5 = cost(GPT_PRICE, est_in(EXTRA_TASKS[0][1], EXTRA_TASKS[0][2]), BUDGET_PLAIN, 0.5)
     tight = spent + 0.5 * c5
-    sent = len(emulator.requests)
+    sent = len(batch_requests(emulator))
     r = ok(project.run("refresh", "--budget", repr(tight), "--interval", "0.05", emulator=emulator), code=2)
     assert "held back: budget: " in r.stderr and f"would exceed {money(tight)}" in r.stderr
-    assert len(emulator.requests) == sent
+    assert len(batch_requests(emulator)) == sent
 
 
 def test_judging_goes_before_new_generation_of_other_routes(project: Project, emulator: Emulator) -> None:
@@ -417,18 +417,18 @@ def test_judging_goes_before_new_generation_of_other_routes(project: Project, em
     out = ok(project.run("submit", "--budget", repr(budget), emulator=emulator))
     assert set(held_lines(out.stdout)) == {b_batch["id"]}
     ok(project.run("submit", emulator=emulator))
-    assert runs(project, emulator.requests) == [("a", "gen"), ("j", "judge"), ("b", "gen")]
+    assert runs(project, batch_requests(emulator)) == [("a", "gen"), ("j", "judge"), ("b", "gen")]
 
     # Without a budget, in one submit: judging first, even when generation was planned earlier.
     project.tasks([task(tid, q, f) for tid, q, f in TASKS + EXTRA_TASKS[:1]])
     ok(project.run("plan", emulator=emulator))  # t5 for a and b, planned before b's answers are judged
     ok(project.run("poll", emulator=emulator))
     ok(project.run("collect", emulator=emulator), code=2)  # b's answers are in: their judging is queued
-    before = len(emulator.requests)
+    before = len(batch_requests(emulator))
     ok(project.run("submit", emulator=emulator))
     planned = project.sql("SELECT route, stage, seq FROM batches WHERE seq > ? ORDER BY seq", [j_batch["seq"]])
     assert [(b["route"], b["stage"]) for b in planned] == [("a", "gen"), ("b", "gen"), ("j", "judge")]
-    assert runs(project, emulator.requests[before:]) == [("j", "judge"), ("a", "gen"), ("b", "gen")]
+    assert runs(project, batch_requests(emulator)[before:]) == [("j", "judge"), ("a", "gen"), ("b", "gen")]
 
 
 # --- actual spend ---------------------------------------------------------------------------
@@ -505,10 +505,24 @@ def test_actual_cost_from_usage_matches_hand_computation(project: Project) -> No
             e_out = BUDGET_JUDGE
         hand_estimate[r["batch_id"]] = hand_estimate.get(r["batch_id"], 0.0) + cost(prices[r["route"]], e_in, e_out, discount[r["route"]])
     assert {t for rt, t in tiered if rt == "gem"} and {t for rt, t in tiered if rt == "gem"} != {"t1", "t2", "t3", "t4"}
-
-    # The cost view: one row per batch, estimate and actual side by side.
-    view = {v["batch_id"]: v for v in project.sql("SELECT * FROM cost")}
     batches = {b["id"]: b for b in project.sql("SELECT * FROM batches")}
+    # Each route's preflight (one tiny online request before its first upload), at the online rate:
+    # no batch discount. Its bound: the prompt's estimated tokens with a margin of 16, and its budget.
+    from batchrun.preflight import MAX_TOKENS, PROMPT
+
+    preflights = project.sql("SELECT * FROM preflights")
+    assert sorted(p["route"] for p in preflights) == sorted(routes) and {p["outcome"] for p in preflights} == {"ok"}
+    for p in preflights:
+        assert p["input_tokens"] == emulator_tokens(PROMPT) and 0 < p["output_tokens"]
+        bid = f"preflight-{p['id']}"
+        hand_actual[bid] = cost(prices[p["route"]], p["input_tokens"], p["output_tokens"], 1.0)
+        hand_estimate[bid] = cost(prices[p["route"]], math.ceil(len(PROMPT) / 3.3) + 16, MAX_TOKENS, 1.0)
+        assert p["cost"] == pytest.approx(hand_actual[bid], rel=1e-12) and p["est_cost"] == pytest.approx(hand_estimate[bid], rel=1e-12)
+        batches[bid] = {"route": p["route"], "stage": "preflight", "ended_at": p["started_at"]}
+        results += [{"route": p["route"], "stage": "preflight", "input_tokens": p["input_tokens"]}]
+
+    # The cost view: one row per batch (and preflight), estimate and actual side by side.
+    view = {v["batch_id"]: v for v in project.sql("SELECT * FROM cost")}
     assert set(view) == set(hand_actual) == set(batches)
     for bid, v in view.items():
         assert v["actual_cost"] == pytest.approx(hand_actual[bid], rel=1e-12)
@@ -556,14 +570,15 @@ def test_failed_request_lines_cost_nothing_not_unknown(project: Project, emulato
         "j": route("openai", "gpt-4.1", price=FREE),
     }
     setup(project, routes, ["j"])
-    emulator.add_fault({"kind": "request_error", "provider": "openai", "model": "gpt-5.5", "status": 500})  # one line fails
+    # One generation line fails (its prompt has a document: not the route's preflight).
+    emulator.add_fault({"kind": "request_error", "provider": "openai", "model": "gpt-5.5", "status": 500, "prompt_contains": "Document:"})
     emulator.add_fault({"kind": "expire", "provider": "anthropic", "complete_fraction": 0.5})  # two requests never run
     ok(project.run("refresh", "--interval", "0.05", emulator=emulator))
     failed = project.sql("SELECT * FROM results WHERE kind != 'ok'")
     assert sorted(r["kind"] for r in failed) == ["expired", "expired", "transient"]
     assert all(r["input_tokens"] is None and r["cost"] == 0.0 for r in failed)  # nothing billed: $0, not unknown
     data = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)
-    rows = {r["route"]: r for r in data["rows"]}
+    rows = {r["route"]: r for r in data["rows"] if r["stage"] != "preflight"}
     for name, price, discount in (("gpt", ACT_GPT, 0.5), ("claude", ACT_CLAUDE, 0.5)):
         ok_rows = project.sql("SELECT r.* FROM results r JOIN requests q USING (custom_id) WHERE q.route = ? AND r.kind = 'ok'", [name])
         assert len(ok_rows) == 4  # retried and answered
@@ -586,6 +601,7 @@ def test_one_overnight_run_across_midnight_is_one_night(project: Project, emulat
         conn.execute("UPDATE batches SET submitted_at = ?, ended_at = ? WHERE id = ?", [evening + 3000, evening + 3600, gen[1]["id"]])
         conn.execute("UPDATE batches SET submitted_at = ?, ended_at = ? WHERE id NOT IN (?, ?)",
                      [evening + 3700, evening + 3800, gen[0]["id"], gen[1]["id"]])
+        conn.execute("UPDATE preflights SET started_at = ?", [evening - 1200])  # before the first upload
     conn.close()
     nights = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)["nights"]
     assert [n["night"] for n in nights] == ["2026-03-10"]
@@ -627,19 +643,23 @@ def test_unknown_price_is_unknown_everywhere_never_zero(project: Project, emulat
         by_route.setdefault(r["route"], []).append(r)
     assert all(r["cost"] is None and r["input_tokens"] > 0 for name in ("anon", "jx") for r in by_route[name])
     assert all(r["cost"] > 0 for r in by_route["gpt"])
-    view = {v["route"]: v for v in project.sql("SELECT * FROM cost")}
-    assert view["anon"]["estimated_cost"] is None and view["anon"]["actual_cost"] is None
-    assert view["jx"]["estimated_cost"] is None and view["jx"]["actual_cost"] is None
+    # (Each route's preflight too: unknown without a price, its own cost for gpt.)
+    for stage in ("gen", "judge", "preflight"):
+        view = {v["route"]: v for v in project.sql("SELECT * FROM cost WHERE stage = ?", [stage])}
+        for name in {"gen": ["anon"], "judge": ["jx"], "preflight": ["anon", "jx"]}[stage]:
+            assert view[name]["estimated_cost"] is None and view[name]["actual_cost"] is None, (stage, name)
 
     data = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)
-    rows = {r["route"]: r for r in data["rows"]}
-    assert rows["anon"]["estimated_cost"] is None and rows["anon"]["actual_cost"] is None
-    assert rows["jx"]["estimated_cost"] is None and rows["jx"]["actual_cost"] is None
-    assert rows["gpt"]["actual_cost"] == pytest.approx(sum(r["cost"] for r in by_route["gpt"]), rel=1e-12)
+    rows = {(r["route"], r["stage"]): r for r in data["rows"]}
+    for key in (("anon", "gen"), ("jx", "judge"), ("anon", "preflight"), ("jx", "preflight")):
+        assert rows[key]["estimated_cost"] is None and rows[key]["actual_cost"] is None, key
+    assert rows[("gpt", "gen")]["actual_cost"] == pytest.approx(sum(r["cost"] for r in by_route["gpt"]), rel=1e-12)
+    (preflight,) = project.sql("SELECT cost, est_cost FROM preflights WHERE route = 'gpt'")
+    assert rows[("gpt", "preflight")]["actual_cost"] == pytest.approx(preflight["cost"], rel=1e-12) and preflight["cost"] > 0
     (night,) = data["nights"]
     # A night's total is the priced routes' sum, with the unpriced ones named: not an unknown total.
-    assert night["actual_cost"] == pytest.approx(rows["gpt"]["actual_cost"], rel=1e-12)
-    assert night["estimated_cost"] == pytest.approx(rows["gpt"]["estimated_cost"], rel=1e-12)
+    assert night["actual_cost"] == pytest.approx(rows[("gpt", "gen")]["actual_cost"] + preflight["cost"], rel=1e-12)
+    assert night["estimated_cost"] == pytest.approx(rows[("gpt", "gen")]["estimated_cost"] + preflight["est_cost"], rel=1e-12)
     assert sorted(night["unpriced_routes"]) == ["anon", "jx"]
     text = ok(project.run("cost", emulator=emulator)).stdout
     for line in text.splitlines():
@@ -647,7 +667,7 @@ def test_unknown_price_is_unknown_everywhere_never_zero(project: Project, emulat
         if len(parts) > 2 and parts[1] in ("anon", "jx"):
             assert parts[-3:] == ["unknown", "unknown", "unknown"], line
     (total,) = [line for line in text.splitlines() if " TOTAL " in line]
-    assert "unknown" not in total and money(rows["gpt"]["actual_cost"]) in total
+    assert "unknown" not in total and money(night["actual_cost"]) in total
     assert "priced routes only: 2 route(s) unpriced (anon, jx)" in total
     assert "Nights run noon to noon, local time" in text
     assert "unknown" not in next(line for line in text.splitlines() if " gpt " in line)
@@ -691,18 +711,18 @@ def test_queue_quota_sends_batches_in_waves(project: Project, slow_emulator: Emu
     # Submitting again while the first batch is in flight sends nothing more.
     again = ok(project.run("submit", emulator=emu))
     assert f"created 0 batch(es), adopted 0, held {len(batches) - 1}" in again.stdout
-    assert [r["custom_id"] for r in emu.requests] == members(project, batches[0]["id"])
+    assert [r["custom_id"] for r in batch_requests(emu)] == members(project, batches[0]["id"])
 
     # refresh creates each batch as the previous one finishes.
     ok(project.run("refresh", "--interval", "0.1", emulator=emu))
     batches = gen_batches(project, "x")
     gen_ids = {cid for b in batches for cid in members(project, b["id"])}
-    log = [r["custom_id"] for r in emu.requests]
+    log = [r["custom_id"] for r in batch_requests(emu)]
     # All of batch 1's custom_ids, then all of batch 2's, ...
     assert [cid for cid in log if cid in gen_ids] == [cid for b in batches for cid in members(project, b["id"])]
     # ... and between two waves, the judging of the earlier wave's answers: batch k+1 went out only
     # after batch k had finished and been collected (without the quota, every batch would go first).
-    assert runs(project, emu.requests) == [("x", "gen"), ("j", "judge")] * len(batches)
+    assert runs(project, batch_requests(emu)) == [("x", "gen"), ("j", "judge")] * len(batches)
     for earlier, later in itertools.pairwise(batches):
         assert later["submitted_at"] >= earlier["ended_at"]
     assert {r["kind"] for r in project.sql("SELECT kind FROM results")} == {"ok"}
@@ -743,21 +763,22 @@ def test_provider_quota_refusal_leaves_requests_pending_and_a_later_submit_sends
         assert b["status"] == "uploaded" and b["provider_batch_id"] is None
         states = {r["state"] for r in project.sql("SELECT state FROM request_status WHERE route = 'x'")}
         assert "failed" not in states
-    assert emulator.requests == []  # the refused requests were never accepted
+    assert batch_requests(emulator) == []  # the refused requests were never accepted
     assert project.sql("SELECT * FROM results") == []  # not a failure of any request
     assert {c["status"] for c in project.sql("SELECT status FROM cell_status")} == {"pending"}
 
     second = ok(project.run("submit", emulator=emulator))
     assert "created 1 batch(es), adopted 0, held 0" in second.stdout
-    assert sorted(r["custom_id"] for r in emulator.requests) == sorted(ids)
+    assert sorted(r["custom_id"] for r in batch_requests(emulator)) == sorted(ids)
     ok(project.run("refresh", "--interval", "0.05", emulator=emulator))
     kinds = {r["custom_id"]: r["kind"] for r in project.sql("SELECT * FROM results r JOIN requests q USING (custom_id) WHERE q.route = 'x'")}
     assert kinds == {cid: "ok" for cid in ids}
-    assert sorted(r["custom_id"] for r in emulator.requests if r["custom_id"] in ids) == sorted(ids)  # each sent once
+    assert sorted(r["custom_id"] for r in batch_requests(emulator) if r["custom_id"] in ids) == sorted(ids)  # each sent once
     assert {c["status"] for c in project.sql("SELECT status FROM cell_status")} == {"ok"}
     # The refused attempt cost nothing and does not make the night's spend unknown.
     (night,) = json.loads(ok(project.run("cost", "--json", emulator=emulator)).stdout)["nights"]
     spent = sum(r["cost"] for r in project.sql("SELECT cost FROM results"))
+    spent += sum(r["cost"] for r in project.sql("SELECT cost FROM preflights"))  # each route's, before its first upload
     assert night["actual_cost"] == pytest.approx(spent, rel=1e-12)
 
 

@@ -53,3 +53,22 @@ def test_shipped_paper_config_is_valid() -> None:
     assert config.routes["gpt-5.4"].send_temperature is False
     assert config.routes["claude-opus-4.8"].api_version == "2023-06-01"
     assert not config.routes["gpt-5.5"].price.known  # unknown, never $0
+
+
+def test_shipped_paper_config_names_provider_ids_and_keeps_the_papers_rows() -> None:
+    """Issue 25 item 6: each model is the provider's id form (Anthropic's hyphenated, MiniMax's
+    capitals, Gemini's and Model Studio's real codes), while each contestant route still gets the
+    paper's caps row and temperature rule for the model its (display) name says."""
+    from batchrun import caps as capslib
+    from batchrun.config_file import load_config
+
+    config = load_config(ROOT / "batchrun.toml")
+    models = {name: r.model for name, r in config.routes.items()}
+    assert models["claude-opus-4.6"] == "claude-opus-4-6" and models["claude-opus-4.8"] == "claude-opus-4-8"
+    assert models["gemini-3.1"] == "gemini-3.1-pro-preview" and models["minimax-m2.7"] == "MiniMax-M2.7"
+    assert all("." not in r.model for r in config.routes.values() if r.provider == "anthropic")
+    for route in config.contestants:
+        row = capslib.PAPER_CAPS[route.name]  # the route names are the paper's display names
+        assert (route.caps.en, route.caps.cjk) == row, route.name
+        if route.name != "kimi-k2.6":  # Moonshot's fact beyond the paper's list: it takes no temperature
+            assert route.send_temperature is not capslib.rejects_temperature(route.name), route.name

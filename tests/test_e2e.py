@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from batchrun.emulator import Emulator
-from conftest import Project, route, small_project, task
+from conftest import PREFLIGHT_ID, batch_requests, Project, route, small_project, task
 
 JUDGE_JSON = '{"points_awarded":[60,40],"total":100}'
 MARKERS = ("[[REFUSE]]", "[[EMPTY]]", "[[INVALID]]", "[[FLAKY]]")
@@ -38,7 +38,8 @@ class Script:
         prompt = request["prompt"]
         if prompt.startswith("STRICT grader"):
             return JUDGE_JSON
-        marker = next((m for m in MARKERS if m in prompt), "ok")
+        # A route's preflight (submit sends one before the route's first upload under a policy).
+        marker = "preflight" if request.get("custom_id") == PREFLIGHT_ID else next((m for m in MARKERS if m in prompt), "ok")
         key = (request["provider"], request["model"], marker)
         with self.lock:
             self.seen[key] += 1
@@ -131,7 +132,7 @@ def ids_by_task_all(project: Project) -> list[str]:
 def sent_per_task(project: Project, emu: Any) -> Counter[str]:
     """How many times the emulator accepted each generation request (batch transports)."""
     by_id = {v: k for k, v in ids_by_task(project).items()}
-    return Counter(by_id[r["custom_id"]] for r in emu.requests if r["custom_id"] in by_id)
+    return Counter(by_id[r["custom_id"]] for r in batch_requests(emu) if r["custom_id"] in by_id)
 
 
 # --- every result kind, for every provider, endpoint and transport ----------------------------------
@@ -215,7 +216,9 @@ def test_every_result_kind_end_to_end(project: Project, emu: Any, script: Script
     # Only the retried request reached the provider twice.
     assert script.count("[[FLAKY]]") == 2
     assert all(script.count(m) == 1 for m in ("ok", "[[REFUSE]]", "[[EMPTY]]", "[[INVALID]]"))
-    assert len(emu.requests) == 6
+    assert len(batch_requests(emu)) == 6
+    # One preflight, before round 1's upload; round 2 sent none (the policy had passed).
+    assert script.count("preflight") == 1 and emu.requests[0]["custom_id"] == PREFLIGHT_ID
     if sync:
         assert {r["batch"] for r in emu.requests} == {"online"}
     if not sync or any(r["custom_id"] for r in emu.requests):
@@ -377,7 +380,7 @@ def test_anthropic_validation_failure_is_a_batch_failed_as_a_whole(project: Proj
     emu.add_fault({"kind": "fail_validation", "provider": "anthropic", "count": times})
     r = ok(project.run("submit", emulator=emu))
     assert "failed validation" in r.output
-    assert emu.requests == []
+    assert batch_requests(emu) == []
     b = project.sql("SELECT * FROM batches")[0]
     assert (b["status"], b["provider_state"], b["provider_batch_id"]) == ("downloaded", "failed", None)
     assert "failed validation" in b["error"]
@@ -392,7 +395,7 @@ def test_anthropic_validation_failure_is_a_batch_failed_as_a_whole(project: Proj
         assert kinds_by_task(project) == {"p1": ["batch_failed", "batch_failed"], "p2": ["batch_failed", "batch_failed"]}
         assert {r["status"] for r in project.sql("SELECT status FROM cell_status")} == {"blocked"}
         assert all("failed validation" in (x["error_message"] or "") for x in project.sql("SELECT error_message FROM results"))
-        assert emu.requests == []
+        assert batch_requests(emu) == []
 
 
 # --- sharding ------------------------------------------------------------------------------------
@@ -407,7 +410,7 @@ def test_route_limits_shard_into_several_batches(project: Project, emu: Any, pro
     assert [b["status"] for b in batches] == ["collected"] * 3
     assert len({b["provider_batch_id"] for b in batches}) == 3
     assert len(project.jobs_files()) == 3
-    assert {emu_req["batch"] for emu_req in emu.requests} == {b["provider_batch_id"].split("/")[-1] for b in batches}
+    assert {emu_req["batch"] for emu_req in batch_requests(emu)} == {b["provider_batch_id"].split("/")[-1] for b in batches}
     assert kinds_by_task(project) == {t: ["ok"] for t in ("p1", "p2", "p3", "p4", "p5")}
     assert sent_per_task(project, emu) == Counter({t: 1 for t in ("p1", "p2", "p3", "p4", "p5")})
 
@@ -434,7 +437,7 @@ def test_missing_api_key_fails_before_any_upload(project: Project, emu: Any, mon
     ok(project.run("poll"))
     ok(project.run("collect"), 0)
     assert len(project.sql("SELECT * FROM batches")) == 2
-    sent = Counter(r["custom_id"] for r in emu.requests)
+    sent = Counter(r["custom_id"] for r in batch_requests(emu))
     assert sorted(sent) == sorted(ids_by_task_all(project)) and set(sent.values()) == {1}
 
 
@@ -458,7 +461,12 @@ def test_unreachable_base_url_fails_cleanly_then_resumes(project: Project, emu: 
 def test_unreachable_base_url_other_providers(project: Project, emu: Any, provider: str) -> None:
     spec = {**BATCH_ROUTES[provider], "base_url": "http://127.0.0.1:9"}
     setup(project, {"r": spec}, task_ids=["p1", "p2"])
+    # The route's preflight is the first call to fail: nothing is uploaded or created.
     r = ok(project.run("submit"), 1)
+    assert "The preflight request for route 'r' at http://127.0.0.1:9" in r.output and "Nothing is listening" in r.output
+    assert {b["status"] for b in project.sql("SELECT status FROM batches")} == {"planned"}
+    # Without it, the upload or create fails as cleanly.
+    r = ok(project.run("submit", "--no-preflight"), 1)
     assert "http://127.0.0.1:9" in r.output
     # Anthropic has no upload: its create is what failed, certainly (the connection was refused).
     assert ("Creating the batch" if provider == "anthropic" else "Uploading the request file") in r.output
@@ -522,7 +530,7 @@ def test_cancel_batch_route_all_then_resubmit_without_retries(project: Project, 
     cycle(project, emu, collect_code=0)  # max_retries = 0: only the separate resubmit allowance lets these through
     assert {s["state"] for s in project.sql("SELECT state FROM request_status")} == {"ok"}
     assert len(project.sql("SELECT * FROM batches")) == 6
-    by_cid = Counter(r["custom_id"] for r in emu.requests)
+    by_cid = Counter(r["custom_id"] for r in batch_requests(emu))
     assert len(by_cid) == 6 and set(by_cid.values()) == {2}
 
 
@@ -578,7 +586,7 @@ def test_refresh_with_the_default_panel(project: Project, emu: Any, script: Scri
     judgments = project.sql("SELECT * FROM judgments")
     assert len(judgments) == 24 and {(j["total"], j["score"]) for j in judgments} == {(100.0, 1.0)}
     # Only the generation that failed transiently was sent twice; every judge request once.
-    sent = Counter(r["custom_id"] for r in emu.requests)
+    sent = Counter(r["custom_id"] for r in batch_requests(emu))
     twice = [cid for cid, n in sent.items() if n == 2]
     assert len(twice) == 1 and max(sent.values()) == 2
     retried = project.sql("SELECT q.route, q.task_id, r.kind FROM results r JOIN requests q USING (custom_id) WHERE r.custom_id = ? ORDER BY r.id", [twice[0]])

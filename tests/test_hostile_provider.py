@@ -22,7 +22,7 @@ import pytest
 from batchrun.collect import MAX_STORED_CHARS
 from batchrun.emulator import Emulator
 from batchrun.poll import MAX_DOWNLOAD_ATTEMPTS
-from conftest import Project, route, task
+from conftest import batch_requests, Project, route, task
 
 JUDGE_JSON = '{"points_awarded":[60,40],"total":100}'
 DOC = ("The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist. "
@@ -251,7 +251,7 @@ def test_a_hostile_batch_id_in_a_listing_writes_nothing_outside_the_project(proj
     batch = project.sql("SELECT * FROM batches")[0]
     candidates = [p.name for p in Path(batch["dir"]).iterdir() if p.name.startswith("candidate-")]
     assert candidates == ["candidate-x%2F..%2F..%2F..%2F..%2FPWNED"]
-    assert len(emu.requests) == 5  # adopted, never created twice
+    assert len(batch_requests(emu)) == 5  # adopted, never created twice
 
 
 # --- item 4: what is stored per answer is capped; the whole line stays on disk ---------------------------------
@@ -531,7 +531,7 @@ def test_a_status_of_another_batch_is_not_taken_for_the_one_asked(project: Proje
     emu.clear_faults()
     ok(project.run("refresh", emulator=emu))
     assert sorted(kinds(project)) == TASKS and all(k == ["ok"] for k in kinds(project).values())
-    assert len(emu.requests) == len(TASKS)
+    assert len(batch_requests(emu)) == len(TASKS)
 
 
 def test_a_sync_answer_that_is_not_json_is_retried_never_scored_empty(project: Project, emu: Any) -> None:
@@ -539,6 +539,7 @@ def test_a_sync_answer_that_is_not_json_is_retried_never_scored_empty(project: P
     infrastructure failure (transient, retried), never an "empty" answer scored zero (found by
     the second review: the 200 was rendered as a response without choices)."""
     setup(project, {"r": route("openai", "gpt-5.5", transport="sync", sync_concurrency=1)})
+    ok(project.run("preflight", emulator=emu))  # passed: the fault below is for a request line
     emu.add_fault({"kind": "mangle_json", "method": "POST", "path": "/chat/completions$", "raw": "<html>502 Bad Gateway</html>"})
     ok(project.run("refresh", emulator=emu))
     assert sorted(kinds(project)) == TASKS

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import KEY_ENV, Project, route, task
+from conftest import PREFLIGHT_ID, batch_requests, KEY_ENV, Project, route, task
 
 import batchrun
 from batchrun.emulator import Emulator
@@ -54,6 +54,8 @@ class Script:
         self.emu: Emulator
 
     def __call__(self, request: dict[str, Any]) -> Any:
+        if request.get("custom_id") == PREFLIGHT_ID:
+            return "OK"  # a route's preflight, before its first upload under a policy: not scripted work
         with self.lock:
             self.log.append(request)
             prompt, model = request["prompt"], request["model"]
@@ -108,7 +110,8 @@ def by_task(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def emu_requests(script: Script, start: int = 0) -> list[dict[str, Any]]:
-    return script.emu.requests[start:]
+    """The requests the emulator processed for batches and sync lines (no preflights), from `start`."""
+    return batch_requests(script.emu)[start:]
 
 
 def clamp(x: float) -> float:
@@ -447,7 +450,7 @@ def test_out_of_context_and_failed_cells_never_sent_to_judges(board: Any) -> Non
     for model in (JUDGE_A, JUDGE_G):
         assert sorted(judged_answer(p) for p in s.judge_prompts(model)) == sorted(valid)
     # The emulator accepted exactly one judge request per valid answer and judge, once each.
-    judge_reqs = [r for r in s.emu.requests if str(r["custom_id"]).startswith("j-")]
+    judge_reqs = [r for r in batch_requests(s.emu) if str(r["custom_id"]).startswith("j-")]
     assert len(judge_reqs) == 16 == len({r["custom_id"] for r in judge_reqs})
     assert sorted({r["model"] for r in judge_reqs}) == sorted([JUDGE_A, JUDGE_G])
     # The out-of-context cell was never even generated; the failed ones were generated once.
@@ -602,7 +605,7 @@ def test_judge_failing_once_is_retried_next_run_cli_steps(project: Project, scri
     assert c.exit_code == 2 and "4 judge request(s) queued" in c.stdout
     assert [t["status"] for t in results(project, "gpt", "responses")["tasks"]] == ["ok", "ok"]
 
-    before = len(script.emu.requests)
+    before = len(emu_requests(script))
     assert run(project, script, "submit").exit_code == 0
     assert run(project, script, "poll").exit_code == 0
     c = run(project, script, "collect")
@@ -629,7 +632,7 @@ def test_judge_failing_once_is_retried_next_run_cli_steps(project: Project, scri
     assert row["complete"] == 0 and row["scored_overall"] is None and row["all_tasks_overall"] is None
 
     # Next run: only the failed judge request goes out again, with the same custom_id.
-    mark = len(script.emu.requests)
+    mark = len(emu_requests(script))
     assert run(project, script, "submit").exit_code == 0
     resent = emu_requests(script, mark)
     assert [r["custom_id"] for r in resent] == [judge_g_t1] and resent[0]["model"] == JUDGE_G
@@ -663,7 +666,7 @@ def test_judge_failing_for_a_whole_run_recovers_on_the_next_refresh(project: Pro
     # The judge used this run's budget: the cell waits for the next run (never a zero).
     assert by_task(results(project, "gpt", "scores"))["t2"]["status"] == "waiting"
 
-    mark = len(script.emu.requests)
+    mark = len(emu_requests(script))
     second = refresh(project, script)
     assert second.exit_code == 0, second.output
     again = emu_requests(script, mark)
@@ -681,7 +684,7 @@ def test_judge_that_keeps_failing_leaves_the_route_incomplete_with_null_headline
     r = refresh(project, script)
     assert r.exit_code == 2
     assert PERSISTENT in r.stderr and "judge is down" in r.stderr
-    judge_g_ids = [x["custom_id"] for x in script.emu.requests if x["model"] == JUDGE_G]
+    judge_g_ids = [x["custom_id"] for x in emu_requests(script) if x["model"] == JUDGE_G]
     # Bounded per run: max_retries_per_run (default 3) retries of the same request, then it waits.
     assert len(judge_g_ids) == 1 + 4  # t2 once, t1 once and three retries
     assert sorted(judge_g_ids.count(c) for c in set(judge_g_ids)) == [1, 4]
@@ -703,7 +706,7 @@ def test_judge_that_keeps_failing_leaves_the_route_incomplete_with_null_headline
     # The next run tries again (bounded again), and still never turns the failure into a zero.
     r2 = refresh(project, script)
     assert r2.exit_code == 2 and PERSISTENT in r2.stderr
-    assert [x["model"] for x in script.emu.requests].count(JUDGE_G) == 5 + 4
+    assert [x["model"] for x in emu_requests(script)].count(JUDGE_G) == 5 + 4
     assert all(results(project, "gpt", "scores")[k] is None for k in HEADLINE)
     assert not project.sql("select * from judgments where score = 0")
     assert_no_invented_zero(project)
@@ -727,7 +730,7 @@ def test_changed_judge_route_reuses_answers_and_rejudges_only_with_the_new_route
     assert "2 judge request(s) queued" in c.stdout
     assert all(results(project, "gpt", "scores")[k] is None for k in HEADLINE)
 
-    mark = len(script.emu.requests)
+    mark = len(emu_requests(script))
     log_mark = len(script.log)
     assert refresh(project, script).exit_code == 0
     sent = emu_requests(script, mark)
@@ -764,7 +767,7 @@ def test_adding_a_judge_queues_exactly_the_new_judges_requests(project: Project,
     assert [q["route"] for q in queued] == ["judge-a", "judge-a", "judge-g", "judge-g"]
     assert {q["custom_id"] for q in queued if q["route"] == "judge-a"} == {r["custom_id"] for r in judge_rows}
 
-    mark = len(script.emu.requests)
+    mark = len(emu_requests(script))
     assert refresh(project, script).exit_code == 0
     sent = emu_requests(script, mark)
     assert sorted(r["custom_id"] for r in sent) == sorted(q["custom_id"] for q in queued if q["route"] == "judge-g")

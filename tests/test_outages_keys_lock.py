@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import cliproc
-from conftest import KEY_ENV, Project, route, small_project
+from conftest import KEY_ENV, Project, batch_requests, route, small_project
 from test_reliability import EmulatorProcess, emu, emu_proc, hold_writer_lock, integrity_ok, run_batchrun  # noqa: F401 (emu, emu_proc: its fixtures)
 
 SECRET = "sk-DISTINCTIVE-4c8e2a9f71-SECRET"
@@ -71,7 +71,7 @@ def test_503_burst_on_create_holds_that_batch_and_the_other_routes_go_on(project
     first_ok = next(i for i, c in enumerate(calls(emu))
                     if c["method"] == "POST" and c["path"] == "/v1/messages/batches" and c["status"] == 200)
     assert any(c["path"] == "/v1/batches" and c["method"] == "POST" and c["status"] == 200 for c in calls(emu)[:first_ok])
-    counts = Counter(x["custom_id"] for x in emu.requests)
+    counts = Counter(x["custom_id"] for x in batch_requests(emu))
     assert counts and set(counts.values()) == {1}  # nothing paid twice
     board = leaderboard(project)
     assert all(row["complete"] == 1 and row["all_tasks_overall"] is not None for row in board.values())
@@ -88,6 +88,10 @@ def test_a_key_echoed_by_the_provider_is_never_stored_or_printed(project: Projec
         "kimi-sync": route("openai-compatible", "kimi-k2.6", transport="sync", sync_concurrency=1, send_temperature=False),
         "judge-a": route("anthropic", "claude-sonnet-4-6"), "judge-g": route("gemini", "gemini-2.5-flash"),
     })
+    env = {KEY_ENV: SECRET}
+    # The routes' preflights pass first: the echoes below are for batch and online lines (a
+    # preflight's own echo is redacted too: tests/test_preflight.py).
+    outputs = [run_batchrun(project, "preflight", emu=emu, env=env).stdout]
     for fault in (
         # An error on a batch create quoting "Bearer <key>" (transient: adopted or retried).
         {"kind": "echo_key", "status": 503, "method": "POST", "path": "/v1/batches$", "count": 1},
@@ -100,8 +104,6 @@ def test_a_key_echoed_by_the_provider_is_never_stored_or_printed(project: Projec
         {"kind": "echo_key_request", "status": 503, "model": "kimi-k2.6", "count": 1},
     ):
         emu.fault(fault)
-    env = {KEY_ENV: SECRET}
-    outputs = []
     r = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu, env=env)
     outputs += [r.stdout, r.stderr]
     if r.returncode == 2:  # a retry held for the next run
@@ -136,7 +138,9 @@ def test_a_key_refused_on_every_online_call_blocks_each_sync_route_never_a_zero(
     # Each provider's online endpoint refuses the key (and quotes it back); batch endpoints work.
     for path, status in (("/chat/completions$", 401), ("/v1/messages$", 401), (":generateContent$", 403)):
         emu.fault({"kind": "echo_key", "status": status, "path": path, "count": -1})
-    r = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu, env={KEY_ENV: SECRET})
+    # About the sync transport's own calls: the routes' preflights (online calls too, which would
+    # stop each route before anything is sent: tests/test_preflight.py) are skipped.
+    r = run_batchrun(project, "refresh", "--no-preflight", "--interval", "0.05", "--timeout", "90s", emu=emu, env={KEY_ENV: SECRET})
     assert r.returncode == 2, r.stderr[-3000:]
     assert "Traceback" not in r.stderr
     board = leaderboard(project)
@@ -290,7 +294,7 @@ def test_an_edited_sync_request_file_is_refused_before_any_line_is_sent(project:
         assert r.returncode == 1, r.stderr
         assert "was changed after it was planned" in r.stderr and str(path) in r.stderr and "Refusing to send it" in r.stderr
         assert "batchrun cancel --batch" in r.stderr and "Traceback" not in r.stderr
-        assert emu.requests == []
+        assert batch_requests(emu) == []  # (the route's preflight went with submit)
     integrity_ok(project)
 
 
@@ -299,11 +303,11 @@ def test_an_edited_sync_request_file_is_refused_when_a_crashed_run_resumes(proje
     assert run_batchrun(project, "submit", emu=emu).returncode == 0
     killed = run_batchrun(project, "poll", emu=emu, env={"BATCHRUN_DIE_AT": "poll.sync_line:2"})
     assert killed.returncode == -signal.SIGKILL
-    sent = len(emu.requests)
+    sent = len(batch_requests(emu))
     assert 2 <= sent < 4
     [path] = project.jobs_files()
     edit_one_byte(path)
     r = run_batchrun(project, "poll", emu=emu)
     assert r.returncode == 1 and "was changed after it was planned" in r.stderr and "Traceback" not in r.stderr
-    assert len(emu.requests) == sent
+    assert len(batch_requests(emu)) == sent
     integrity_ok(project)

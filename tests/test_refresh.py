@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from batchrun.cli import cli
 from batchrun.emulator import Emulator
 
-from conftest import DEFAULT_ROUTES, Project, route, small_project
+from conftest import DEFAULT_ROUTES, PREFLIGHT_ID, Project, batch_requests, route, small_project
 
 
 def test_demo_runs_and_second_run_sends_nothing(tmp_path: Path, monkeypatch) -> None:
@@ -77,6 +77,9 @@ def test_incremental_refresh_sends_exactly_the_new_route(project: Project, emula
     result = project.run("refresh", "--interval", "0.05", emulator=emulator)
     assert result.exit_code == 0, result.output
     new = emulator.requests[before:]
+    # Only the new route is preflighted (the others' policies passed theirs in the first refresh).
+    assert [r["model"] for r in new if r["custom_id"] == PREFLIGHT_ID] == ["gpt-4.1"]
+    new = [r for r in new if r["custom_id"] != PREFLIGHT_ID]
     gen_ids = {r["custom_id"] for r in project.sql("SELECT custom_id FROM requests WHERE route = 'newcomer' AND stage = 'gen'")}
     judge_ids = {r["custom_id"] for r in project.sql(
         "SELECT j.custom_id FROM requests j JOIN requests g ON g.custom_id = j.parent_custom_id WHERE g.route = 'newcomer'")}
@@ -94,12 +97,12 @@ def test_refresh_timeout_stops_cleanly_and_resumes_without_resubmitting(project:
         assert "time limit reached" in first.output
         live = project.sql("SELECT id, status FROM batches WHERE status = 'in_flight'")
         assert len(live) == 3  # one generation batch per contestant route
-        accepted = Counter(r["custom_id"] for r in emu.requests)
+        accepted = Counter(r["custom_id"] for r in batch_requests(emu))
 
         emu.set_latency(0.0)  # retries and judge batches created from now on finish at once
         second = project.run("refresh", "--interval", "0.1", "--timeout", "60s", emulator=emu)
         assert second.exit_code == 0, second.output
-        again = Counter(r["custom_id"] for r in emu.requests)
+        again = Counter(r["custom_id"] for r in batch_requests(emu))
         gen = {cid for cid in accepted}
         # The in-flight generation requests were not sent a second time.
         assert all(again[cid] == 1 for cid in gen)

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from batchrun.cli import cli
 from batchrun.emulator import Emulator
-from conftest import Project, route, small_project
+from conftest import Project, batch_requests, preflight_requests, route, small_project
 
 TITLE = "# Rehearsal on the emulator at {} — not real results"
 
@@ -59,15 +59,19 @@ def test_rehearsal_then_real_run_sends_every_cell_and_keeps_apart(project: Proje
         assert (project.root / "rehearsal" / name).exists()
         assert not (project.root / name).exists()
     assert meta(rehearsal_db, "rehearsal") == emulator.url
-    rehearsed = [r["custom_id"] for r in emulator.requests]
+    rehearsed = [r["custom_id"] for r in batch_requests(emulator)]
     assert rehearsed and len(set(rehearsed)) == len(rehearsed)
+    preflights = len(preflight_requests(emulator))
+    assert preflights == 5  # the rehearsal preflights every route against the emulator
 
     # The real run, same config but without --emulator: it finds everything still to do.
     project.point_at(emulator)
     real = ok(project.run("refresh", "--interval", "0.05"))
     assert "Rehearsal" not in real.stdout and "| # | Route |" in real.stdout
     assert "nothing to do" not in real.output
-    sent = Counter(r["custom_id"] for r in emulator.requests[len(rehearsed):])
+    # The real run keeps its own preflights (its own state.db): each route checked again.
+    assert len(preflight_requests(emulator)) == 2 * preflights
+    sent = Counter(r["custom_id"] for r in batch_requests(emulator)[len(rehearsed):])
     wanted = {r["custom_id"] for r in rows(real_db, "SELECT custom_id FROM requests")}
     gen = {r["custom_id"] for r in rows(real_db, "SELECT custom_id FROM cells WHERE scope = 'send'")}
     assert gen and gen <= wanted

@@ -338,6 +338,27 @@ def custom_id_field(obj: Any, *names: str) -> str | None:
     return None
 
 
+_WINDOW = re.compile(r"([1-9][0-9]{0,5})([hd])")
+
+
+def window_hours(window: str) -> int | None:
+    """A completion window written as whole hours or days ("24h", "14d") in hours; None for any
+    other form. The OpenAI-compatible batch APIs that document a range write it so (DashScope
+    "24h" to "336h" or "14d"; Kimi "12h" to "7d")."""
+    found = _WINDOW.fullmatch(window)
+    if found is None:
+        return None
+    return int(found.group(1)) * (24 if found.group(2) == "d" else 1)
+
+
+def only_24h(provider: str, why: str, window: str) -> tuple[str, str] | None:
+    """The (problem, fix) of a window other than "24h" where the provider offers only that one."""
+    if window == "24h":
+        return None
+    return (f'is "{window}", but {provider} batches {why}',
+            'Remove completion_window (batchrun sends "24h").')
+
+
 def error_kind_for_status(status: int | None) -> ResultKind:
     """Per-request HTTP-ish status -> failure kind. 408/409/429/5xx and unknowns are transient."""
     if status in (400, 404, 413, 422):
@@ -402,6 +423,23 @@ class Adapter(Protocol):
     validation_failure_statuses: frozenset[int]
     #: Reasoning tokens are reported apart from output tokens and billed as output.
     reasoning_billed_apart: bool
+    # -- what the API refuses (config_file checks a route against these before anything is sent) --
+    #: The sampling temperatures the API accepts, inclusive (a wider value is a 400 on every request).
+    temperature_range: tuple[float, float]
+    #: A route's `endpoint_path` means something for this provider (the url of its batch lines).
+    uses_endpoint_path: bool
+
+    def min_output_tokens(self, route: Route) -> int:
+        """The smallest completion budget the route's endpoint accepts."""
+        ...
+
+    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+        """(problem, fix) when the route's endpoint_path is not where the provider takes its body shape."""
+        ...
+
+    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+        """(problem, fix) when the provider does not offer the route's completion_window."""
+        ...
 
     # -- pure halves -----------------------------------------------------------------------------
     def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
@@ -471,6 +509,11 @@ class Adapter(Protocol):
 
     def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
         """Send one request line online; return a result line in the batch output shape."""
+        ...
+
+    def check_batch_access(self, client: Any, route: Route) -> None:
+        """The cheapest call that proves the key may use the provider's batch API (preflight): a
+        listing of one batch. Raises ProviderError (clients.call) when it is refused."""
         ...
 
     # -- context windows (batchrun probe) ----------------------------------------------------------
@@ -550,7 +593,21 @@ def stainless_error(exc: BaseException, package: str) -> SdkError | None:
             retry_after = float(value) if value is not None else None
         except ValueError:
             retry_after = None
-    return SdkError(getattr(exc, "status_code", None), str(exc), retry_after)
+    # The provider's own words: `str(exc)` is "Error code: 401 - {<the whole error body>}"; the
+    # parsed body is `exc.body` (OpenAI's `error` object, Anthropic's `{"type": "error", "error":
+    # {...}}`), whose message is what a person needs to read.
+    return SdkError(getattr(exc, "status_code", None), _body_message(getattr(exc, "body", None)) or str(exc), retry_after)
+
+
+def _body_message(body: Any) -> str | None:
+    """The `message` of a provider's error body (or of its `error` object), if it has one."""
+    for _ in range(3):
+        if not isinstance(body, dict):
+            return None
+        if isinstance(body.get("message"), str) and body["message"].strip():
+            return body["message"]
+        body = body.get("error")
+    return None
 
 
 def online_probe(adapter: Adapter, client: Any, route: Route, prompt: str, max_tokens: int = 1) -> ProbeAnswer:

@@ -44,6 +44,7 @@ from . import (
     listed_batches,
     malformed,
     object_field,
+    only_24h,
     online_probe,
     parse_total,
     stainless_error,
@@ -90,6 +91,10 @@ class AnthropicAdapter:
     # Models API: ModelInfo.max_input_tokens; Token Count API: messages.count_tokens (free).
     reports_window: bool = True
     completion_in_window: bool = True
+    # temperature: "Defaults to 1.0. Ranges from 0.0 to 1.0" (Messages API reference).
+    temperature_range: tuple[float, float] = (0.0, 1.0)
+    # Message batches go to /v1/messages/batches whatever the route says.
+    uses_endpoint_path: bool = False
 
     # -- pure halves ---------------------------------------------------------------------------
 
@@ -119,6 +124,17 @@ class AnthropicAdapter:
 
     def endpoint_label(self, route: Route) -> str:
         return "/v1/messages" if route.transport == "sync" else "/v1/messages/batches"
+
+    def min_output_tokens(self, route: Route) -> int:
+        return 1  # max_tokens >= 1 ("max_tokens: 0" is refused in a batch: Message Batches docs)
+
+    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+        return None
+
+    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+        # "Processing ends when all requests finish or after 24 hours" (Message Batches docs): the
+        # create takes no window, so another one would be a setting silently ignored.
+        return only_24h("Anthropic", "end after 24 hours, always (the Message Batches API takes no window)", route.completion_window)
 
     def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
         result = as_object(obj.get("result"), "`result`")
@@ -212,6 +228,10 @@ class AnthropicAdapter:
 
     def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
         call(lambda: client.messages.batches.cancel(provider_batch_id), what="Cancelling a batch", route=route)
+
+    def check_batch_access(self, client: Any, route: Route) -> None:
+        # GET /v1/messages/batches?limit=1 (the listing adoption reads), sent when list() is called.
+        call(lambda: client.messages.batches.list(limit=1), what="Listing batches (preflight)", route=route, attempts=3)
 
     def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
         target = dest / "results.jsonl"

@@ -40,6 +40,7 @@ from . import (
     as_text,
     batch_object,
     custom_id_field,
+    only_24h,
     online_probe,
     listed_batches,
     parse_total,
@@ -131,6 +132,11 @@ class GeminiAdapter:
     # models.get: Model.input_token_limit; models.count_tokens (free).
     reports_window: bool = True
     completion_in_window: bool = False
+    # generationConfig.temperature: "Values can range from [0.0, 2.0]" (Gemini API reference,
+    # GenerationConfig).
+    temperature_range: tuple[float, float] = (0.0, 2.0)
+    # Batches go to models/{model}:batchGenerateContent whatever the route says.
+    uses_endpoint_path: bool = False
 
     # -- pure halves ---------------------------------------------------------------------------
 
@@ -163,6 +169,17 @@ class GeminiAdapter:
 
     def endpoint_label(self, route: Route) -> str:
         return f"/models/{route.model}:" + ("generateContent" if route.transport == "sync" else "batchGenerateContent")
+
+    def min_output_tokens(self, route: Route) -> int:
+        return 1
+
+    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+        return None
+
+    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+        # Batch Mode's target turnaround is 24 hours and a job expires after 48 (Gemini API, Batch
+        # Mode): the create takes no window, so another one would be a setting silently ignored.
+        return only_24h("Gemini", "have a fixed 24-hour target (Batch Mode takes no window)", route.completion_window)
 
     def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
         err = obj.get("error")
@@ -279,6 +296,11 @@ class GeminiAdapter:
 
     def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
         call(lambda: client.batches.cancel(name=provider_batch_id), what="Cancelling a batch", route=route)
+
+    def check_batch_access(self, client: Any, route: Route) -> None:
+        # GET /{ver}/batches?pageSize=1: google-genai fetches the first page when list() is called.
+        call(lambda: _sdk_parsed(lambda: client.batches.list(config={"page_size": 1})), what="Listing batches (preflight)",
+             route=route, attempts=3)
 
     def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
         paths = []

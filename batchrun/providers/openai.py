@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any
 
 from ..clients import call
@@ -43,11 +45,13 @@ from . import (
     listed_batches,
     number_field,
     object_field,
+    only_24h,
     online_probe,
     parse_total,
     stainless_error,
     stated_numbers,
     text_field,
+    window_hours,
     wrong_types,
 )
 
@@ -71,6 +75,12 @@ _STATES: dict[str, BatchState] = {
 
 # The smallest max_output_tokens the Responses API accepts (probe.OUTPUT_TOKENS prices this many).
 RESPONSES_MIN_OUTPUT_TOKENS = 16
+
+# The batch endpoint that takes each body shape: a line's `url` must equal the batch's `endpoint`
+# (OpenAI Batch API, "The request input object"; openai-python batch_create_params.py lists the
+# endpoints). A chat body sent to /v1/responses is refused, every request of it.
+ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+_BODIES = {"chat": "Chat Completions bodies (messages)", "responses": "Responses bodies (input)"}
 
 
 class OpenAIAdapter:
@@ -100,6 +110,10 @@ class OpenAIAdapter:
     # the probe searches by sending.
     reports_window: bool = False
     completion_in_window: bool = True
+    # "What sampling temperature to use, between 0 and 2" (openai-python
+    # types/chat/completion_create_params.py and responses/response_create_params.py).
+    temperature_range: tuple[float, float] = (0.0, 2.0)
+    uses_endpoint_path: bool = True
 
     # -- pure halves ---------------------------------------------------------------------------
 
@@ -129,6 +143,28 @@ class OpenAIAdapter:
 
     def endpoint_label(self, route: Route) -> str:
         return route.endpoint_path if route.transport == "sync" else f"/v1/batches {route.endpoint_path}"
+
+    # -- what the API refuses --------------------------------------------------------------------
+
+    def min_output_tokens(self, route: Route) -> int:
+        return RESPONSES_MIN_OUTPUT_TOKENS if route.endpoint == "responses" else 1
+
+    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+        want, path = ENDPOINT_PATHS[route.endpoint], route.endpoint_path
+        if path == want:
+            return None
+        other = next((e for e, p in ENDPOINT_PATHS.items() if p == path), None)
+        if other is not None:
+            return (f'is "{path}", the {other} endpoint, while endpoint = "{route.endpoint}" builds {_BODIES[route.endpoint]}: '
+                    "OpenAI would refuse every request",
+                    f'Remove endpoint_path (it follows from endpoint), or set endpoint = "{other}".')
+        return (f'is "{path}", which is not the OpenAI batch endpoint of endpoint = "{route.endpoint}" ({_BODIES[route.endpoint]} '
+                f'go to "{want}")', "Remove endpoint_path: it follows from endpoint.")
+
+    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+        # completion_window: "Currently only 24h is supported" (OpenAI Batch API, create batch;
+        # openai-python batch_create_params.py: Literal["24h"]).
+        return only_24h("OpenAI", 'take only "24h" (Batch API: "currently only 24h is supported")', route.completion_window)
 
     def _parse(self, custom_id: str, obj: dict[str, Any]) -> LineResult:
         error = obj.get("error")
@@ -218,6 +254,11 @@ class OpenAIAdapter:
     def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
         call(lambda: client.batches.cancel(provider_batch_id), what="Cancelling a batch", route=route)
 
+    def check_batch_access(self, client: Any, route: Route) -> None:
+        # GET /batches?limit=1: the listing adoption reads after an uncertain create (list_recent),
+        # one entry long. The SDK sends it when list() is called; the page is not iterated.
+        call(lambda: client.batches.list(limit=1), what="Listing batches (preflight)", route=route, attempts=3)
+
     def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
         paths = []
         for ref, name in zip(status.result_refs, ("output.jsonl", "errors.jsonl")):
@@ -306,6 +347,46 @@ class OpenAIAdapter:
         )
 
 
+@dataclass(frozen=True)
+class CompatibleProvider:
+    """What an OpenAI-compatible batch provider documents, known by its API host."""
+
+    name: str
+    hosts: tuple[str, ...]  # the host, or a parent domain of it
+    batch_path: str  # the one url its chat batch lines take
+    window_hours: tuple[int, int] | None  # the completion windows it offers; None: "24h" only
+    source: str
+
+    def serves(self, host: str) -> bool:
+        return any(host == h or host.endswith("." + h) for h in self.hosts)
+
+
+# The OpenAI-compatible batch APIs batchrun has facts about (../shared/design/provider-apis.md §5).
+# Another host (a proxy, vLLM, the emulator) gets the general rules only: a chat path, and a
+# window in whole hours or days.
+COMPATIBLE_PROVIDERS = (
+    CompatibleProvider(
+        "Alibaba DashScope", ("dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com", "dashscope-us.aliyuncs.com", "maas.aliyuncs.com"),
+        "/v1/chat/completions", (24, 336),
+        "alibabacloud.com/help/en/model-studio/batch-interfaces-compatible-with-openai: url /v1/chat/completions, "
+        'completion_window 24h to 336h, in h or d ("14d")'),
+    CompatibleProvider(
+        "Zhipu BigModel", ("open.bigmodel.cn",), "/v4/chat/completions", None,
+        "docs.bigmodel.cn/api-reference/批处理-api/创建批处理任务: endpoint \"currently supports /v4/chat/completions\"; "
+        "no window is documented, so only the default 24h is known to be accepted"),
+    CompatibleProvider(
+        "Moonshot Kimi", ("api.moonshot.ai", "api.moonshot.cn"), "/v1/chat/completions", (12, 168),
+        "platform.kimi.ai/docs/api/batch-create: endpoint \"only /v1/chat/completions\", completion_window 12h to 7d"),
+)
+
+
+def compatible_provider(base_url: str | None) -> tuple[CompatibleProvider, str] | None:
+    """The documented provider a base URL points at, and its host."""
+    host = (urlsplit(base_url).hostname or "").lower() if base_url else ""
+    found = next((p for p in COMPATIBLE_PROVIDERS if host and p.serves(host)), None)
+    return (found, host) if found else None
+
+
 class OpenAICompatibleAdapter(OpenAIAdapter):
     """An OpenAI-compatible batch API (DashScope/Qwen, Zhipu/GLM, Kimi...): the OpenAI SDK pointed
     at the provider's base URL, with the provider's own key variable."""
@@ -320,9 +401,44 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
     file_limits: tuple[int, int] = (50_000, 100_000_000)
     endpoints: tuple[str, ...] = ("chat",)
     chat_budget_key = "max_tokens"  # what those servers read
+    # OpenAI's range, which these servers copy; one that takes less (Kimi's k2 models take none,
+    # spec §2) refuses the request, and preflight shows its message before anything is uploaded.
+    temperature_range: tuple[float, float] = (0.0, 2.0)
 
     def policy_endpoint(self, route: Route) -> str:
         return route.endpoint_path  # the path differs between providers (/v1/..., /v4/...)
+
+    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+        path = route.endpoint_path
+        known = compatible_provider(route.base_url)
+        # The path is the url of every batch line; a sync route posts to base_url + /chat/completions.
+        if known is not None and route.transport == "batch" and path != known[0].batch_path:
+            provider, host = known
+            return (f'is "{path}", but {provider.name} ({host}) takes chat batch lines only at "{provider.batch_path}" '
+                    f"({provider.source})", f'Set endpoint_path = "{provider.batch_path}".')
+        if not path.endswith("/chat/completions"):
+            return (f'is "{path}", but the requests are {_BODIES["chat"]}, which an OpenAI-compatible API takes at its '
+                    "chat completions path", 'Set endpoint_path to the provider\'s, e.g. "/v1/chat/completions" '
+                    '(Zhipu: "/v4/chat/completions").')
+        return None
+
+    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+        window = route.completion_window
+        hours = window_hours(window)
+        if hours is None:
+            return (f'is "{window}", not a whole number of hours or days',
+                    'Write it as the provider documents it, e.g. "24h" or "3d".')
+        known = compatible_provider(route.base_url)
+        if known is None:
+            return None  # a provider batchrun has no facts about: its create says
+        provider, host = known
+        if provider.window_hours is None:
+            return only_24h(provider.name, f"have no other documented window ({provider.source})", window)
+        low, high = provider.window_hours
+        if not low <= hours <= high:
+            return (f'is "{window}", outside the {low}h to {high}h that {provider.name} ({host}) offers ({provider.source})',
+                    f'Use a window from "{low}h" to "{high}h" (e.g. "24h").')
+        return None
 
 
 if TYPE_CHECKING:
