@@ -51,7 +51,7 @@ def emu(recorder: Recorder) -> Any:
 ROUTES = {
     "chat": route("openai", "gpt-5.5"),
     "responses": route("openai", "gpt-5.4", endpoint="responses", reasoning=True),  # rejects temperature: omitted
-    "opus": route("anthropic", "claude-opus-4.8"),  # rejects temperature: omitted
+    "opus": route("anthropic", "claude-opus-4-8"),  # rejects temperature: omitted
     "gemini": route("gemini", "gemini-2.5-pro", reasoning=True),
     "compat": route("openai-compatible", "qwen3.7-plus"),
     "kimi-sync": route("openai-compatible", "kimi-k2.6", transport="sync", send_temperature=False),
@@ -123,7 +123,7 @@ def test_each_route_gets_its_own_request_and_a_batch_listing(project: Project, e
         assert sent.get("temperature") == real.get("temperature"), name
         budget = {"chat": "max_completion_tokens", "responses": "max_output_tokens", "opus": "max_tokens", "compat": "max_tokens"}[name]
         assert sent[budget] == MAX_TOKENS and real[budget] > MAX_TOKENS
-    assert "temperature" not in recorder.preflights["gpt-5.4"][0] and "temperature" not in recorder.preflights["claude-opus-4.8"][0]
+    assert "temperature" not in recorder.preflights["gpt-5.4"][0] and "temperature" not in recorder.preflights["claude-opus-4-8"][0]
     assert "temperature" not in recorder.preflights["kimi-k2.6"][0]
     # A judge is checked with the judges' temperature ([judging], 0.2), not the contestants' (0.1).
     assert recorder.preflights["claude-sonnet-4-6"][0]["temperature"] == 0.2
@@ -136,10 +136,10 @@ def test_submit_preflights_each_new_policy_once_before_its_upload(project: Proje
     ok(project.run("refresh", "--interval", "0.05", emulator=emu))
     # Every route that sent something was preflighted once, before anything of it was uploaded.
     assert sorted(r["model"] for r in preflight_requests(emu)) == sorted(
-        ["gpt-5.5", "claude-opus-4.8", "claude-sonnet-4-6", "gemini-2.5-flash"])
+        ["gpt-5.5", "claude-opus-4-8", "claude-sonnet-4-6", "gemini-2.5-flash"])
     first_batch = min(r["seq"] for r in batch_requests(emu))
     first_gen = {r["model"]: r["seq"] for r in preflight_requests(emu)}
-    assert first_gen["gpt-5.5"] < first_batch and first_gen["claude-opus-4.8"] < first_batch
+    assert first_gen["gpt-5.5"] < first_batch and first_gen["claude-opus-4-8"] < first_batch
     assert {p["outcome"] for p in preflight_rows(project)} == {"ok"}
 
     # A night with nothing new sends no preflight (and nothing else).
@@ -232,13 +232,13 @@ def test_a_wrong_key_is_named_with_its_variable_and_never_printed(project: Proje
 def test_a_provider_that_cannot_answer_now_holds_the_route_and_is_tried_again(project: Project, emu: Any) -> None:
     setup(project, {n: ROUTES[n] for n in ("chat", "opus", "judge-a", "judge-g")})
     # One 429 is retried inside the preflight; a lasting 503 is "could not be checked".
-    emu.add_fault({"kind": "request_error", "status": 429, "model": "claude-opus-4.8", "count": 1})
+    emu.add_fault({"kind": "request_error", "status": 429, "model": "claude-opus-4-8", "count": 1})
     emu.add_fault({"kind": "request_error", "status": 503, "model": "gpt-5.5", "count": -1})
     r = ok(project.run("submit", emulator=emu), 2)
     assert "preflight: chat → could not be checked" in r.stderr and "run the command again later" in r.stderr
     assert "preflight of route 'chat' could not reach the provider; will retry" in r.stdout
     assert [r["model"] for r in preflight_requests(emu)].count("gpt-5.5") == 3  # the preflight's attempts
-    assert [r["model"] for r in preflight_requests(emu)].count("claude-opus-4.8") == 2
+    assert [r["model"] for r in preflight_requests(emu)].count("claude-opus-4-8") == 2
     assert {b["route"]: b["status"] for b in project.sql("SELECT route, status FROM batches")} == {"chat": "planned", "opus": "in_flight"}
     # Not a refusal: the next submit checks it again, and sends it once the provider answers.
     emu.clear_faults()
@@ -249,7 +249,7 @@ def test_a_provider_that_cannot_answer_now_holds_the_route_and_is_tried_again(pr
 
 
 def test_preflight_needs_no_dataset_names_unknown_routes_and_missing_keys(project: Project, emu: Any) -> None:
-    routes = {"chat": route("openai", "gpt-5.5"), "nokey": route("anthropic", "claude-opus-4.8", api_key_env="BATCHRUN_TEST_UNSET_KEY")}
+    routes = {"chat": route("openai", "gpt-5.5"), "nokey": route("anthropic", "claude-opus-4-8", api_key_env="BATCHRUN_TEST_UNSET_KEY")}
     project.config(routes=routes, panel=[])  # no dataset, no corpus yet
     r = ok(project.run("preflight", "--route", "nope", emulator=emu), 1)
     assert "No route 'nope'" in r.output and "Routes: chat, nokey" in r.output
