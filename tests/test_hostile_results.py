@@ -112,6 +112,10 @@ def test_a_key_behind_json_escapes_is_redacted_everywhere(project: Project, emu:
     monkeypatch.setenv(KEY_ENV, SECRET)
     setup(project, ROUTES, panel=["judge"], tasks=["p1", "p2", "p3"])
     ok(project.run("plan", emulator=emu))
+    # The routes' preflights (one online request each, sent before their first upload) are sent
+    # before the faults are armed: the online fault below matches any chat completion, and is
+    # meant for the sync route's real request, not for a preflight.
+    ok(project.run("preflight", emulator=emu))
     cid = cids(project)
     prefix = "ANSWER: the crane failed at 03:14 on Tuesday; Mara Quist. The key: "
     first_s = "\\u0073" + SECRET[1:].replace("/", "\\/")  # \u0073k-ESCAPED\/7f3a...
@@ -168,13 +172,17 @@ def test_a_seven_character_key_echoed_by_the_provider_is_redacted(project: Proje
     monkeypatch.setenv(KEY_ENV, key)
     monkeypatch.setattr(redaction, "_warned", set(), raising=False)
     setup(project, {"gpt": ROUTES["gpt"], "kimi": ROUTES["kimi"]}, tasks=["p1", "p2"])
+    # Preflight first: the faults below (one request per model) are meant for the routes' real
+    # requests, and would otherwise be taken by their preflights (sent first, same model).
+    pre = ok(project.run("preflight", emulator=emu))
     emu.add_fault({"kind": "echo_key_request", "model": "gpt-5.5", "count": 1})
     emu.add_fault({"kind": "echo_key_request", "model": "kimi-k2.6", "count": 1})
     r = ok(project.run("refresh", "--interval", "0.01", emulator=emu))
     echoed = project.sql("SELECT text FROM results WHERE text LIKE '%The key you sent%'")
     assert len(echoed) == 2 and all("Bearer [REDACTED]" in x["text"] for x in echoed), echoed
-    assert_nowhere(project, key, [r.output], [])
-    assert r.stderr.count(f"the key in {KEY_ENV} is only 7 character(s) long") == 1
+    assert_nowhere(project, key, [pre.output, r.output], [])
+    # Said once per process (both commands ran in this one): at the first, the preflight.
+    assert (pre.stderr + r.stderr).count(f"the key in {KEY_ENV} is only 7 character(s) long") == 1
 
 
 def test_a_two_character_key_is_redacted_where_it_stands_alone_and_said_once(project: Project, emu: Any,
@@ -256,6 +264,9 @@ def test_a_short_key_that_is_also_json_structure_never_breaks_a_line(project: Pr
            "hex of a custom_id": cids(project)[("claude", "p1")][2:6]}[kind]
     monkeypatch.setenv(KEY_ENV, key)
     monkeypatch.setattr(redaction, "_warned", set(), raising=False)
+    # Preflight first (with this key): the faults below (one request per model) are meant for the
+    # routes' real requests, and would otherwise be taken by their preflights (sent first).
+    ok(project.run("preflight", emulator=emu))
     for model in ("gpt-5.5", "claude-opus-4-8", "gemini-2.5-pro"):
         emu.add_fault({"kind": "echo_key_request", "model": model, "count": 1})
     ok(project.run("refresh", "--interval", "0.01", emulator=emu))
