@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+from . import netguard
 from .clients import backoff, classify, client_host, make_client, provider_error, require_keys, retry_base
 from .config import Config, Route, fingerprint
 from .cost import billed_output, request_cost
@@ -65,6 +66,9 @@ CONCURRENCY = 8
 UNREACHABLE = "not sent: nothing answers at the base URL"
 # What to do once a refusal's cause is fixed: a route is preflighted until it passes.
 THEN = "then run the command again (the route is checked again before anything of it is uploaded)"
+# The state of a call the run's time limit stopped (netguard: every call ends by the deadline).
+DEADLINE = "cut at the run's time limit"
+AT_THE_LIMIT = "The run reached its time limit (--timeout or --until) first: the next run checks the route again."
 
 
 @dataclass(frozen=True)
@@ -212,15 +216,33 @@ def preflight(store: Store, config: Config, names: Iterable[str], *, only_new: b
             continue
         to_send.append(t)
     if to_send:
+        # Each preflight is paid for: never sent for a state.db deleted or replaced under the run
+        # (it could not record them, and the next run would pay for them again).
+        store.check_same_file()
         progress.event(f"preflight: checking {len(to_send)} route(s) with one tiny online request each"
                        + (" and a listing of their batch API" if any(t.route.transport == "batch" for t in to_send) else ""))
+        raised: BaseException | None = None
         with ThreadPoolExecutor(max_workers=min(CONCURRENCY, len(to_send))) as pool:
             started = time.time()
-            for t, check in zip(to_send, pool.map(lambda t: _check(config, t, only_new), to_send)):
+            for t, check in zip(to_send, pool.map(lambda t: _outcome(config, t, only_new), to_send)):
+                if not isinstance(check, Check):
+                    # A base URL where nothing answers (only_new): raised once the other routes'
+                    # checks, sent and paid for, are recorded.
+                    raised = raised or check
+                    continue
                 checks[t.name] = _record(store, check, t, started)
                 if each:
                     progress.event(f"preflight {check.describe()}")
+        if raised is not None:
+            raise raised
     return [checks[name] for name in dict.fromkeys(names) if name in checks]
+
+
+def _outcome(config: Config, t: Target, strict: bool) -> Check | ProviderError:
+    try:
+        return _check(config, t, strict)
+    except ProviderError as e:
+        return e
 
 
 def _unsent_check(config: Config, name: str, e: ConfigError) -> Check:
@@ -245,8 +267,8 @@ def _check(config: Config, t: Target, strict: bool) -> Check:
         billed = billed_output(route, answer.output_tokens, answer.reasoning_tokens)
         check = Check(route.name, t.stage, route.provider, route.model, t.host, "ok", "ok", None, input_tokens=answer.input_tokens,
                       output_tokens=billed, est_cost=est, cost=request_cost(route, answer.input_tokens, billed, online=True))
-    if route.transport == "batch" and check.online != UNREACHABLE:
-        check = _batch_api(t, client, check)
+    if route.transport == "batch" and check.online not in (UNREACHABLE, DEADLINE):
+        check = _batch_api(config, t, client, check)
     return replace(check, seconds=time.monotonic() - started)
 
 
@@ -263,6 +285,15 @@ def _online(config: Config, t: Target, client: Any, line: dict[str, Any], strict
             c = classify(exc)
             if c is None:
                 raise
+            if c.failure == "redirect":
+                # netguard refused a redirect to another host (nothing went there): the route's
+                # real requests would meet the same, so it is refused, as their sends block the route.
+                d = diagnose(route.name, "invalid", c.message, config, then=THEN)
+                return replace(fail, outcome="refused", online=f"refused: {d.cause}", message=c.message, fix=_fix(d.fix))
+            if c.failure == "deadline":
+                # The run's time limit (refresh --timeout) passed before or during the call: not
+                # now, and not the base URL's fault; the next run checks the route again.
+                return replace(fail, online=DEADLINE, message=c.message, fix=AT_THE_LIMIT)
             if not c.connected or (c.failure in ("transient", "uncertain", "quota") and c.status is None):
                 if c.connected and attempt < ATTEMPTS - 1 and _waited(attempt, c.retry_after):
                     continue
@@ -290,7 +321,7 @@ def _online(config: Config, t: Target, client: Any, line: dict[str, Any], strict
     raise AssertionError("unreachable: the last attempt returns")
 
 
-def _batch_api(t: Target, client: Any, check: Check) -> Check:
+def _batch_api(config: Config, t: Target, client: Any, check: Check) -> Check:
     """The listing: `check` with its outcome, the worse of the two parts."""
     route = t.route
     try:
@@ -300,6 +331,12 @@ def _batch_api(t: Target, client: Any, check: Check) -> Check:
         failure = getattr(c, "failure", "transient")
         if failure == "auth":
             what, fix = "refused: the key", f"Check the key in {route.api_key_env}: it may not use the batch API; {THEN}."
+        elif failure == "redirect":
+            # A listing redirected to another host, refused by netguard (nothing went there).
+            d = diagnose(route.name, "invalid", e.message, config, then=THEN)
+            what, fix = f"refused: {d.cause}", _fix(d.fix)
+        elif failure == "deadline":
+            what, fix = DEADLINE, AT_THE_LIMIT
         elif failure == "not_found":
             what, fix = "refused: no batch API here", (
                 f"Check base_url for route {route.name!r} ({t.base_url}): a provider without a batch API takes "
@@ -308,7 +345,7 @@ def _batch_api(t: Target, client: Any, check: Check) -> Check:
             what, fix = "refused", f"Fix what the provider's message names for route {route.name!r}; {THEN}."
         else:
             what, fix = "no answer", "The provider could not answer now (nothing was proven either way): run the command again later."
-        outcome: Outcome = "refused" if failure in ("auth", "not_found", "client") else "unavailable"
+        outcome: Outcome = "refused" if failure in ("auth", "redirect", "not_found", "client") else "unavailable"
         message = redact(e.message)
         merged: Outcome = "refused" if "refused" in (check.outcome, outcome) else "unavailable"
         return replace(check, outcome=merged, batch_api=what,
@@ -326,11 +363,16 @@ def _waited(attempt: int, retry_after: float | None) -> bool:
     a preflight waits: the route is then unavailable for now, tried again on the next round."""
     if retry_after is not None and retry_after > MAX_WAIT:
         return False
-    time.sleep(min(backoff(attempt + 1, base=retry_base(), cap=MAX_WAIT, retry_after=retry_after), MAX_WAIT))
+    wait = min(backoff(attempt + 1, base=retry_base(), cap=MAX_WAIT, retry_after=retry_after), MAX_WAIT)
+    left = netguard.remaining()
+    if left is not None and wait >= left:
+        return False  # the run's time limit comes first (refresh --timeout): tried again next run
+    time.sleep(wait)
     return True
 
 
 def _record(store: Store, check: Check, t: Target | None, started: float) -> Check:
+    store.check_same_file()  # never into a state.db deleted or replaced mid-run
     route = check.route
     row = {
         "route": route, "stage": check.stage, "provider": check.provider, "model": check.model,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,14 @@ def batch_requests(emulator: Any) -> list[dict[str, Any]]:
 
 def preflight_requests(emulator: Any) -> list[dict[str, Any]]:
     return [r for r in emulator.requests if r["custom_id"] == PREFLIGHT_ID]
+
+
+def resent(requests: list[dict[str, Any]]) -> tuple[int, Counter[str]]:
+    """(How many batch or sync requests were processed more than once in all, the preflights'
+    count per model) of the requests an emulator processed. The preflights all share one
+    custom_id, so they are counted by model (one route per model in the tests that use this)."""
+    counts = Counter(r["custom_id"] for r in requests if r["custom_id"] != PREFLIGHT_ID)
+    return sum(n - 1 for n in counts.values()), Counter(r["model"] for r in requests if r["custom_id"] == PREFLIGHT_ID)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -29,7 +29,8 @@ import pytest
 
 import cliproc
 from batchrun.emulator import Emulator
-from conftest import KEY_ENV, Project, route, task
+from batchrun.preflight import AT_THE_LIMIT
+from conftest import KEY_ENV, Project, batch_requests, resent, route, task
 
 SECRET = "sk-NET-7d1e0b93c2-SECRET"
 DOC = ("The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist. "
@@ -312,6 +313,12 @@ def test_a_redirect_to_another_host_sends_it_nothing_and_blocks_the_route(case: 
                                                                           recorder: Recorder) -> None:
     bad, control, rule = REDIRECTS[case]
     setup(project, {"bad": bad, "control": control})
+    if case.endswith("-online"):
+        # The rule matches every online request of the route, and the route's preflight (one
+        # online request, sent before anything of it) would meet it first: the routes pass their
+        # preflight before the rule is armed, so the rule meets the route's real sends. A
+        # redirected preflight is test_a_redirect_of_the_preflight_to_another_host_refuses_the_route.
+        assert project.run("preflight", emulator=proxy).exit_code == 0
     proxy.rule("redirect", **rule)
     result = project.run("refresh", "--interval", "0.01", "--timeout", "60s", emulator=proxy)
     assert proxy.fired, "the rule never fired: the case proves nothing"
@@ -327,6 +334,37 @@ def test_a_redirect_to_another_host_sends_it_nothing_and_blocks_the_route(case: 
     assert SECRET not in result.output
 
 
+@pytest.mark.parametrize("call", ["online", "listing"])
+def test_a_redirect_of_the_preflight_to_another_host_refuses_the_route(call: str, project: Project, proxy: HostileProxy,
+                                                                       recorder: Recorder, emu: Emulator) -> None:
+    """The preflight's calls pass netguard as every call does: a redirect to another host is
+    refused (nothing goes there) and the route's preflight is refused with the diagnosis naming
+    the host, not "could not be checked" (sent again round after round until the run gave up)."""
+    setup(project, {"bad": OPENAI, "control": ANTHROPIC})
+    if call == "online":
+        proxy.rule("redirect", "POST", r"^/v1/chat/completions$", status=307, count=-1)
+    else:  # the listing of one batch that proves the batch API (GET /v1/batches?limit=1)
+        proxy.rule("redirect", "GET", r"^/v1/batches$", status=302, count=-1)
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "60s", emulator=proxy)
+    assert proxy.fired
+    nothing_reached(recorder)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and SECRET not in result.output
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("preflight: bad → refused: ")]
+    assert recorder.netloc in line and "another host" in line and 'Fix: Check base_url under [routes."bad"]' in line, line
+    assert "refresh: held back: preflight of route 'bad' refused" in result.stderr
+    # Refused once in this run (the same call would be refused again): not sent round after round.
+    online = [c for c in emu.calls if c["method"] == "POST" and c["path"] == "/v1/chat/completions"]
+    assert len(online) == (0 if call == "online" else 1), online
+    (row,) = project.sql("SELECT outcome, online, batch_api, message FROM preflights WHERE route = 'bad'")
+    assert row["outcome"] == "refused" and recorder.netloc in row["message"]
+    assert (row["online"] if call == "online" else row["batch_api"]).startswith("refused: the provider, or a proxy")
+    # Nothing of the route was uploaded; the other route finished.
+    assert not [c for c in emu.calls if c["path"] == "/v1/files"]
+    assert {b["route"]: b["status"] for b in project.sql("SELECT route, status FROM batches")} == {"bad": "planned", "control": "collected"}
+    assert board(project)["control"]["complete"] == 1
+
+
 def test_an_origin_is_scheme_host_and_port_in_one_spelling() -> None:
     from batchrun.netguard import origin
 
@@ -340,6 +378,9 @@ def test_an_origin_is_scheme_host_and_port_in_one_spelling() -> None:
 def test_a_redirect_of_the_listing_that_resolves_an_uncertain_create_sends_nothing(project: Project, proxy: HostileProxy,
                                                                                  recorder: Recorder, emu: Emulator) -> None:
     setup(project, {"bad": OPENAI, "control": ANTHROPIC})
+    # The routes pass their preflight first: its listing of the batch API (GET /v1/batches) would
+    # otherwise be the first call the rule below redirects; it is meant for adoption's listing.
+    assert project.run("preflight", emulator=proxy).exit_code == 0
     emu.add_fault({"kind": "drop", "when": "after", "method": "POST", "path": "^/v1/batches$"})  # the create's answer is lost
     proxy.rule("redirect", "GET", r"^/v1/batches$", status=302)  # ...and the listing that would find it redirects
     result = project.run("refresh", "--interval", "0.01", "--timeout", "60s", emulator=proxy)
@@ -408,7 +449,10 @@ def test_a_refused_status_check_blocks_that_route_and_the_others_finish(refusal:
     emu.clear_faults()
     again = project.run("refresh", "--interval", "0.01", "--timeout", "60s", emulator=proxy)
     assert again.exit_code == 0, again.output
-    assert Counter(r["custom_id"] for r in emu.requests) == Counter({cid: 1 for cid in {r["custom_id"] for r in emu.requests}})
+    # Every request was answered once, and each route's preflight (one per route, before its
+    # first upload) was sent once: the second run had no new policy to check.
+    twice, preflights = resent(emu.requests)
+    assert twice == 0 and preflights == Counter({"gpt-5.5": 1, "claude-opus-4-8": 1, "kimi-k2.6": 1}), emu.requests
     nothing_reached(recorder)
 
 
@@ -440,19 +484,26 @@ SLACK = 30.0
 
 
 @pytest.mark.parametrize("case", ["refresh-hangs-on-status", "refresh-trickles-download", "poll-trickles-status",
-                                  "refresh-hangs-online"])
+                                  "refresh-hangs-online", "refresh-hangs-preflight"])
 def test_a_call_that_never_finishes_ends_at_the_time_limit(case: str, project: Project, proxy: HostileProxy,
                                                            emu: Emulator) -> None:
     online = route("openai-compatible", "kimi-k2.6", transport="sync", send_temperature=False, sync_concurrency=2)
-    routes = {"hung": online if case == "refresh-hangs-online" else OPENAI, "control": ANTHROPIC}
+    hangs_online = case in ("refresh-hangs-online", "refresh-hangs-preflight")
+    routes = {"hung": online if hangs_online else OPENAI, "control": ANTHROPIC}
     setup(project, routes, tasks=4)
+    if case == "refresh-hangs-online":
+        # The rule below hangs every online request of the route, its preflight's too (one online
+        # request, sent before anything of the route): here the routes pass their preflight
+        # first, so the rule meets the real sends; refresh-hangs-preflight is the preflight's case.
+        first, _ = child(project, "preflight", proxy=proxy)
+        assert first.returncode == 0, first.stderr
     if case == "refresh-hangs-on-status":
         proxy.rule("hang", "GET", r"^/v1/batches/batch_")
     elif case == "refresh-trickles-download":
         proxy.rule("trickle", "GET", r"^/v1/files/[^/]+/content$", every=0.3)
     elif case == "poll-trickles-status":
         proxy.rule("trickle", "GET", r"^/v1/batches/batch_", every=0.3)
-    else:
+    else:  # the online requests (refresh-hangs-online) or the preflight's (refresh-hangs-preflight)
         proxy.rule("hang", "POST", r"/chat/completions$")
     if case.startswith("poll"):
         first, _ = child(project, "submit", proxy=proxy)
@@ -460,6 +511,7 @@ def test_a_call_that_never_finishes_ends_at_the_time_limit(case: str, project: P
         done, took = child(project, "poll", "--wait", "--timeout", str(LIMIT), "--interval", "0.05", proxy=proxy)
     else:
         done, took = child(project, "refresh", "--timeout", f"{LIMIT:g}s", "--interval", "0.05", proxy=proxy)
+    first_run = list(emu.requests)
     assert took < LIMIT + SLACK, (took, done.stderr[-3000:])
     assert proxy.fired
     assert done.returncode == 2, done.stderr[-3000:]
@@ -470,9 +522,17 @@ def test_a_call_that_never_finishes_ends_at_the_time_limit(case: str, project: P
     proxy.clear()
     nxt, _ = child(project, "refresh", "--interval", "0.05", "--timeout", "60s", proxy=proxy)
     assert nxt.returncode == 0, nxt.stderr[-3000:]
-    counts = Counter(r["custom_id"] for r in emu.requests)
+    twice, preflights = resent(emu.requests)
     # Online requests cut at the limit may go out once more (at most sync_concurrency of them).
-    assert sum(n - 1 for n in counts.values()) <= (2 if case == "refresh-hangs-online" else 0), counts
+    assert twice <= (2 if case == "refresh-hangs-online" else 0), emu.requests
+    # Each route's preflight reached the provider once (a hung one never reached it: the proxy
+    # held it, and the next run checked the route again).
+    assert preflights == Counter({routes["hung"]["model"]: 1, "claude-opus-4-8": 1}), preflights
+    if case == "refresh-hangs-preflight":
+        # Cut at the limit, the preflight is "could not be checked" (not a refusal, not an
+        # unreachable base URL), and the route sent nothing of its own in that run.
+        assert "preflight: hung → could not be checked: " in done.stderr and AT_THE_LIMIT in done.stderr, done.stderr[-2000:]
+        assert not [r for r in first_run if r["model"] == "kimi-k2.6"], first_run
 
 
 # --- item 9: an uncertain Anthropic create that is about to resolve is waited for ----------------
@@ -542,12 +602,13 @@ def test_a_disk_error_on_jobs_during_online_sends_resends_at_most_sync_concurren
         failed = project.run("poll", emulator=emu)
         assert failed.exit_code == 1 and "The disk is full" in failed.stderr, failed.output
         assert "Traceback" not in failed.output
-        sent = len(emu.requests)
+        # The online requests (submit's preflight of the route, before the disk filled, aside).
+        sent = len(batch_requests(emu))
         assert 1 <= sent <= concurrency, sent
         filler.unlink()
         assert project.run("poll", emulator=emu).exit_code == 0
         assert project.run("collect", emulator=emu).exit_code == 0
-        counts = Counter(r["custom_id"] for r in emu.requests)
+        counts = Counter(r["custom_id"] for r in batch_requests(emu))
         assert len(counts) == 8 and sum(n - 1 for n in counts.values()) <= concurrency, counts
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)

@@ -22,14 +22,13 @@ import sys
 import threading
 import time
 import urllib.request
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import cliproc
-from conftest import KEY_ENV, Project, route, small_project
+from conftest import KEY_ENV, PREFLIGHT_ID, Project, batch_requests, resent, route, small_project
 from test_reliability import EmulatorProcess, emu, emu_proc, integrity_ok, run_batchrun  # noqa: F401 (emu, emu_proc: fixtures)
 
 ENV = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001"}
@@ -57,9 +56,12 @@ def in_flight(project: Project) -> bool:
         return False
 
 
-def paid_once(emu: EmulatorProcess) -> None:
-    counts = Counter(x["custom_id"] for x in emu.requests)
-    assert counts and set(counts.values()) == {1}, counts
+def paid_once(emu: EmulatorProcess, routes: int) -> None:
+    """Every batch request was sent once, and so was each of the `routes` routes' preflight (they
+    share one custom_id: counted by model, one route per model here)."""
+    twice, preflights = resent(emu.requests)
+    assert batch_requests(emu) and twice == 0, emu.requests
+    assert len(preflights) == routes and set(preflights.values()) == {1}, preflights
 
 
 # --- item 6: state.db deleted or replaced mid-run ------------------------------------------------------
@@ -103,7 +105,7 @@ def test_state_db_deleted_or_replaced_mid_run_stops_the_run(how: str, project: P
     integrity_ok(project)
     again = run_batchrun(project, "refresh", "--interval", "0.05", emu=emu)
     assert again.returncode == 0, again.stderr[-3000:]
-    paid_once(emu)  # the batches sent before the stop were followed up, never sent again
+    paid_once(emu, routes=5)  # the batches sent before the stop were followed up, never sent again
     integrity_ok(project)
 
 
@@ -119,8 +121,9 @@ def test_state_db_deleted_while_sending_online_stops_the_sends(project: Project,
         url = emu.stderr.readline().strip().split("listening on ", 1)[1]
 
         def sent() -> list[dict[str, Any]]:
+            """The route's online requests (its preflight, one online request before them, aside)."""
             with urllib.request.urlopen(f"{url}/_emulator/requests", timeout=10) as r:
-                return list(json.loads(r.read())["requests"])
+                return [x for x in json.loads(r.read())["requests"] if x["custom_id"] != PREFLIGHT_ID]
 
         proc = cliproc.start(["--config", str(project.config_path), "--emulator", url, "refresh", "--interval", "0.05"], env=ENV)
         try:
@@ -139,6 +142,70 @@ def test_state_db_deleted_while_sending_online_stops_the_sends(project: Project,
     finally:
         emu.terminate()
         emu.wait(10)
+
+
+def test_no_preflight_is_sent_for_a_deleted_state_db(project: Project, emulator: Any) -> None:
+    """A preflight is a paid request: never sent for a state.db that is gone (nothing could record
+    it, and the next run would pay for it again)."""
+    from batchrun.errors import StateError
+    from batchrun.preflight import preflight
+    from batchrun.store import Store
+
+    small_project(project, routes={"gpt": route("openai", "gpt-5.5")}, panel=[])
+    config = project.load(emulator)
+    store = Store(project.state_path)
+    try:
+        project.state_path.unlink()
+        with pytest.raises(StateError, match="was deleted"):
+            preflight(store, config, ["gpt"])
+    finally:
+        store.close()
+    assert emulator.requests == [] and emulator.calls == []
+
+
+def test_a_preflight_answered_after_state_db_was_replaced_is_not_recorded_in_either(project: Project, tmp_path: Path) -> None:
+    """state.db replaced while the preflights are in flight: their outcome is not written into the
+    file this run opened (nobody reads it any more; the new one it never opened), and it stops."""
+    from batchrun.emulator import Emulator, builtin_responder
+    from batchrun.errors import StateError
+    from batchrun.preflight import preflight
+    from batchrun.store import Store
+
+    arrived, go = threading.Event(), threading.Event()
+
+    def responder(request: dict[str, Any]) -> Any:
+        if request.get("custom_id") == PREFLIGHT_ID:
+            arrived.set()
+            go.wait(20)
+        return builtin_responder(request)
+
+    emu = Emulator(host="127.0.0.1", port=0, latency=0.0, responder=responder).start()
+    small_project(project, routes={"gpt": route("openai", "gpt-5.5")}, panel=[])
+    config = project.load(emu)
+    store = Store(project.state_path)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            preflight(store, config, ["gpt"])
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            raised.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)
+    try:
+        worker.start()
+        assert arrived.wait(20), "the preflight never reached the emulator"
+        Store(tmp_path / "new.db").close()
+        os.replace(tmp_path / "new.db", project.state_path)
+        go.set()
+        worker.join(30)
+        assert len(raised) == 1 and isinstance(raised[0], StateError) and "was replaced" in raised[0].message, raised
+        # The run's own connection (to the old file) holds no preflight row.
+        assert store.scalar("SELECT count(*) FROM preflights") == 0
+    finally:
+        go.set()
+        store.close()
+        emu.stop()
 
 
 # --- item 7: the lock note ------------------------------------------------------------------------------
