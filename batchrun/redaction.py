@@ -24,6 +24,15 @@ only the key gone. Decoding the whole line and encoding it again would lose what
 reads raw_json for (spelling, key order, duplicate keys, numbers as written); enumerating the
 escaped spellings of a key cannot work (each of its characters may be escaped or not).
 
+A key may also come back *masked*: OpenAI's 401 quotes a wrong key as its first 8 and last 4
+characters around a run of asterisks ("Incorrect API key provided: sk-proj-****MxYA", as its
+community threads show: continuedev/continue#9634), and gateways mask it their own way
+(`sk-abcd1***...wxyz`, `••••wxyz`). Those visible characters are a part of the key: a run of mask
+characters (`*`, `•`, `●`, `·`, `.`: three or more; or an ellipsis character, `…`) with a suffix of a known key after it (2
+characters or more) and a prefix of it, or nothing, before it (4 characters or more together, and
+fewer than the key) is redacted whole, the mask included. A prefix alone is left: it is the
+provider's public part (`sk-proj-`), and texts that explain key formats hold it.
+
 A key shorter than SHORT_KEY_CHARS (8: no provider issues one, but a placeholder for a local
 server can be one: "x", "null", "text", "EMPTY", "1234") is also ordinary text. It is redacted
 only where it stands alone, not inside a longer run of letters, digits, `-` and `_` (the
@@ -70,6 +79,14 @@ _OWN_ID = re.compile(r"[gj]-[0-9a-f]{40}")
 # Nested escapes of escapes (`\u005cu0073`: an escaped backslash before "u0073") need another pass.
 _MAX_PASSES = 3
 
+# A masked echo of a key (see the module docstring): the run of mask characters it is found by,
+# the quick tests that skip texts without one, and the characters a key's visible parts are made of.
+_MASK_CHARS = frozenset("*•●·….")
+_MASK_RUN = re.compile(r"[*•●·….]{3,}|[*•●·.]*…[*•●·….]*")  # three or more, or an ellipsis character
+_MASK_HINTS = ("***", "•", "●", "·", "…", "...", "*.", ".*")
+_MASK_HINTS_BYTES = tuple(h.encode() for h in _MASK_HINTS)
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+
 
 def know_key_variables(names: Iterable[str]) -> None:
     """Remember environment variables that hold keys (called when a config is loaded)."""
@@ -86,6 +103,8 @@ class Keys:
     escapes: re.Pattern[str] | None  # the escapes a key could hide behind
     escapes_bytes: re.Pattern[bytes] | None
     forms_bytes: tuple[bytes, ...]
+    # The keys of SHORT_KEY_CHARS or more, whose masked echoes are looked for.
+    masks: tuple[str, ...] = ()
     # The keys of SHORT_KEY_CHARS or more, and the shorter ones, apart (redact_json_line); None
     # when every key is of the first kind.
     strong: Keys | None = None
@@ -133,7 +152,7 @@ def _compile(values: tuple[str, ...], *, split: bool = True) -> Keys:
     escape = _escape_pattern(values)
     return Keys(forms=forms, tokens=tokens, values=re.compile("|".join(parts)), escapes=re.compile(escape),
                 escapes_bytes=re.compile(escape.encode()), forms_bytes=tuple(f.encode("utf-8", "surrogateescape") for f in forms),
-                **halves)
+                masks=long_, **halves)
 
 
 def _escape_pattern(values: tuple[str, ...]) -> str:
@@ -182,6 +201,8 @@ def redact(text: str, keys: Keys | None = None) -> str:
             text = k.tokens.sub(REDACTED, text)
         if "\\" in text:
             text = _redact_escaped(text, k)
+        if k.masks and any(h in text for h in _MASK_HINTS):
+            text = _redact_masked(text, k.masks)
     if _may_hold_bearer(text):
         text = _BEARER.sub("Bearer " + REDACTED, text)
     return text
@@ -212,6 +233,35 @@ def redact_json_line(text: str, keys: Keys | None = None) -> str:
         return f'"{cleaned}"'
 
     return _JSON_STRING.sub(value, text)
+
+
+def _redact_masked(text: str, keys: tuple[str, ...]) -> str:
+    """`text` without masked echoes of `keys` (see the module docstring)."""
+    out: list[str] = []
+    last = 0
+    key_chars = _KEY_CHARS | {c for key in keys for c in key if c not in _MASK_CHARS}
+    for m in _MASK_RUN.finditer(text):
+        start, end = m.span()
+        while start > last and text[start - 1] in key_chars:
+            start -= 1
+        while end < len(text) and text[end] in key_chars:
+            end += 1
+        before, after = text[start:m.start()], text[m.end():end]
+        if not any(_masked(key, before, after) for key in keys):
+            continue
+        out += [text[last:start], REDACTED]
+        last = end
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _masked(key: str, before: str, after: str) -> bool:
+    """Whether `before`, a mask and `after` can be `key` masked: its suffix after the mask (2
+    characters or more), its prefix or nothing before, 4 to len(key) - 1 characters shown."""
+    shown = len(before) + len(after)
+    return len(after) >= 2 and 4 <= shown < len(key) and key.endswith(after) and key.startswith(before)
 
 
 class _Decoded:
@@ -295,7 +345,8 @@ def needs_redaction(raw: bytes, keys: Keys) -> bool:
     """A fast test on a raw line: False when `redact_json_line` would surely leave it as it is."""
     if keys:
         if any(f in raw for f in keys.forms_bytes) or keys.tokens is not None or (
-                keys.escapes_bytes is not None and keys.escapes_bytes.search(raw)):
+                keys.escapes_bytes is not None and keys.escapes_bytes.search(raw)) or (
+                keys.masks and any(h in raw for h in _MASK_HINTS_BYTES)):
             text = raw.decode("utf-8", "surrogateescape")
             if redact_json_line(text, keys) != text:
                 return True

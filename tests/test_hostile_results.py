@@ -164,6 +164,29 @@ def test_redaction_keeps_the_text_around_the_key_byte_for_byte(monkeypatch: pyte
     assert redaction.redact(untouched) is untouched or redaction.redact(untouched) == untouched
 
 
+def test_a_masked_echo_of_a_key_is_redacted_with_its_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenAI's 401 quotes a wrong key masked, its first 8 and last 4 characters around asterisks
+    (the emulator's openai_rules.masked_key); gateways mask it their own way. The visible parts
+    are a part of the key: gone with the mask. What only looks like one stays."""
+    key = "sk-proj-Q2xZ9abcdefghijklmnopMxYA"
+    monkeypatch.setenv("BATCHRUN_TEST_REDACT", key)
+    redaction.know_key_variables(["BATCHRUN_TEST_REDACT"])
+    from batchrun.emulator.openai_rules import masked_key
+
+    echoed = f"Incorrect API key provided: {masked_key(key)}. You can find your API key at https://platform.openai.com/account/api-keys."
+    assert redaction.redact(echoed) == ("Incorrect API key provided: [REDACTED]. You can find your API key at "
+                                        "https://platform.openai.com/account/api-keys.")
+    for masked in ("sk-proj-****MxYA", "sk-proj-Q2x***...MxYA", "••••MxYA", "sk-proj-Q…nopMxYA", "***pMxYA"):
+        assert redaction.redact(f"key {masked}, refused") == "key [REDACTED], refused", masked
+    # In a provider's JSON line too (an error file, an online answer kept as raw JSON).
+    line = json.dumps({"error": {"message": f"Incorrect API key provided: {masked_key(key)}.", "code": "invalid_api_key"}})
+    assert masked_key(key) not in redaction.redact_json_line(line) and json.loads(redaction.redact_json_line(line))
+    assert redaction.needs_redaction(line.encode(), redaction.known_keys())
+    # A prefix alone is the provider's public part; another key's tail, prose and markdown stay.
+    for kept in ("keys look like sk-proj-****", "sk-proj-****WXYZ", "Wait... MxYA?", "**MxYA**", "****A", "sk-proj-****MxYAB"):
+        assert redaction.redact(kept) == kept, kept
+
+
 # --- item 3: keys shorter than 8 characters --------------------------------------------------------------
 
 
