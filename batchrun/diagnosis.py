@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from .config import Config
 from .ledger import current_requests_sql  # the one definition of "wanted by the current config"
-from .providers import TOO_LONG
+from .providers import TOO_LONG, UNKNOWN_MODEL
 from .store import Store
 
 
@@ -114,7 +114,7 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
                          f"window, never inherit another model's caps), then `batchrun probe {route_name} --write` or lower "
                          f"caps = {{ en = ..., cjk = ... }} under {table}{where} by hand; the documents above the new cap "
                          "become out of context, the rest are planned afresh.")
-    if _has(text, "model_not_found", "does not exist", "unknown model", "invalid model", "no such model", "not found",
+    if error_type == UNKNOWN_MODEL or _has(text, "model_not_found", "does not exist", "unknown model", "invalid model", "no such model", "not found",
             "is not supported for") and "model" in text:
         model = f" {route.model!r}" if route is not None else ""
         return Diagnosis(f"the provider does not know the model{model}",

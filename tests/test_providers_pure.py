@@ -407,6 +407,24 @@ def test_anthropic_errored_invalid_request_is_invalid() -> None:
     assert r == LineResult("g-11", "invalid", error_type="invalid_request_error", error_message="temperature: Extra inputs are not permitted")
 
 
+def test_anthropic_unknown_model_is_recognised_and_diagnosed_as_the_model_id() -> None:
+    """Anthropic refuses a model id it does not know with 404 not_found_error "model: <id>" (in a
+    batch line, and online: error_line keeps 404 as not_found_error). Diagnosed like OpenAI's
+    model_not_found: correct the model id, not "fix what the message names"."""
+    from batchrun.diagnosis import diagnose
+    from batchrun.providers import UNKNOWN_MODEL
+
+    for line in (anthropic_errored("not_found_error", "model: claude-opus-4.8"),
+                 ANTHROPIC.error_line("g-11", 404, "model: claude-opus-4.8")):
+        r = ANTHROPIC.parse_line(line)
+        assert (r.kind, r.error_type, r.error_message) == ("invalid", UNKNOWN_MODEL, "model: claude-opus-4.8"), line
+        d = diagnose("opus", r.kind, r.error_message or "", None, r.error_type)
+        assert d.cause == "the provider does not know the model" and d.fix.startswith('correct model under [routes."opus"]')
+    # Another resource not found (a batch, a file) is not a model.
+    r = ANTHROPIC.parse_line(anthropic_errored("not_found_error", "Not found: msgbatch_01"))
+    assert (r.kind, r.error_type) == ("invalid", "not_found_error")
+
+
 @pytest.mark.parametrize("error_type", ["api_error", "overloaded_error", "rate_limit_error", "timeout_error"])
 def test_anthropic_errored_server_side_is_transient(error_type: str) -> None:
     r = ANTHROPIC.parse_line(anthropic_errored(error_type, "Overloaded"))

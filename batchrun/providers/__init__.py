@@ -92,6 +92,10 @@ class LineResult:
 #: model's context window (each adapter recognises its provider's wording; kind stays "invalid":
 #: the route's caps are wrong, a config problem, never the model's failure).
 TOO_LONG = "context_too_long"
+#: `LineResult.error_type` of a request the provider refused because it does not know the model id
+#: (each adapter recognises its provider's wording; kind stays "invalid": the route's model id is
+#: wrong, a config problem; diagnosis says to correct it).
+UNKNOWN_MODEL = "unknown_model"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from ..errors import ProviderError
 from . import (
     TOO_LONG,
     TRACE_HEADER,
+    UNKNOWN_MODEL,
     Adapter,
     BatchState,
     BatchStatus,
@@ -62,6 +63,9 @@ _AUTH_ERRORS = {"authentication_error", "permission_error"}
 # maximum"; with the completion budget counted in, "input length and `max_tokens` exceed context limit".
 _TOO_LONG_TEXT = re.compile(r"prompt is too long|exceed context limit|context window", re.I)
 _STATED = re.compile(r"prompt is too long: (?P<tokens>\d+) tokens > (?P<window>\d+) maximum", re.I)
+# A model id Anthropic does not know: 404 not_found_error whose message is "model: <the id>"
+# (mattermost/mattermost-plugin-agents#257, anthropics/claude-code#5349), online and per batch line.
+_UNKNOWN_MODEL_TEXT = re.compile(r"model: \S+$")
 
 
 class AnthropicAdapter:
@@ -171,6 +175,8 @@ class AnthropicAdapter:
             why = as_message(err.get("message"))
             if failure == "invalid" and _TOO_LONG_TEXT.search(why or ""):
                 etype = TOO_LONG
+            elif etype == "not_found_error" and _UNKNOWN_MODEL_TEXT.match((why or "").strip()):
+                etype = UNKNOWN_MODEL
             return LineResult(custom_id, failure, error_type=etype, error_message=why)
         if kind == "canceled":
             return LineResult(custom_id, "cancelled", error_type="canceled")
@@ -279,7 +285,8 @@ class AnthropicAdapter:
 
     def error_line(self, custom_id: str, status: int | None, message: str, error_type: str | None = None) -> dict[str, Any]:
         if error_type is None:
-            error_type = ("invalid_request_error" if status in (400, 404, 413, 422)
+            # Anthropic's error types by HTTP status (docs.anthropic.com/en/api/errors): 404 is not_found_error.
+            error_type = ("not_found_error" if status == 404 else "invalid_request_error" if status in (400, 413, 422)
                           else "authentication_error" if status == 401 else "permission_error" if status == 403 else "api_error")
         return {"custom_id": custom_id, "result": {"type": "errored", "error": {"type": "error", "error": {"type": error_type, "message": message}}}}
 
