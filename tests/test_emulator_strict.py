@@ -82,6 +82,10 @@ def chat_line(custom_id: str, url: str = "/v1/chat/completions", **body: Any) ->
      "max_completion_tokens", "invalid_type"),
     (dict(messages=[{"role": "usr", "content": "x"}]), 400, "Invalid value: 'usr'. Supported values are:", "messages[0].role", "invalid_value"),
     (dict(model="gpt-x"), 404, "The model `gpt-x` does not exist or you do not have access to it.", None, "model_not_found"),
+    # Reasoning models take only max_completion_tokens (openai_rules: gpt-5 and later, o-series).
+    (dict(model="gpt-5.4", max_tokens=16), 400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+     "Use 'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter"),
+    (dict(model="o3", max_tokens=16), 400, "Unsupported parameter: 'max_tokens'", "max_tokens", "unsupported_parameter"),
 ])
 def test_openai_chat_refusals_online(emu: Emulator, call: dict, status: int, message: str, param: str | None, code: str | None) -> None:
     kwargs = {"model": "gpt-4.1", "messages": USER, **call}
@@ -139,9 +143,12 @@ def test_openai_batch_fails_validation_on_a_mismatched_line(emu: Emulator, tmp_p
 def test_openai_batch_refuses_bad_lines_one_by_one(emu: Emulator, tmp_path: Path) -> None:
     client = oai(emu)
     rows = [chat_line("ok"), chat_line("foo", foo=1), chat_line("hot", temperature=3), chat_line("typed", max_completion_tokens="8"),
-            {**chat_line("model"), "body": {"model": "gpt-4.1", "messages": [{"role": "user", "content": "x", "name": 5}]}}]
+            {**chat_line("model"), "body": {"model": "gpt-4.1", "messages": [{"role": "user", "content": "x", "name": 5}]}},
+            chat_line("budget", max_tokens=8)]
     batch = openai_batch(client, tmp_path, rows)
-    assert batch.status == "completed" and (batch.request_counts.completed, batch.request_counts.failed) == (1, 4)
+    assert batch.status == "completed" and (batch.request_counts.completed, batch.request_counts.failed) == (2, 4)
+    # gpt-4.1 is no reasoning model: max_tokens (deprecated) is still taken.
+    assert {r["custom_id"] for r in jsonl(client.files.content(batch.output_file_id).text)} == {"ok", "budget"}
     errors = {e["custom_id"]: e["response"] for e in jsonl(client.files.content(batch.error_file_id).text)}
     assert errors["foo"]["status_code"] == 400
     assert errors["foo"]["body"]["error"]["message"] == "Unrecognized request argument supplied: foo"

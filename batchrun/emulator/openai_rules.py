@@ -25,6 +25,12 @@ refusal is worded (all 400 ``invalid_request_error`` unless said):
   -2..2 (developers.openai.com/api/reference, chat/create and responses/create);
 * an unknown model: 404 "The model `gpt-x` does not exist or you do not have access to it.",
   code ``model_not_found`` (Aider-AI/aider#2030, shobrook/wut#14);
+* ``max_tokens`` on a reasoning model (gpt-5 and later, the o-series): "Unsupported parameter:
+  'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", param
+  ``max_tokens``, code ``unsupported_parameter`` (gpt-5: griptape-ai/ComfyUI-Griptape#312,
+  FoundationAgents/MetaGPT#1880; gpt-5.1: fish2018/YPrompt#26; gpt-5.4 at api.openai.com:
+  agentscope-ai/AgentTeams#334; gpt-5.5: Netw0rkNoob/VulnClaw#6; the SDK's own docstring says
+  max_tokens "is not compatible with o-series models", types/chat/completion_create_params.py);
 * a wrong key: 401 "Incorrect API key provided: sk-proj-****MxYA. You can find your API key at
   https://platform.openai.com/account/api-keys.", code ``invalid_api_key`` (the key masked to its
   first 8 and last 4 characters; continuedev/continue#9634, chatanywhere/GPT_API_free#62).
@@ -44,9 +50,11 @@ limits of the SDK docstring), the message text is modelled on OpenAI's own phras
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..caps import normalise_model
 from .schema import Violation, check, dotted
 from .wire import Outcome, rejects_temperature
 
@@ -157,12 +165,21 @@ def body_refusal(body: Any, endpoint: str, model_known: Any) -> Outcome | None:
         return Outcome.error(400, "you must provide a model parameter", param="model", code="missing_required_parameter")
     if not model_known(model):
         return Outcome.error(404, f"The model `{model}` does not exist or you do not have access to it.", code="model_not_found")
+    if not responses and "max_tokens" in body and rejects_max_tokens(model):
+        return Outcome.error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                             "Use 'max_completion_tokens' instead.", param="max_tokens", code="unsupported_parameter")
     # Reasoning models reject temperature with this 400 (type invalid_request_error, code
     # unsupported_value, param "temperature"); only the default value 1 is accepted.
     if "temperature" in body and rejects_temperature(model):
         return Outcome.error(400, f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
                              "Only the default (1) value is supported.", param="temperature", code="unsupported_value")
     return None
+
+
+def rejects_max_tokens(model: str) -> bool:
+    """OpenAI's reasoning models (gpt-5 and later, o1, o3, o4...) take only max_completion_tokens
+    (see the module docstring); dated snapshots too."""
+    return re.match(r"(gpt-([5-9]|\d\d)|o\d)([.-]|$)", normalise_model(model)) is not None
 
 
 def batch_create_refusal(body: Any) -> Outcome | None:
