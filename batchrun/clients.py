@@ -354,6 +354,11 @@ def provider_error(c: Classified, *, what: str, route: Route) -> ProviderError:
                 f"prints its URL) or correct the port. batchrun will resume where it stopped.")
     elif c.failure == "uncertain":
         hint = f"Check that {where} is reachable (network, base_url in the config). batchrun will resume where it stopped."
+    elif c.failure in ("client", "not_found"):
+        # A 4xx other than the key's: sending the same call again gets the same answer.
+        hint = (f"The provider refused the call itself: fix what its message names for route {route.name!r} in the config "
+                "(base_url, endpoint_path, completion_window, api_version), then run the command again; batchrun resumes "
+                "where it stopped.")
     else:
         hint = "batchrun will resume where it stopped on the next run."
     err = ProviderError(f"{what} for route {route.name!r} at {where} failed ({status}): {c.message}", hint)

@@ -114,11 +114,27 @@ def diagnose(route_name: str, kind: str, message: str, config: Config | None = N
                          f"window, never inherit another model's caps), then `batchrun probe {route_name} --write` or lower "
                          f"caps = {{ en = ..., cjk = ... }} under {table}{where} by hand; the documents above the new cap "
                          "become out of context, the rest are planned afresh.")
+    if _has(text, "unsupported parameter", "unrecognized request argument", "unknown parameter", "extra inputs are not permitted",
+            "unknown name"):
+        # A field the API does not take (OpenAI "Unsupported parameter" / "Unrecognized request
+        # argument", Anthropic "Extra inputs are not permitted", Gemini "Unknown name"): batchrun
+        # sends the fields of the route's provider kind, so the kind (or its base URL) is not the
+        # API that serves this model; the message names the field, often the one it wants.
+        return Diagnosis("the API does not take a parameter batchrun sends for this route's provider kind",
+                         f"set provider (and base_url) under {table}{where} to the kind of API that serves this model: each "
+                         "provider kind sends its own API's parameters (the provider's message names the one refused); "
+                         "the cells are planned afresh under the new policy.")
     if error_type == UNKNOWN_MODEL or _has(text, "model_not_found", "does not exist", "unknown model", "invalid model", "no such model", "not found",
             "is not supported for") and "model" in text:
         model = f" {route.model!r}" if route is not None else ""
-        return Diagnosis(f"the provider does not know the model{model}",
-                         f"correct model under {table}{where} to the provider's model id.")
+        fix = f"correct model under {table}{where} to the provider's model id."
+        if config is not None and config.rehearsal:
+            # The emulator's model tables hold the paper's models in each provider's id form, and
+            # it plays one OpenAI-compatible provider (DashScope): a right id of another may be missing.
+            fix += (" In this rehearsal the emulator serves only the ids of its model tables (batchrun/emulator/models.py): "
+                    f"if the id is right for the route's real provider, start the emulator with --model {route.model if route else 'ID'}, "
+                    "or check the route against its provider with `batchrun preflight` without --emulator.")
+        return Diagnosis(f"the provider does not know the model{model}", fix)
     return Diagnosis("the provider rejected the request as invalid",
                      f"fix what the provider's message names under {table}{where} (a changed policy re-plans the cells); "
                      f"if the request was right, {retry}.")

@@ -191,6 +191,11 @@ def test_temperature_rejection_blocks_the_route_with_the_fix_then_the_fixed_poli
     ("Unsupported value: 'temperature' does not support 0.1 with this model.", "rejects temperature", "send_temperature = false"),
     ("something else entirely", "rejected the request as invalid", "batchrun retry --route r"),
     ("API key not valid. Please pass a valid API key.", "refused the API key", "check the key in"),
+    ("Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+     "does not take a parameter", "set provider (and base_url)"),
+    ("messages.0.cache: Extra inputs are not permitted", "does not take a parameter", "set provider (and base_url)"),
+    ('Invalid JSON payload received. Unknown name "foo": Cannot find field.', "does not take a parameter", "set provider"),
+    ("temperature: Extra inputs are not permitted", "rejects temperature", "send_temperature = false"),
 ])
 def test_diagnosis_recognises_the_common_config_problems(message: str, cause: str, fix: str) -> None:
     from batchrun.diagnosis import diagnose
