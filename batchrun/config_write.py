@@ -53,7 +53,7 @@ def write_route_caps(path: Path, route: str, en: int | None, cjk: int | None, co
     by_hand = (f"add these lines under [routes.\"{route}\"] in {path} by hand:\n" + "\n".join(caps_lines(caps, comment)))
     if path.suffix.lower() == ".json":
         raise ConfigError(f"--write edits TOML configs, and {path} is JSON (which has no comments to say where the caps came from).",
-                          f"Set \"caps\": {{" + ", ".join(f'\"{k}\": {v}' for k, v in caps.items()) + f"}} in route {route!r} of {path} by hand.")
+                          "Set \"caps\": {" + ", ".join(f'\"{k}\": {v}' for k, v in caps.items()) + f"}} in route {route!r} of {path} by hand.")
 
     start = next((i for i, line in enumerate(lines) if (m := _HEADER.match(line)) and _key(m.group(1)) == route), None)
     if start is None:

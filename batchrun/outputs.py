@@ -11,7 +11,6 @@ must accompany every published number.
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path

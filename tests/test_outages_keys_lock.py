@@ -12,8 +12,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -179,7 +177,7 @@ def test_a_key_refused_on_upload_or_create_blocks_that_route_and_the_others_fini
     r = run_batchrun(project, "refresh", "--interval", "0.05", "--timeout", "90s", emu=emu, env={KEY_ENV: SECRET})
     assert r.returncode == 2, r.stderr[-3000:]
     assert "Traceback" not in r.stderr
-    assert f"blocked: route 'bad'" in r.stderr and f"check the key in {KEY_ENV} for route 'bad'" in r.stderr
+    assert "blocked: route 'bad'" in r.stderr and f"check the key in {KEY_ENV} for route 'bad'" in r.stderr
     board = leaderboard(project)
     assert board["bad"]["all_tasks_overall"] is None and board["bad"]["blocked_n"] == 4
     assert board["control"]["complete"] == 1 and board["control"]["all_tasks_overall"] is not None

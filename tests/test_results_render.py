@@ -72,7 +72,7 @@ def test_random_nested_data_renders_as_json_dumps() -> None:
 
 @pytest.mark.parametrize("data", [
     {}, [], (), {"a": {}}, {"a": []}, [[], {}, [[]]], {"a": {"b": {"c": {"d": [1, {"e": None}]}}}},
-    {1: "int key", 1.5: "float key", True: "bool key", None: "none key"}, [math.nan, math.inf, -math.inf],
+    {2: "int key", 1.5: "float key", True: "bool key", None: "none key"}, [math.nan, math.inf, -math.inf],
     {"x": Color.RED, Name("k"): Name("v"), "r": Ratio(0.5)}, "a bare string", 3, None, 2.5,
     {"response": "x" * 100_000, "usage": {"input_tokens": 1, "output_tokens": None}},
 ], ids=repr)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_judging import JUDGE_A, JUDGE_G, ORDER, REFUSAL_TEXT, Script, board, refresh, run, script, verdict  # noqa: F401
+from test_judging import JUDGE_A, JUDGE_G, ORDER, Script, board, refresh, run, script, verdict  # noqa: F401
 
 from batchrun.cli import cli
 from batchrun.site import task_slugs
