@@ -15,9 +15,12 @@ Per route, two calls:
   none.
 
 A route passes (`ok`) when both were accepted; it is `refused` when the provider refused the
-request, the key or the batch API (a config or key problem: the message and the fix), and
-`unavailable` when it could not be checked (429, 5xx, no answer: nothing proven either way; tried
-again on the next round). Every preflight is recorded (`preflights`, m020) with its cost, which
+request, the key or the batch API, or redirected a call to another host (netguard refuses to
+follow it, as for every call: a config or key problem, said with the message and the fix), and
+`unavailable` when it could not be checked (429, 5xx, no answer, the run's time limit: nothing
+proven either way; tried again on the next round). Both calls pass netguard like every provider
+call (the route's own origin only, within the run's time limit), and nothing is sent or recorded
+for a state.db deleted or replaced under the run. Every preflight is recorded (`preflights`, m020) with its cost, which
 `batchrun cost` counts (stage `preflight`). A pass is remembered under the route's *preflight
 key*: its policy fingerprint (what it sends) and where it goes (the base URL its client sends
 to, the key variable, the transport). `submit` (so `refresh` too) preflights every route it is
