@@ -4,6 +4,9 @@ Routes: ``POST``/``GET /v1/messages/batches``, ``GET``/``DELETE /v1/messages/bat
 ``POST .../cancel``, ``GET .../results`` (JSONL) and online ``POST /v1/messages``. Reference:
 https://platform.claude.com/docs/en/api/creating-message-batches and the SDK types named below.
 
+The handlers' flow (retrieve, list, cancel, delete, processing) is ``batches.py``'s; this module
+supplies Anthropic's paths, auth, ids, shapes, before_id/after_id pages, validation and quirks.
+
 On the wire a batch is ``in_progress`` (every request counted as ``processing``) until it has
 ended, ``canceling`` after a user cancel, then ``ended`` with a ``results_url``. There is no
 failed batch: quota and validation refusals are HTTP errors on create, and nothing is accepted.

@@ -10,6 +10,10 @@ https://ai.google.dev/api/batch-mode and https://ai.google.dev/api/files.
 ``/v1/batches`` and ``/v1/files`` are also OpenAI's paths: a Gemini route claims a request when it
 names a Gemini object, or names none and looks like Google's (``x-goog-api-key``, ``?key=``...).
 
+The handlers' flow (get, list, cancel, delete, processing, the file handlers) is the shared
+core's (``batches.py``, ``files.py``); this module supplies Google's paths, auth, ids, shapes,
+page tokens, inline and file input, validation and quirks.
+
 On the wire a batch is a long-running operation: ``BATCH_STATE_PENDING`` (create response and
 first get), ``BATCH_STATE_RUNNING``, then ``BATCH_STATE_SUCCEEDED`` / ``FAILED`` / ``EXPIRED`` /
 ``CANCELLED``; a cancel ends it at once, without results. int64 fields are JSON strings. The
@@ -119,10 +123,12 @@ class Gemini(ResumableUploads, FileApi, BatchApi):
         if self.core.key_refused(ctx.header("x-goog-api-key") or ctx.q("key") or ""):
             raise refused(key_refusal())
 
-    def check_model(self, model: str, version: str, method: str) -> None:
-        """The model in the URL must be one the API serves (models.py)."""
+    def check_model(self, model: str, version: str, method: str) -> str:
+        """The model in the URL (``models/`` dropped), which must be one the API serves (models.py)."""
+        model = model.removeprefix("models/")
         if not self.core.models.known(self.name, model):
             raise refused(model_refusal(model, version, method))
+        return model
 
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
         return error_envelope(status, message)
@@ -184,8 +190,7 @@ class Gemini(ResumableUploads, FileApi, BatchApi):
 
     def batch_create(self, ctx: Ctx, version: str, model_path: str) -> Resp:
         self.auth(ctx)
-        model = model_path[len("models/"):] if model_path.startswith("models/") else model_path
-        self.check_model(model, version, "batchGenerateContent")
+        model = self.check_model(model_path, version, "batchGenerateContent")
         body = ctx.json()
         refusal = batch_body_refusal(body)
         if refusal is not None:
@@ -366,8 +371,7 @@ class Gemini(ResumableUploads, FileApi, BatchApi):
 
     def generate(self, ctx: Ctx, version: str, model_path: str) -> Resp:
         self.auth(ctx)
-        model = model_path[len("models/"):] if model_path.startswith("models/") else model_path
-        self.check_model(model, version, "generateContent")
+        model = self.check_model(model_path, version, "generateContent")
         request = ctx.json()
         endpoint = f"/{version}/models/{model}:generateContent"
         outcome = self.answer_online(ctx, model, endpoint, lambda custom_id: self.answer(model, request, custom_id))
@@ -377,7 +381,7 @@ class Gemini(ResumableUploads, FileApi, BatchApi):
         """``models/{m}:countTokens`` (google-genai ``models.count_tokens``): ``contents`` or a
         whole ``generateContentRequest``."""
         self.auth(ctx)
-        self.check_model(model_path.removeprefix("models/"), version, "countTokens")
+        self.check_model(model_path, version, "countTokens")
         body = ctx.json()
         request = body.get("generateContentRequest", body) if isinstance(body, dict) else None
         if not isinstance(request, dict) or not request.get("contents"):

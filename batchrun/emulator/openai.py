@@ -10,6 +10,10 @@ and the SDK types named below.
 ``/v1/batches`` and ``/v1/files`` are also Gemini 3.x's paths: an OpenAI route claims a request
 when it names an OpenAI object, or names none and does not look like Google's or Anthropic's.
 
+The handlers' flow (retrieve, list, cancel, processing, the file handlers) is the shared core's
+(``batches.py``, ``files.py``); this module supplies OpenAI's paths, auth, ids, shapes, cursor
+pages, validation and quirks.
+
 On the wire a batch is ``validating`` (create response and first retrieve), then
 ``in_progress``, then ``completed`` / ``failed`` / ``expired`` / ``cancelled`` (``cancelling``
 after a user cancel, until the next look); results go to an output file and an error file, each
