@@ -4,18 +4,22 @@
     with Emulator(latency=0.0, models=["my-fine-tune"], keys=None).start() as emu:
         client = openai.OpenAI(base_url=f"{emu.url}/v1", api_key="test")
 
-Cut per provider, as moto cuts a fake cloud: ``openai.py``, ``anthropic.py`` and ``gemini.py``
-(with ``gemini_upload.py``, its resumable upload) each hold one API's route table, auth and wire
-shapes (``openai_answers.py`` and ``gemini_answers.py`` the objects OpenAI and Gemini answer
-with); ``dashscope.py`` the OpenAI-compatible provider modelled (DashScope's compatible mode, on
-``openai.py``'s routes); ``core.py`` the batch core they share (files, batches and their
-lifecycle, latency, logs, fault hooks); ``server.py`` the HTTP server that dispatches to the
-routes, and the ``/_emulator/*`` control API. What each API refuses, and how it words it:
-``openai_rules.py``, ``anthropic_rules.py``, ``gemini_rules.py`` (and ``dashscope.py``), over
-``schema.py`` (a walker of the SDKs' own request types) and ``models.py`` (the model ids each
-provider serves). ``wire.py``: ids, usage and outcomes the shapes share; ``httpio.py``: bodies,
-requests, responses, routes; ``responder.py``: the built-in deterministic responder;
-``faults.py``: fault injection. CLI: ``python -m batchrun.emulator``.
+Cut as provider modules over one shared core, as moto cuts a fake cloud. ``batches.py`` owns the
+flow every batch API repeats (create's fault/log/register tail, retrieve, list, cancel, delete, the
+processing loop, result files, online calls) and ``files.py`` the Files API handlers (retrieve,
+content, delete, list); both sit on ``core.py``'s state (files, batches and their lifecycle,
+latency, logs, fault hooks). A provider module supplies only what is its own: ``openai.py``,
+``anthropic.py`` and ``gemini.py`` (with ``gemini_upload.py``, its resumable upload) each hold one
+API's route table, auth, id forms, pagination style, wire shapes (``openai_answers.py`` and
+``gemini_answers.py`` the objects OpenAI and Gemini answer with) and quirks, each with the provider
+fact it rests on; ``dashscope.py`` the OpenAI-compatible provider modelled (DashScope's compatible
+mode, on ``openai.py``'s routes). What each API refuses, and how it words it: ``openai_rules.py``,
+``anthropic_rules.py``, ``gemini_rules.py`` (and ``dashscope.py``), over ``schema.py`` (a walker of
+the SDKs' own request types) and ``models.py`` (the model ids each provider serves).
+``server.py``: the HTTP server that dispatches to the routes, and the ``/_emulator/*`` control API;
+``wire.py``: ids, usage and outcomes the shapes share; ``httpio.py``: bodies, requests, responses,
+routes; ``responder.py``: the built-in deterministic responder; ``faults.py``: fault injection;
+``windows.py``: per-model context windows. CLI: ``python -m batchrun.emulator``.
 """
 
 from .faults import normalize_fault

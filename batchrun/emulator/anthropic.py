@@ -4,6 +4,9 @@ Routes: ``POST``/``GET /v1/messages/batches``, ``GET``/``DELETE /v1/messages/bat
 ``POST .../cancel``, ``GET .../results`` (JSONL) and online ``POST /v1/messages``. Reference:
 https://platform.claude.com/docs/en/api/creating-message-batches and the SDK types named below.
 
+The handlers' flow (retrieve, list, cancel, delete, processing) is ``batches.py``'s; this module
+supplies Anthropic's paths, auth, ids, shapes, before_id/after_id pages, validation and quirks.
+
 On the wire a batch is ``in_progress`` (every request counted as ``processing``) until it has
 ended, ``canceling`` after a user cancel, then ``ended`` with a ``results_url``. There is no
 failed batch: quota and validation refusals are HTTP errors on create, and nothing is accepted.
@@ -14,14 +17,16 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from email.message import Message
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
-from .httpio import ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
 from .anthropic_rules import batch_create_refusal, params_refusal
+from .batches import BatchApi, BatchLine, Paged, ResultFile, first_last
+from .core import BatchRec, End, FileRec
+from .httpio import ApiError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, query_int
 from .wire import Outcome, count_input_tokens, last_user, new_id, rfc3339, text_of
 
 # The anthropic-version values the emulator accepts. 2026-10-21 (the default of anthropic SDK
@@ -51,10 +56,11 @@ class AnthropicBatch(BatchRec):
     results_path: str | None = None
 
 
-class Anthropic(Provider):
+class Anthropic(BatchApi):
     """Anthropic: the Message Batches API and online Messages."""
 
     name = "anthropic"
+    batch_cls = AnthropicBatch
 
     def routes(self) -> list[Route]:
         # Batch ids are matched on the path as sent: an alias_batch id may hold a "/".
@@ -113,12 +119,14 @@ class Anthropic(Provider):
             return invalid
         return self.core.respond(self.name, model, params, custom_id, prompt_of(params))
 
+    # ------------------------------------------------------------------ batches
+
     def batch_create(self, ctx: Ctx) -> Resp:
         self.auth(ctx)
         body = ctx.json()
-        refused = batch_create_refusal(body)
-        if refused is not None:
-            raise ApiError(400, refused)
+        refusal = batch_create_refusal(body)
+        if refusal is not None:
+            raise ApiError(400, refusal)
         requests = body["requests"]
         seen: set = set()
         for i, item in enumerate(requests):
@@ -129,34 +137,38 @@ class Anthropic(Provider):
                 raise ApiError(400, f"requests.{i}.custom_id: Duplicate custom_id {custom_id!r}; custom_id must be unique within a batch.")
             seen.add(custom_id)
         model = str(requests[0]["params"].get("model") or "")
-        faults = self.core.batch_faults(self.name, model)
-        # The Message Batches API has no "failed" batch state: quota and validation refusals are
-        # synchronous HTTP errors on create, and nothing is accepted.
-        if "quota" in faults:
-            raise ApiError(429, f"Number of batch requests in the queue exceeds your rate limit for {model} (emulator quota fault).")
-        if "fail_validation" in faults:
-            raise ApiError(400, "requests.0.params: batch failed validation (emulator fault).")
         source = self.core.new_path("anthropic-input-")
         with open(source, "w", encoding="utf-8", newline="\n") as f:
             for item in requests:
                 f.write(dumps_line({"custom_id": item["custom_id"], "params": item["params"]}) + "\n")
-        batch_id = new_id("msgbatch_01", 22)
-        for item in requests:  # logged before the batch becomes visible to retrieve/list
-            self.core.log_request(self.name, str(item["params"].get("model") or ""), item["custom_id"], batch_id, "/v1/messages")
+        faults = self.batch_faults(model, source)
+        accepted = [(str(item["params"].get("model") or ""), item["custom_id"], "/v1/messages") for item in requests]
+        del requests, body
         rec = AnthropicBatch(
-            batch_id, model, "/v1/messages", source, len(requests), anthropic_version=ctx.header("anthropic-version") or "2023-06-01"
+            new_id("msgbatch_01", 22), model, "/v1/messages", source, len(accepted),
+            anthropic_version=ctx.header("anthropic-version") or "2023-06-01",
         )
-        self.core.add_batch(rec, faults)
+        self.admit(rec, faults, accepted)
         alias = self.core.faults.take("alias_batch", {"provider": self.name, "model": model})
         if alias is not None:
             with self.core.lock:  # the same batch, also known (and listed first) under a hostile id
                 self.core.batches[alias["id"]] = rec
-        del requests, body
-        return json_resp(self._batch_json(rec, ctx))
+        return json_resp(self.batch_json(rec, ctx, rec.id))
 
-    @staticmethod
-    def _batch_json(rec: AnthropicBatch, ctx: Ctx, shown_id: str | None = None) -> dict:
-        shown_id = shown_id or rec.id  # an alias_batch fault shows the batch under another id
+    def refused_at_create(self, faults: dict, model: str) -> ApiError | None:
+        # The Message Batches API has no "failed" batch state: quota and validation refusals are
+        # synchronous HTTP errors on create, and nothing is accepted.
+        if "quota" in faults:
+            return ApiError(429, f"Number of batch requests in the queue exceeds your rate limit for {model} (emulator quota fault).")
+        if "fail_validation" in faults:
+            return ApiError(400, "requests.0.params: batch failed validation (emulator fault).")
+        return None
+
+    def batch_missing(self, batch_id: str) -> ApiError:
+        return ApiError(404, f"Message batch {batch_id} not found.", provider=self.name)
+
+    def batch_json(self, rec: AnthropicBatch, ctx: Ctx, shown_id: str) -> dict:
+        # shown_id: an alias_batch fault shows the batch under another id
         done = rec.state == "done"
         status = "ended" if done else ("canceling" if rec.state == "cancel_requested" else "in_progress")
         # Requests count as `processing` until the whole batch has ended; only then do they move
@@ -177,102 +189,75 @@ class Anthropic(Provider):
             "results_url": f"{ctx.base}/v1/messages/batches/{quote(shown_id, safe='')}/results" if done else None,
         }
 
-    def process(self, rec: BatchRec, limit: int, end: End) -> None:
-        assert isinstance(rec, AnthropicBatch)
-        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
-        path = self.core.new_path("anthropic-results-")
-        with open(path, "w", encoding="utf-8", newline="\n") as out:
-            for i, (_number, raw) in enumerate(iter_jsonl(rec.source_path)):
-                item = json.loads(raw)
-                params = item["params"]
-                model = str(params.get("model") or "")
-                if i < limit:
-                    outcome = self.answer(model, params, item["custom_id"], rec.anthropic_version)
-                else:
-                    outcome = Outcome("expired" if end == "expired" else "canceled")
-                key = {"text": "succeeded", "refusal": "succeeded", "error": "errored"}.get(outcome.kind, outcome.kind)
-                counts[key] += 1
-                # Exactly one "\n" per record: the SDK's JSONL decoder chokes on blank lines.
-                out.write(self.core.corrupt(self.name, model, item["custom_id"], dumps_line(result_line(item["custom_id"], model, outcome))) + "\n")
-        rec.results_path = path
-        rec.counts = counts
-
-    def _batch(self, batch_id: str) -> AnthropicBatch:
-        rec = self.core.batches.get(batch_id)
-        if not isinstance(rec, AnthropicBatch):
-            raise ApiError(404, f"Message batch {batch_id} not found.", provider=self.name)
-        return rec
-
-    def batch_retrieve(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._batch(batch_id)
-        self.core.advance(rec)
-        return json_resp(self._batch_json(rec, ctx, batch_id))
-
-    def batch_list(self, ctx: Ctx) -> Resp:
-        self.auth(ctx)
-        with self.core.lock:
-            # (shown id, batch): a batch with an alias (alias_batch fault) is listed twice, the alias first.
-            entries = sorted(((k, b) for k, b in self.core.batches.items() if isinstance(b, AnthropicBatch)),
-                             key=lambda e: (e[1].seq, e[0] != e[1].id), reverse=True)
+    def batch_page(self, ctx: Ctx, ids: list[str]) -> Paged:
+        """Anthropic's page: ``limit`` ids before ``before_id`` or after ``after_id``."""
         limit = query_int(ctx.q("limit"), 20, 1, 1000)
-        ids = [k for k, _ in entries]
         before_id, after_id = ctx.q("before_id"), ctx.q("after_id")
         if before_id:
             stop = ids.index(before_id) if before_id in ids else 0
             start = max(0, stop - limit)
-            page, has_more = entries[start:stop], start > 0
+            has_more = start > 0
         else:
             start = ids.index(after_id) + 1 if after_id and after_id in ids else (len(ids) if after_id else 0)
-            page, has_more = entries[start : start + limit], start + limit < len(entries)
-        data = []
-        for shown_id, rec in page:
-            self.core.advance(rec)
-            data.append(self._batch_json(rec, ctx, shown_id))
-        return json_resp({
-            "data": data,
-            "has_more": has_more,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        })
+            stop = start + limit
+            has_more = stop < len(ids)
+        return slice(start, stop), lambda data: {"data": data, "has_more": has_more, **first_last(data)}
 
-    def batch_cancel(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._batch(batch_id)
-        with rec.lock:
-            if rec.state == "done":
-                raise ApiError(400, f"Batch {batch_id} has already ended and cannot be canceled.")
-            self.core.request_cancel(rec)
-            return json_resp(self._batch_json(rec, ctx, batch_id))
+    def batch_lines(self, rec: AnthropicBatch) -> Iterator[BatchLine]:
+        for _number, raw in iter_jsonl(rec.source_path):
+            item = json.loads(raw)
+            params = item["params"]
+            yield BatchLine(item["custom_id"], str(params.get("model") or ""), params)
 
-    def batch_results(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._batch(batch_id)
-        self.core.advance(rec)
-        if rec.state != "done" or not rec.results_path:
-            raise ApiError(404, f"Results for message batch {batch_id} are not available: the batch has not ended yet.")
-        file_rec = FileRec(rec.id, self.name, rec.results_path, os.path.getsize(rec.results_path), "results.jsonl", "results", rec.created, generated=True)
-        return self.core.download(file_rec, "application/x-jsonl")
+    def answer_line(self, rec: AnthropicBatch, line: BatchLine) -> Outcome:
+        return self.answer(line.model, line.request, line.custom_id, rec.anthropic_version)
 
-    def batch_delete(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._batch(batch_id)
+    def unprocessed(self, end: End) -> Outcome:
+        # Every request of an ended batch has a result: one that never ran is "canceled" or
+        # "expired" (MessageBatchCanceledResult / MessageBatchExpiredResult, anthropic
+        # types/messages/message_batch_result.py).
+        return Outcome("expired" if end == "expired" else "canceled")
+
+    def process(self, rec: BatchRec, limit: int, end: End) -> None:
+        assert isinstance(rec, AnthropicBatch)
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        with ResultFile(self, "anthropic-results-") as out:
+            for line, outcome in self.outcomes(rec, limit, end):
+                counts[{"text": "succeeded", "refusal": "succeeded", "error": "errored"}.get(outcome.kind, outcome.kind)] += 1
+                out.write(line, result_line(line.custom_id, line.model, outcome))
+        rec.results_path = out.path
+        rec.counts = counts
+
+    def cancel_ended(self, rec: AnthropicBatch, batch_id: str) -> ApiError:
+        return ApiError(400, f"Batch {batch_id} has already ended and cannot be canceled.")
+
+    def deletable(self, rec: AnthropicBatch, batch_id: str) -> None:
+        # A batch can be deleted only once it has ended (provider-apis.md §3.2, `.delete(id)`: "only after `ended`").
         self.core.advance(rec)
         if rec.state != "done":
             raise ApiError(400, f"Batch {batch_id} cannot be deleted while it is still processing; cancel it first.")
-        with self.core.lock:
-            self.core.batches.pop(batch_id, None)
-        return json_resp({"id": batch_id, "type": "message_batch_deleted"})
+
+    def deleted_answer(self, batch_id: str) -> dict:
+        return {"id": batch_id, "type": "message_batch_deleted"}
+
+    def batch_results(self, ctx: Ctx, batch_id: str) -> Resp:
+        self.auth(ctx)
+        rec = self.batch(batch_id)
+        self.core.advance(rec)
+        if rec.state != "done" or not rec.results_path:
+            raise ApiError(404, f"Results for message batch {batch_id} are not available: the batch has not ended yet.")
+        # Served as a generated file (truncate faults apply), but not one of a Files API.
+        file_rec = FileRec(rec.id, self.name, rec.results_path, os.path.getsize(rec.results_path), "results.jsonl", "results", rec.created, generated=True)
+        return self.core.download(file_rec, "application/x-jsonl")
+
+    # ------------------------------------------------------------------ online
 
     def online(self, ctx: Ctx) -> Resp:
         self.auth(ctx)
         params = ctx.json()
         model = str(params.get("model") or "") if isinstance(params, dict) else ""
-        custom_id = ctx.headers.get(TRACE_HEADER)
-        self.core.log_request(self.name, model, custom_id, "online", "/v1/messages")
-        outcome = self.answer(model, params, custom_id, ctx.header("anthropic-version"))
-        if not outcome.ok:
-            raise ApiError(outcome.status, outcome.message)
+        version = ctx.header("anthropic-version")
+        outcome = self.answer_online(ctx, model, "/v1/messages", lambda custom_id: self.answer(model, params, custom_id, version))
         return json_resp(message_body(model, outcome))
 
     def count_tokens(self, ctx: Ctx) -> Resp:

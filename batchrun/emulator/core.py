@@ -1,7 +1,8 @@
 """The shared batch core: files, batches and their lifecycle, latency, the logs, the fault hooks.
 
 Every provider module (``openai.py``, ``anthropic.py``, ``gemini.py``) is a ``Provider``: it owns
-its routes, auth and wire shapes, and uses one ``Core`` for state.
+its routes, auth and wire shapes, and uses one ``Core`` for state; the handlers their batch and
+Files APIs share are ``batches.BatchApi`` and ``files.FileApi``, on this core.
 
 Batch lifecycle. Every batch gets ``ready_at = created + latency`` (a ``slow`` fault overrides the
 latency). A retrieve / list / results call is a *look* (``Core.advance``): at or after
@@ -106,8 +107,9 @@ class BatchRec:
 class Provider(ABC):
     """One provider's API: routes, auth, wire shapes, and how its batches are processed.
 
-    Adding a provider is one module with a Provider subclass (and its BatchRec subclass), and
-    its place in ``Emulator.__init__``."""
+    Adding a provider is one module with a Provider subclass (a ``batches.BatchApi``, and a
+    ``files.FileApi`` when it has a Files API; with its BatchRec subclass), and its place in
+    ``Emulator.__init__``."""
 
     name: ClassVar[str] = ""
 

@@ -10,6 +10,10 @@ https://ai.google.dev/api/batch-mode and https://ai.google.dev/api/files.
 ``/v1/batches`` and ``/v1/files`` are also OpenAI's paths: a Gemini route claims a request when it
 names a Gemini object, or names none and looks like Google's (``x-goog-api-key``, ``?key=``...).
 
+The handlers' flow (get, list, cancel, delete, processing, the file handlers) is the shared
+core's (``batches.py``, ``files.py``); this module supplies Google's paths, auth, ids, shapes,
+page tokens, inline and file input, validation and quirks.
+
 On the wire a batch is a long-running operation: ``BATCH_STATE_PENDING`` (create response and
 first get), ``BATCH_STATE_RUNNING``, then ``BATCH_STATE_SUCCEEDED`` / ``FAILED`` / ``EXPIRED`` /
 ``CANCELLED``; a cancel ends it at once, without results. int64 fields are JSON strings. The
@@ -19,14 +23,15 @@ answer objects (responses, google.rpc.Status errors, the error envelope) are in 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from email.message import Message
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
-from .core import TRACE_HEADER, BatchRec, Core, End, FileRec, Provider
+from .batches import BatchApi, BatchLine, Paged, ResultFile, refused
+from .core import BatchRec, Core, End, FileRec
+from .files import FileApi
 from .gemini_answers import CANCELLED, error_envelope, generate_response, line_error
 from .gemini_rules import batch_body_refusal, get_field, key_refusal, line_refusal, model_refusal, request_refusal
 from .gemini_upload import ResumableUploads, Upload
@@ -44,8 +49,6 @@ STATES = {
     "cancelled": "BATCH_STATE_CANCELLED",
 }
 
-T = TypeVar("T")
-
 
 @dataclass
 class GeminiBatch(BatchRec):
@@ -59,10 +62,11 @@ class GeminiBatch(BatchRec):
     error: dict | None = None  # google.rpc.Status of a batch that failed as a whole
 
 
-class Gemini(ResumableUploads, Provider):
+class Gemini(ResumableUploads, FileApi, BatchApi):
     """Gemini Developer API (under /v1/, /v1beta/, /v1alpha/): batches, Files API, online generateContent."""
 
     name = "gemini"
+    batch_cls = GeminiBatch
 
     def __init__(self, core: Core) -> None:
         super().__init__(core)
@@ -77,26 +81,26 @@ class Gemini(ResumableUploads, Provider):
         return [
             # upload / download prefixes and Google custom methods (":verb")
             Route("POST", r"/upload/([^/]+)/files", self.upload),
-            Route("GET", r"/(?:download/)?[^/]+/files/([^/:]+):download", self.download),
+            Route("GET", r"/(?:download/)?[^/]+/files/([^/:]+):download", self.file_content),
             Route("POST", r"/([^/]+)/models/(.+):generateContent", self.generate),
             Route("POST", r"/([^/]+)/models/(.+):batchGenerateContent", self.batch_create),
             Route("POST", r"/([^/]+)/models/(.+):countTokens", self.count_tokens),
             Route("GET", r"/([^/]+)/models/([^/:]+)", self.model_get, claim=lambda ctx, *_: ctx.provider == self.name),
             Route("POST", r"/[^/]+/batches/([^/:]+):cancel", self.batch_cancel),
             # /{ver}/batches and /{ver}/files, shared with OpenAI
-            Route("GET", batches, self.batch_list, claim=self._owns_batch),
-            Route("GET", batches + r"/([^/]+)", self.batch_get, claim=self._owns_batch),
-            Route("DELETE", batches + r"/([^/]+)", self.batch_delete, claim=self._owns_batch),
-            Route("GET", files, self.file_list, claim=self._owns_file),
-            Route("GET", files + r"/([^/]+)", self.file_get, claim=self._owns_file),
-            Route("DELETE", files + r"/([^/]+)", self.file_delete, claim=self._owns_file),
+            Route("GET", batches, self.batch_list, claim=self.owns_batch),
+            Route("GET", batches + r"/([^/]+)", self.batch_retrieve, claim=self.owns_batch),
+            Route("DELETE", batches + r"/([^/]+)", self.batch_delete, claim=self.owns_batch),
+            Route("GET", files, self.file_list, claim=self.owns_file),
+            Route("GET", files + r"/([^/]+)", self.file_retrieve, claim=self.owns_file),
+            Route("DELETE", files + r"/([^/]+)", self.file_delete, claim=self.owns_file),
         ]
 
-    def _owns_batch(self, ctx: Ctx, batch_id: str | None = None) -> bool:
-        return self.core.owner(self.core.batches, batch_id, ctx) == self.name and ctx.path.split("/")[1] in VERSIONS
+    def owns_batch(self, ctx: Ctx, batch_id: str | None = None) -> bool:
+        return super().owns_batch(ctx, batch_id) and ctx.path.split("/")[1] in VERSIONS
 
-    def _owns_file(self, ctx: Ctx, file_id: str | None = None) -> bool:
-        return self.core.owner(self.core.files, file_id, ctx) == self.name and ctx.path.split("/")[1] in VERSIONS
+    def owns_file(self, ctx: Ctx, file_id: str | None = None) -> bool:
+        return super().owns_file(ctx, file_id) and ctx.path.split("/")[1] in VERSIONS
 
     def looks_like(self, path: str, headers: Message, query: dict[str, list[str]]) -> bool:
         if path.startswith(("/upload/", "/download/")):
@@ -117,12 +121,14 @@ class Gemini(ResumableUploads, Provider):
                 "Please use API Key or other form of API consumer identity to call this API.",
             )
         if self.core.key_refused(ctx.header("x-goog-api-key") or ctx.q("key") or ""):
-            raise refusal(key_refusal())
+            raise refused(key_refusal())
 
-    def check_model(self, model: str, version: str, method: str) -> None:
-        """The model in the URL must be one the API serves (models.py)."""
+    def check_model(self, model: str, version: str, method: str) -> str:
+        """The model in the URL (``models/`` dropped), which must be one the API serves (models.py)."""
+        model = model.removeprefix("models/")
         if not self.core.models.known(self.name, model):
-            raise refusal(model_refusal(model, version, method))
+            raise refused(model_refusal(model, version, method))
+        return model
 
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
         return error_envelope(status, message)
@@ -154,14 +160,11 @@ class Gemini(ResumableUploads, Provider):
 
     # ------------------------------------------------------------------ files
 
-    def _file(self, file_id: str) -> FileRec:
-        rec = self.core.files.get(file_id)
-        if rec is None:
-            raise ApiError(404, f"File files/{file_id} not found.", provider=self.name)
-        return rec
+    def file_missing(self, file_id: str) -> ApiError:
+        return ApiError(404, f"File files/{file_id} not found.", provider=self.name)
 
-    @staticmethod
-    def _file_json(rec: FileRec, ctx: Ctx, version: str = "v1beta") -> dict:
+    def file_json(self, rec: FileRec, ctx: Ctx, version: str | None = None) -> dict:
+        version = version or ctx.path.split("/")[1]  # the API version the file was asked under
         data = {
             "name": f"files/{rec.id}",
             "mimeType": rec.mime,
@@ -180,41 +183,18 @@ class Gemini(ResumableUploads, Provider):
             data["downloadUri"] = f"{ctx.base}/download/{version}/files/{rec.id}:download?alt=media"
         return data
 
-    def file_get(self, ctx: Ctx, file_id: str) -> Resp:
-        self.auth(ctx)
-        return json_resp(self._file_json(self._file(file_id), ctx, ctx.path.split("/")[1]))
-
-    def file_delete(self, ctx: Ctx, file_id: str) -> Resp:
-        self.auth(ctx)
-        self.core.delete_file(self._file(file_id))
-        return json_resp({})
-
-    def file_list(self, ctx: Ctx) -> Resp:
-        self.auth(ctx)
-        version = ctx.path.split("/")[1]
-        with self.core.lock:
-            items = sorted((f for f in self.core.files.values() if f.provider == self.name), key=lambda f: f.created, reverse=True)
-        page, token = _token_page(items, ctx)
-        out: dict = {"files": [self._file_json(f, ctx, version) for f in page]}
-        if token:
-            out["nextPageToken"] = token
-        return json_resp(out)
-
-    def download(self, ctx: Ctx, file_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._file(file_id)
-        return self.core.download(rec, rec.mime or "application/octet-stream")
+    def file_page(self, ctx: Ctx, ids: list[str]) -> Paged:
+        return token_page(ctx, ids, "files")
 
     # ------------------------------------------------------------------ batches
 
     def batch_create(self, ctx: Ctx, version: str, model_path: str) -> Resp:
         self.auth(ctx)
-        model = model_path[len("models/"):] if model_path.startswith("models/") else model_path
-        self.check_model(model, version, "batchGenerateContent")
+        model = self.check_model(model_path, version, "batchGenerateContent")
         body = ctx.json()
-        refused = batch_body_refusal(body)
-        if refused is not None:
-            raise refusal(refused)
+        refusal = batch_body_refusal(body)
+        if refusal is not None:
+            raise refused(refusal)
         batch = body.get("batch")
         if not isinstance(batch, dict):
             raise ApiError(400, "* BatchGenerateContentRequest.batch: batch is required")
@@ -238,7 +218,6 @@ class Gemini(ResumableUploads, Provider):
                 except ValueError:
                     keys.append(None)
             echo: dict = {"fileName": f"files/{file_id}"}
-            is_inline = False
         elif inline is not None:
             items = get_field(inline, "requests") if isinstance(inline, dict) else inline
             if not isinstance(items, list) or not items:
@@ -251,25 +230,29 @@ class Gemini(ResumableUploads, Provider):
                     keys.append(key)
                     f.write(dumps_line({"key": key, "metadata": metadata, "request": item.get("request", {})}) + "\n")
             echo = {}
-            is_inline = True
         else:
             raise ApiError(400, "* BatchGenerateContentRequest.batch.input_config: either file_name or requests is required")
-        faults = self.core.batch_faults(self.name, model)
-        if "quota" in faults:
-            os.unlink(source)
-            raise ApiError(429, f"Resource has been exhausted: enqueued batch tokens quota exceeded for model {model} (emulator quota fault).")
-        batch_id = lower_id(36)
+        faults = self.batch_faults(model, source)
         endpoint = f"/{version}/models/{model}:generateContent"
-        for key in keys:  # logged before the batch becomes visible to get/list
-            self.core.log_request(self.name, model, key, batch_id, endpoint)
         rec = GeminiBatch(
-            batch_id, model, endpoint, source, len(keys), display_name=display_name, input_config=echo, inline=is_inline, api_version=version,
+            lower_id(36), model, endpoint, source, len(keys), display_name=display_name, input_config=echo, inline=not file_name,
+            api_version=version,
         )
-        self.core.add_batch(rec, faults)
-        return json_resp(self._batch_json(rec))
+        self.admit(rec, faults, [(model, key, endpoint) for key in keys])
+        return json_resp(self.batch_json(rec, ctx, rec.id))
 
-    @staticmethod
-    def _batch_json(rec: GeminiBatch) -> dict:
+    def refused_at_create(self, faults: dict, model: str) -> ApiError | None:
+        # A quota fault is refused at once, in Google's words for an exhausted quota (per-tier batch
+        # quotas exist: provider-apis.md §4.7); a batch that fails validation is created and ends
+        # BATCH_STATE_FAILED (``fail``).
+        if "quota" in faults:
+            return ApiError(429, f"Resource has been exhausted: enqueued batch tokens quota exceeded for model {model} (emulator quota fault).")
+        return None
+
+    def batch_missing(self, batch_id: str) -> ApiError:
+        return ApiError(404, f"Batch batches/{batch_id} not found.", provider=self.name)
+
+    def batch_json(self, rec: GeminiBatch, ctx: Ctx, shown_id: str) -> dict:
         done = rec.state == "done"
         state = rec.final if done else ("BATCH_STATE_PENDING" if rec.looks <= 1 else "BATCH_STATE_RUNNING")
         name = f"batches/{rec.id}"
@@ -311,25 +294,31 @@ class Gemini(ResumableUploads, Provider):
                 op["error"] = error
         return op
 
-    @staticmethod
-    def _lines(rec: GeminiBatch) -> Iterator[tuple[Any, dict | None, Any]]:
-        """(key, metadata, request) per input line; request is None for an unparseable line."""
+    def batch_page(self, ctx: Ctx, ids: list[str]) -> Paged:
+        return token_page(ctx, ids, "operations")
+
+    def batch_lines(self, rec: GeminiBatch) -> Iterator[BatchLine]:
+        """Each input line; its request is None when the line is not a JSON object."""
         for _number, raw in iter_jsonl(rec.source_path):
             try:
                 line = json.loads(raw)
             except ValueError:
-                yield None, None, None
-                continue
+                line = None
             if not isinstance(line, dict):
-                yield None, None, None
+                yield BatchLine(None, rec.model, None)
             elif rec.inline:
-                yield line.get("key"), line.get("metadata"), line.get("request")
-            elif (refused := line_refusal(line)) is not None:
-                yield line.get("key"), None, LineRefused(refused)
+                yield BatchLine(line.get("key"), rec.model, line.get("request"), metadata=line.get("metadata"))
+            elif (refusal := line_refusal(line)) is not None:
+                yield BatchLine(line.get("key"), rec.model, LineRefused(refusal))
             elif "request" in line:
-                yield line.get("key"), None, line.get("request")
+                yield BatchLine(line.get("key"), rec.model, line.get("request"))
             else:  # a bare GenerateContentRequest line (the docs' key-less variant)
-                yield None, None, line
+                yield BatchLine(None, rec.model, line)
+
+    def answer_line(self, rec: GeminiBatch, line: BatchLine) -> Outcome:
+        if line.request is None:
+            return Outcome.error(400, "Invalid JSON payload received: the line is not a JSON object.")
+        return self.answer(rec.model, line.request, line.custom_id)
 
     def process(self, rec: BatchRec, limit: int, end: End) -> None:
         assert isinstance(rec, GeminiBatch)
@@ -340,16 +329,9 @@ class Gemini(ResumableUploads, Provider):
             # https://ai.google.dev/gemini-api/docs/batch-mode).
             return
         inline: list = []
-        out_path = None if rec.inline else self.core.new_path("gemini-responses-")
-        out = open(out_path, "w", encoding="utf-8", newline="\n") if out_path else None
+        out = None if rec.inline else ResultFile(self, "gemini-responses-")
         try:
-            for i, (key, metadata, request) in enumerate(self._lines(rec)):
-                if i >= limit:
-                    break
-                if request is None:
-                    outcome = Outcome.error(400, "Invalid JSON payload received: the line is not a JSON object.")
-                else:
-                    outcome = self.answer(rec.model, request, key)
+            for line, outcome in self.outcomes(rec, limit, end):
                 if outcome.ok:
                     counts["successfulRequestCount"] += 1
                     entry: dict = {"response": generate_response(rec.model, outcome)}
@@ -357,19 +339,16 @@ class Gemini(ResumableUploads, Provider):
                     counts["failedRequestCount"] += 1
                     entry = {"error": line_error(outcome)}
                 if out is not None:
-                    line = {"key": key, **entry} if key is not None else entry
-                    out.write(self.core.corrupt(self.name, rec.model, key, dumps_line(line)) + "\n")  # same order as the input
+                    out.write(line, {"key": line.custom_id, **entry} if line.custom_id is not None else entry)  # input order
                 else:
-                    if metadata:
-                        entry["metadata"] = metadata
+                    if line.metadata:
+                        entry["metadata"] = line.metadata
                     inline.append(entry)
         finally:
             if out is not None:
                 out.close()
-        if out_path:
-            file_id = lower_id(12)
-            self.core.add_file(FileRec(file_id, self.name, out_path, os.path.getsize(out_path), f"batch-{rec.id}", self.name, time.time(), display_name=f"batch-{rec.id}-responses", generated=True))
-            rec.output_file_id = file_id
+        if out is not None:
+            rec.output_file_id = out.keep(lower_id(12), f"batch-{rec.id}", self.name, display_name=f"batch-{rec.id}-responses").id
         else:
             rec.inline_responses = inline
 
@@ -378,71 +357,31 @@ class Gemini(ResumableUploads, Provider):
         rec.error = {"code": 3, "message": "Batch failed validation (emulator fault)."}
         rec.counts = {"requestCount": rec.n}
 
-    def _batch(self, batch_id: str) -> GeminiBatch:
-        rec = self.core.batches.get(batch_id)
-        if not isinstance(rec, GeminiBatch):
-            raise ApiError(404, f"Batch batches/{batch_id} not found.", provider=self.name)
-        return rec
+    def cancel(self, rec: GeminiBatch) -> None:
+        # Cancel stops the job at once; nothing was processed, so there is no output.
+        rec.cancel_at = rec.ended_at = time.time()
+        rec.counts = {"requestCount": rec.n}
+        rec.final = STATES["cancelled"]
+        rec.state = "done"
 
-    def batch_get(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._batch(batch_id)
-        self.core.advance(rec)
-        return json_resp(self._batch_json(rec))
-
-    def batch_list(self, ctx: Ctx) -> Resp:
-        self.auth(ctx)
-        with self.core.lock:
-            items = sorted((b for b in self.core.batches.values() if isinstance(b, GeminiBatch)), key=lambda b: b.seq, reverse=True)
-        page, token = _token_page(items, ctx)
-        operations = []
-        for rec in page:
-            self.core.advance(rec)
-            operations.append(self._batch_json(rec))
-        out: dict = {"operations": operations}
-        if token:
-            out["nextPageToken"] = token
-        return json_resp(out)
-
-    def batch_cancel(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._batch(batch_id)
-        with rec.lock:  # not a look (see Core.request_cancel)
-            if rec.state != "done":
-                # Cancel stops the job at once; nothing was processed, so there is no output.
-                rec.cancel_at = rec.ended_at = time.time()
-                rec.counts = {"requestCount": rec.n}
-                rec.final = STATES["cancelled"]
-                rec.state = "done"
-        return json_resp({})
-
-    def batch_delete(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        self._batch(batch_id)
-        with self.core.lock:
-            self.core.batches.pop(batch_id, None)
-        return json_resp({})
+    def cancel_answer(self, rec: GeminiBatch, ctx: Ctx, batch_id: str) -> dict:
+        return {}  # batches.cancel ignores the response (provider-apis.md §4.2: `{}` is fine)
 
     # ------------------------------------------------------------------ online
 
     def generate(self, ctx: Ctx, version: str, model_path: str) -> Resp:
         self.auth(ctx)
-        model = model_path[len("models/"):] if model_path.startswith("models/") else model_path
-        self.check_model(model, version, "generateContent")
+        model = self.check_model(model_path, version, "generateContent")
         request = ctx.json()
         endpoint = f"/{version}/models/{model}:generateContent"
-        custom_id = ctx.headers.get(TRACE_HEADER)
-        self.core.log_request(self.name, model, custom_id, "online", endpoint)
-        outcome = self.answer(model, request, custom_id)
-        if not outcome.ok:
-            raise refusal(outcome)
+        outcome = self.answer_online(ctx, model, endpoint, lambda custom_id: self.answer(model, request, custom_id))
         return json_resp(generate_response(model, outcome))
 
     def count_tokens(self, ctx: Ctx, version: str, model_path: str) -> Resp:
         """``models/{m}:countTokens`` (google-genai ``models.count_tokens``): ``contents`` or a
         whole ``generateContentRequest``."""
         self.auth(ctx)
-        self.check_model(model_path.removeprefix("models/"), version, "countTokens")
+        self.check_model(model_path, version, "countTokens")
         body = ctx.json()
         request = body.get("generateContentRequest", body) if isinstance(body, dict) else None
         if not isinstance(request, dict) or not request.get("contents"):
@@ -460,12 +399,12 @@ class Gemini(ResumableUploads, Provider):
         return json_resp({k: v for k, v in found.items() if v is not None})
 
 
-def _token_page(items: list[T], ctx: Ctx) -> tuple[list[T], str | None]:
+def token_page(ctx: Ctx, ids: list[str], key: str) -> Paged:
     """Google page: pageSize items from the offset in pageToken; nextPageToken while more remain."""
     size = query_int(ctx.q("pageSize"), 50, 1, 1000)
     start = query_int(ctx.q("pageToken") or None, 0, 0, 1 << 60)
-    page = items[start : start + size]
-    return page, (str(start + size) if start + size < len(items) else None)
+    token = str(start + size) if start + size < len(ids) else None
+    return slice(start, start + size), lambda data: {key: data, **({"nextPageToken": token} if token else {})}
 
 
 # --------------------------------------------------------------------------- wire shapes
@@ -488,6 +427,3 @@ class LineRefused:
 
     outcome: Outcome
 
-
-def refusal(outcome: Outcome) -> ApiError:
-    return ApiError(outcome.status, outcome.message, details=outcome.details)

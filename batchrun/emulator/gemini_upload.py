@@ -2,7 +2,7 @@
 google-genai drives it: a start POST to ``/upload/{ver}/files`` answered with an
 ``X-Goog-Upload-URL``, then chunk POSTs to that URL (``X-Goog-Upload-Command: upload[, finalize]``,
 ``X-Goog-Upload-Offset``), each answered with ``X-Goog-Upload-Status`` (provider-apis.md §4.6).
-A mixin of ``gemini.Gemini``, which owns the files and how they are shown (``_file_json``).
+A mixin of ``gemini.Gemini``, which owns the files and how they are shown (``file_json``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class ResumableUploads:
     core: Core
     _uploads: dict[str, Upload]
     if TYPE_CHECKING:
-        _file_json: Callable[..., dict]
+        file_json: Callable[..., dict]
 
         def auth(self, ctx: Ctx) -> None: ...
 
@@ -92,7 +92,7 @@ class ResumableUploads:
                     mime=session.mime, display_name=session.display_name, sha256=digest.hexdigest(),
                 )
             )
-        return Resp(200, json.dumps({"file": self._file_json(rec, ctx, session.version)}).encode(), headers=status("final"))
+        return Resp(200, json.dumps({"file": self.file_json(rec, ctx, session.version)}).encode(), headers=status("final"))
 
     def _upload_start(self, ctx: Ctx, version: str) -> Resp:
         self.auth(ctx)

@@ -10,6 +10,10 @@ and the SDK types named below.
 ``/v1/batches`` and ``/v1/files`` are also Gemini 3.x's paths: an OpenAI route claims a request
 when it names an OpenAI object, or names none and does not look like Google's or Anthropic's.
 
+The handlers' flow (retrieve, list, cancel, processing, the file handlers) is the shared core's
+(``batches.py``, ``files.py``); this module supplies OpenAI's paths, auth, ids, shapes, cursor
+pages, validation and quirks.
+
 On the wire a batch is ``validating`` (create response and first retrieve), then
 ``in_progress``, then ``completed`` / ``failed`` / ``expired`` / ``cancelled`` (``cancelling``
 after a user cancel, until the next look); results go to an output file and an error file, each
@@ -19,29 +23,23 @@ set only when it has a line.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.message import Message
-from typing import Any, BinaryIO, ClassVar, Protocol, TypeVar
+from typing import Any, BinaryIO, ClassVar
 
-from .core import TRACE_HEADER, BatchRec, End, FileRec, Provider
-from .httpio import ApiError, BodyError, Ctx, Resp, Route, dumps_line, iter_jsonl, json_resp, parse_multipart, query_int
+from .batches import BatchApi, BatchLine, Paged, ResultFile, first_last, refused
+from .core import BatchRec, End, FileRec
+from .files import FileApi
+from .httpio import ApiError, BodyError, Ctx, Resp, Route, iter_jsonl, json_resp, parse_multipart, query_int
 from .openai_answers import batch_line, error_envelope, success_body
 from .openai_rules import batch_create_refusal, body_refusal, key_refusal, line_error, scan_lines
 from .wire import Outcome, last_user, new_id, text_of
 
 FILE_TTL = 30 * 86400  # purpose=batch files expire after 30 days by default
-
-
-class _Identified(Protocol):
-    id: str
-
-
-Listed = TypeVar("Listed", bound=_Identified)
 
 
 @dataclass
@@ -57,13 +55,15 @@ class OpenAIBatch(BatchRec):
     errors: list | None = None
 
 
-class OpenAI(Provider):
+class OpenAI(FileApi, BatchApi):
     """OpenAI under /v1 (https://api.openai.com/v1): files, batches, online. An OpenAI-compatible
     provider subclasses it with its own prefix and rules (``dashscope.py``)."""
 
     name = "openai"
     prefix = "/v1"  # the SDK's base URL ends in /v1 and appends /files, /batches ...
-    batch_cls: type[OpenAIBatch] = OpenAIBatch
+    batch_cls: ClassVar[type[OpenAIBatch]] = OpenAIBatch
+    # request_counts {completed, failed} move while a batch is in_progress (BatchApi.progress).
+    running_counts = True
 
     # What is refused, and how it is worded (openai_rules.py): a request body (online or a batch
     # line), a batch create, an input line that fails the batch's validation, a wrong key.
@@ -78,34 +78,27 @@ class OpenAI(Provider):
         prefix = re.escape(self.prefix)
         batches, files = prefix + "/batches", prefix + "/files"
         return [
-            Route("POST", batches, self.batch_create, claim=self._owns_batch),
-            Route("GET", batches, self.batch_list, claim=self._owns_batch),
-            Route("GET", batches + r"/([^/]+)", self.batch_retrieve, claim=self._owns_batch),
-            Route("POST", batches + r"/([^/]+)/cancel", self.batch_cancel, claim=self._owns_batch),
-            Route("POST", files, self.file_create, claim=self._owns_file),
-            Route("GET", files, self.file_list, claim=self._owns_file),
-            Route("GET", files + r"/([^/]+)/content", self.file_content, claim=self._owns_file),
-            Route("GET", files + r"/([^/]+)", self.file_retrieve, claim=self._owns_file),
-            Route("DELETE", files + r"/([^/]+)", self.file_delete, claim=self._owns_file),
+            Route("POST", batches, self.batch_create, claim=self.owns_batch),
+            Route("GET", batches, self.batch_list, claim=self.owns_batch),
+            Route("GET", batches + r"/([^/]+)", self.batch_retrieve, claim=self.owns_batch),
+            Route("POST", batches + r"/([^/]+)/cancel", self.batch_cancel, claim=self.owns_batch),
+            Route("POST", files, self.file_create, claim=self.owns_file),
+            Route("GET", files, self.file_list, claim=self.owns_file),
+            Route("GET", files + r"/([^/]+)/content", self.file_content, claim=self.owns_file),
+            Route("GET", files + r"/([^/]+)", self.file_retrieve, claim=self.owns_file),
+            Route("DELETE", files + r"/([^/]+)", self.file_delete, claim=self.owns_file),
             Route("POST", prefix + r"/(?:chat/completions|responses)", self.online, claim=lambda ctx: ctx.provider == self.name),
         ]
 
     def looks_like(self, path: str, headers: Message, query: dict[str, list[str]]) -> bool:
         return True  # any request that does not look like Google's or Anthropic's (tried first)
 
-    def _owns_batch(self, ctx: Ctx, batch_id: str | None = None) -> bool:
-        return self.core.owner(self.core.batches, batch_id, ctx) == self.name
-
-    def _owns_file(self, ctx: Ctx, file_id: str | None = None) -> bool:
-        return self.core.owner(self.core.files, file_id, ctx) == self.name
-
     def auth(self, ctx: Ctx) -> None:
         authorization = ctx.header("Authorization")
         if not (authorization.startswith("Bearer ") and len(authorization) > 7):
             raise ApiError(401, "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).")
         if self.core.key_refused(authorization[7:]):
-            refused = self.refuse_key(authorization[7:])
-            raise ApiError(refused.status, refused.message, refused.param, refused.code)
+            raise refused(self.refuse_key(authorization[7:]))
 
     def error_body(self, status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
         return error_envelope(status, message, param, code)
@@ -133,14 +126,10 @@ class OpenAI(Provider):
 
     # ------------------------------------------------------------------ files
 
-    def _file(self, file_id: str) -> FileRec:
-        rec = self.core.files.get(file_id)
-        if rec is None:
-            raise ApiError(404, f"No such File object: {file_id}", param="id", provider=self.name)
-        return rec
+    def file_missing(self, file_id: str) -> ApiError:
+        return ApiError(404, f"No such File object: {file_id}", param="id", provider=self.name)
 
-    @staticmethod
-    def _file_json(rec: FileRec) -> dict:
+    def file_json(self, rec: FileRec, ctx: Ctx) -> dict:
         return {
             "id": rec.id,
             "object": "file",
@@ -152,6 +141,23 @@ class OpenAI(Provider):
             "expires_at": int(rec.expires_at) if rec.expires_at else None,
             "status_details": None,
         }
+
+    def file_page(self, ctx: Ctx, ids: list[str]) -> Paged:
+        return cursor_page(ctx, ids, query_int(ctx.q("limit"), 10000, 1, 10000))
+
+    def listed_files(self, ctx: Ctx) -> list[FileRec]:
+        # files.list filters by purpose and orders by created_at, newest first unless order=asc.
+        purpose = ctx.q("purpose")
+        with self.core.lock:
+            items = [f for f in self.core.files.values() if f.provider == self.name and (not purpose or f.purpose == purpose)]
+        items.sort(key=lambda f: f.created, reverse=ctx.q("order", "desc") != "asc")
+        return items
+
+    def deleted_file(self, file_id: str) -> dict:
+        return {"id": file_id, "object": "file", "deleted": True}
+
+    def content_type(self, rec: FileRec) -> str:
+        return "application/octet-stream"
 
     def file_create(self, ctx: Ctx) -> Resp:
         self.auth(ctx)
@@ -191,45 +197,21 @@ class OpenAI(Provider):
                 os.unlink(part.path)
                 raise ApiError(400, "Invalid 'expires_after[seconds]': expected an integer.", param="expires_after") from None
         rec = self.core.add_file(FileRec(file_id, self.name, part.path, part.size, part.filename, purpose, now, expires_at=expires_at))
-        return json_resp(self._file_json(rec))
-
-    def file_retrieve(self, ctx: Ctx, file_id: str) -> Resp:
-        self.auth(ctx)
-        return json_resp(self._file_json(self._file(file_id)))
-
-    def file_content(self, ctx: Ctx, file_id: str) -> Resp:
-        self.auth(ctx)
-        return self.core.download(self._file(file_id), "application/octet-stream")
-
-    def file_delete(self, ctx: Ctx, file_id: str) -> Resp:
-        self.auth(ctx)
-        self.core.delete_file(self._file(file_id))
-        return json_resp({"id": file_id, "object": "file", "deleted": True})
-
-    def file_list(self, ctx: Ctx) -> Resp:
-        self.auth(ctx)
-        purpose = ctx.q("purpose")
-        with self.core.lock:
-            items = [f for f in self.core.files.values() if f.provider == self.name and (not purpose or f.purpose == purpose)]
-        items.sort(key=lambda f: f.created, reverse=ctx.q("order", "desc") != "asc")
-        return json_resp(_cursor_page(items, ctx.q("after"), query_int(ctx.q("limit"), 10000, 1, 10000), self._file_json))
+        return json_resp(self.file_json(rec, ctx))
 
     # ------------------------------------------------------------------ batches
 
     def batch_create(self, ctx: Ctx) -> Resp:
         self.auth(ctx)
         body = ctx.json()
-        refused = self.refuse_create(body)
-        if refused is not None:
-            raise ApiError(refused.status, refused.message, refused.param, refused.code)
+        refusal = self.refuse_create(body)
+        if refusal is not None:
+            raise refused(refusal)
         endpoint, window, file_id = body["endpoint"], body["completion_window"], body["input_file_id"]
         file_rec = self.core.files.get(file_id)
         if file_rec is None or file_rec.provider != self.name:
             raise ApiError(400, f"Invalid 'input_file_id': {file_id!r}. File not found.", param="input_file_id", code="invalid_value")
-        metadata = body.get("metadata")
-
         source = self.core.link_private(file_rec.path, "openai-input-")
-        batch_id = new_id("batch_", 32, "0123456789abcdef")
         # Batch-level faults match on the model, which comes from the first line (one model per file).
         model = ""
         for _number, raw in iter_jsonl(source):
@@ -238,23 +220,23 @@ class OpenAI(Provider):
                 break
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
-        faults = self.core.batch_faults(self.name, model)
-        # One streaming pass: validate the lines and log them as accepted (quota-refused batches
-        # never accepted their requests).
-        def accepted(body: dict, custom_id: Any, url: Any) -> None:
-            if "quota" not in faults:
-                self.core.log_request(self.name, str(body.get("model") or ""), custom_id, batch_id, str(url or endpoint))
-
-        n, invalid = scan_lines(iter_jsonl(source), endpoint, self.refuse_line, accepted)
+        # One pass validates the lines and collects them as accepted. The provider validates batch
+        # lines asynchronously: create succeeds and a bad line fails the batch (``fail``).
+        accepted: list[tuple[str, Any, str]] = []
+        n, invalid = scan_lines(iter_jsonl(source), endpoint, self.refuse_line,
+                                lambda body, custom_id, url: accepted.append((str(body.get("model") or ""), custom_id, str(url or endpoint))))
+        faults = self.batch_faults(model, source)
         rec = self.batch_cls(
-            batch_id, model, endpoint, source, n, completion_window=window, metadata=metadata, input_file_id=file_id,
-            invalid_errors=invalid, invalid=bool(invalid),
+            new_id("batch_", 32, "0123456789abcdef"), model, endpoint, source, n, completion_window=window,
+            metadata=body.get("metadata"), input_file_id=file_id, invalid_errors=invalid, invalid=bool(invalid),
         )
-        self.core.add_batch(rec, faults)
-        return json_resp(self._batch_json(rec))
+        self.admit(rec, faults, accepted)
+        return json_resp(self.batch_json(rec, ctx, rec.id))
 
-    @staticmethod
-    def _batch_json(rec: OpenAIBatch) -> dict:
+    def batch_missing(self, batch_id: str) -> ApiError:
+        return ApiError(404, f"No batch found with id '{batch_id}'.", param="batch_id", provider=self.name)
+
+    def batch_json(self, rec: OpenAIBatch, ctx: Ctx, shown_id: str) -> dict:
         if rec.state == "done":
             status = rec.final
         elif rec.state == "cancel_requested":
@@ -264,7 +246,7 @@ class OpenAI(Provider):
         if rec.state == "done":
             counts = rec.counts
         else:
-            # Running counts move as requests finish (Provider.progress answered these).
+            # Running counts move as requests finish (BatchApi.progress answered these).
             completed = sum(1 for o in rec.answered if o.ok)
             counts = {"total": rec.n, "completed": completed, "failed": len(rec.answered) - completed}
         ended = int(rec.ended_at) if rec.ended_at else None
@@ -300,64 +282,41 @@ class OpenAI(Provider):
             "metadata": rec.metadata,
         }
 
-    def process(self, rec: BatchRec, limit: int, end: End) -> None:
-        assert isinstance(rec, OpenAIBatch)
-        out_path, err_path = self.core.new_path("openai-output-"), self.core.new_path("openai-errors-")
-        completed = failed = 0
-        with open(out_path, "w", encoding="utf-8", newline="\n") as out, open(err_path, "w", encoding="utf-8", newline="\n") as err:
-            for i, (_number, raw) in enumerate(iter_jsonl(rec.source_path)):
-                line = json.loads(raw)
-                custom_id, url, body = line.get("custom_id"), str(line.get("url") or rec.endpoint), line["body"]
-                model = str(body.get("model") or "")
-                if i < len(rec.answered) and i < limit:
-                    outcome = rec.answered[i]  # answered while the batch ran
-                elif i < limit:
-                    outcome = self.answer(model, body, custom_id, url)
-                elif end == "expired":
-                    # Expired requests go to the error file with code batch_expired
-                    # (https://platform.openai.com/docs/guides/batch, "Batch expiration").
-                    outcome = Outcome("expired")
-                else:  # cancelled: unprocessed requests are simply absent
-                    break
-                result = self.core.corrupt(self.name, model, custom_id, dumps_line(batch_line(custom_id, outcome, url, body))) + "\n"
-                if outcome.ok:
-                    out.write(result)
-                    completed += 1
-                    rec.usage["input_tokens"] += outcome.input_tokens
-                    rec.usage["output_tokens"] += outcome.output_tokens
-                else:
-                    err.write(result)
-                    failed += 1
-        now = time.time()
-        # output_file_id / error_file_id are only set when the file has at least one line.
-        for path, count, attr, suffix in ((out_path, completed, "output_file_id", "output"), (err_path, failed, "error_file_id", "error")):
-            if count:
-                file_id = new_id("file-", 22)
-                self.core.add_file(FileRec(file_id, self.name, path, os.path.getsize(path), f"{rec.id}_{suffix}.jsonl", "batch_output", now, generated=True, expires_at=now + FILE_TTL))
-                setattr(rec, attr, file_id)
-            else:
-                os.unlink(path)
-        rec.counts = {"total": rec.n, "completed": completed, "failed": failed}
+    def batch_page(self, ctx: Ctx, ids: list[str]) -> Paged:
+        return cursor_page(ctx, ids, query_int(ctx.q("limit"), 20, 1, 100))
 
-    def progress(self, rec: BatchRec, fraction: float) -> None:
-        """OpenAI's request_counts {completed, failed} move while a batch is in_progress: answer the
-        first `fraction` of the requests now (never more than an expire/cancel fault lets finish)."""
-        assert isinstance(rec, OpenAIBatch)
-        limit = rec.n
-        for part in (rec.expire_fraction, rec.cancel_fraction):
-            if part is not None:
-                limit = math.floor(part * rec.n)
-        target = min(limit, math.floor(fraction * rec.n))
-        if target <= len(rec.answered):
-            return
-        for i, (_number, raw) in enumerate(iter_jsonl(rec.source_path)):
-            if i >= target:
-                break
-            if i < len(rec.answered):
-                continue
+    def batch_lines(self, rec: OpenAIBatch) -> Iterator[BatchLine]:
+        for _number, raw in iter_jsonl(rec.source_path):
             line = json.loads(raw)
             body = line["body"]
-            rec.answered.append(self.answer(str(body.get("model") or ""), body, line.get("custom_id"), str(line.get("url") or rec.endpoint)))
+            yield BatchLine(line.get("custom_id"), str(body.get("model") or ""), body, str(line.get("url") or rec.endpoint))
+
+    def answer_line(self, rec: OpenAIBatch, line: BatchLine) -> Outcome:
+        return self.answer(line.model, line.request, line.custom_id, line.endpoint)
+
+    def unprocessed(self, end: End) -> Outcome | None:
+        # Expired requests go to the error file with code batch_expired
+        # (https://platform.openai.com/docs/guides/batch, "Batch expiration"); a cancelled batch's
+        # unprocessed requests are simply absent.
+        return Outcome("expired") if end == "expired" else None
+
+    def process(self, rec: BatchRec, limit: int, end: End) -> None:
+        assert isinstance(rec, OpenAIBatch)
+        with ResultFile(self, "openai-output-") as out, ResultFile(self, "openai-errors-") as err:
+            for line, outcome in self.outcomes(rec, limit, end):
+                (out if outcome.ok else err).write(line, batch_line(line.custom_id, outcome, line.endpoint, line.request))
+                if outcome.ok:
+                    rec.usage["input_tokens"] += outcome.input_tokens
+                    rec.usage["output_tokens"] += outcome.output_tokens
+        now = time.time()
+        # output_file_id / error_file_id are only set when the file has at least one line.
+        for file, attr, suffix in ((out, "output_file_id", "output"), (err, "error_file_id", "error")):
+            if file.lines:
+                kept = file.keep(new_id("file-", 22), f"{rec.id}_{suffix}.jsonl", "batch_output", now, expires_at=now + FILE_TTL)
+                setattr(rec, attr, kept.id)
+            else:
+                file.discard()
+        rec.counts = {"total": rec.n, "completed": out.lines, "failed": err.lines}
 
     def fail(self, rec: BatchRec) -> None:
         assert isinstance(rec, OpenAIBatch)
@@ -374,39 +333,9 @@ class OpenAI(Provider):
             rec.errors = [{"code": "invalid_request", "message": "The batch failed validation (emulator fault).", "param": None, "line": 1}]
         rec.counts = {"total": 0 if rec.quota else rec.n, "completed": 0, "failed": 0}
 
-    def _batch(self, batch_id: str) -> OpenAIBatch:
-        rec = self.core.batches.get(batch_id)
-        if not isinstance(rec, OpenAIBatch) or rec.provider != self.name:
-            raise ApiError(404, f"No batch found with id '{batch_id}'.", param="batch_id", provider=self.name)
-        return rec
-
-    def batch_retrieve(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._batch(batch_id)
-        self.core.advance(rec)
-        return json_resp(self._batch_json(rec))
-
-    def batch_list(self, ctx: Ctx) -> Resp:
-        self.auth(ctx)
-        with self.core.lock:
-            items = sorted((b for b in self.core.batches.values() if isinstance(b, OpenAIBatch) and b.provider == self.name),
-                           key=lambda b: b.seq, reverse=True)
-
-        def render(rec: OpenAIBatch) -> dict:
-            self.core.advance(rec)
-            return self._batch_json(rec)
-
-        return json_resp(_cursor_page(items, ctx.q("after"), query_int(ctx.q("limit"), 20, 1, 100), render))
-
-    def batch_cancel(self, ctx: Ctx, batch_id: str) -> Resp:
-        self.auth(ctx)
-        rec = self._batch(batch_id)
-        with rec.lock:
-            if rec.state == "done":
-                # 400, not 409: the Stainless SDKs retry 409s.
-                raise ApiError(400, f"Cannot cancel a batch with status '{rec.final}'.", provider=self.name)
-            self.core.request_cancel(rec)
-            return json_resp(self._batch_json(rec))
+    def cancel_ended(self, rec: OpenAIBatch, batch_id: str) -> ApiError:
+        # 400, not 409: the Stainless SDKs retry 409s.
+        return ApiError(400, f"Cannot cancel a batch with status '{rec.final}'.", provider=self.name)
 
     # ------------------------------------------------------------------ online
 
@@ -415,29 +344,17 @@ class OpenAI(Provider):
         body = ctx.json()
         endpoint = ctx.path
         model = str(body.get("model") or "") if isinstance(body, dict) else ""
-        custom_id = ctx.headers.get(TRACE_HEADER)
-        self.core.log_request(self.name, model, custom_id, "online", endpoint)
-        outcome = self.answer(model, body, custom_id, endpoint)
-        if not outcome.ok:
-            raise ApiError(outcome.status, outcome.message, outcome.param, outcome.code)
+        outcome = self.answer_online(ctx, model, endpoint, lambda custom_id: self.answer(model, body, custom_id, endpoint))
         return json_resp(success_body(endpoint, body, outcome))
 
 
-def _cursor_page(items: list[Listed], after: str | None, limit: int, render: Callable[[Listed], dict]) -> dict:
+def cursor_page(ctx: Ctx, ids: list[str], limit: int) -> Paged:
     """OpenAI cursor page: the next page is requested with after=<id of the last item>."""
-    start = 0
+    after, start = ctx.q("after"), 0
     if after:
-        ids = [item.id for item in items]
-        start = ids.index(after) + 1 if after in ids else len(items)
-    page = items[start : start + limit]
-    data = [render(item) for item in page]
-    return {
-        "object": "list",
-        "data": data,
-        "first_id": data[0]["id"] if data else None,
-        "last_id": data[-1]["id"] if data else None,
-        "has_more": start + limit < len(items),
-    }
+        start = ids.index(after) + 1 if after in ids else len(ids)
+    has_more = start + limit < len(ids)
+    return slice(start, start + limit), lambda data: {"object": "list", "data": data, **first_last(data), "has_more": has_more}
 
 
 # --------------------------------------------------------------------------- wire shapes

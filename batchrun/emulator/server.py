@@ -27,8 +27,9 @@ https://ai.google.dev/gemini-api/docs/batch-mode and https://ai.google.dev/api/f
   (``inputTokenLimit``).
 
 Each provider's routes, auth and wire shapes live in its module (``openai.py``, ``anthropic.py``,
-``gemini.py``) over the batch core they share (``core.py``); this module is the server that
-dispatches a request to the first route that answers it (see the package docstring).
+``gemini.py``) over the batch and file handlers they share (``batches.py``, ``files.py``) and the
+state (``core.py``); this module is the server that dispatches a request to the first route that
+answers it (see the package docstring).
 
 ``/v1/batches`` and ``/v1/files`` exist for both OpenAI and Gemini 3.x; the provider is told apart
 by the request (Gemini sends ``x-goog-api-key`` / ``x-goog-api-client``, uses ``:verb`` suffixes)
