@@ -23,14 +23,13 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from . import netguard
-from .config import Route
 from .errors import ConfigError, ProviderError
-from .providers import get_adapter, read_sdk_error
+from .providers import MalformedResponse, RouteView, get_adapter, read_sdk_error
 from .redaction import know_key_variables, redact
 
 T = TypeVar("T")
@@ -48,7 +47,7 @@ CallFailure = Literal["transient", "uncertain", "auth", "client", "quota", "not_
 REHEARSAL_KEY = "rehearsal-no-key"
 
 
-def _key_value(route: Route) -> str:
+def _key_value(route: RouteView) -> str:
     adapter = get_adapter(route.provider)
     # Whatever reads a key, its value is redacted everywhere.
     know_key_variables([route.api_key_env, adapter.alt_key_env or ""])
@@ -58,7 +57,7 @@ def _key_value(route: Route) -> str:
     return value or (REHEARSAL_KEY if route.key_optional else "")
 
 
-def require_keys(routes: list[Route]) -> None:
+def require_keys(routes: Sequence[RouteView]) -> None:
     """Every missing key variable of these routes, named at once (not one per run)."""
     missing: dict[str, list[str]] = {}
     for route in routes:
@@ -72,7 +71,7 @@ def require_keys(routes: list[Route]) -> None:
             "a rehearsal on the emulator (--emulator URL) needs none. Nothing was uploaded.")
 
 
-def api_key(route: Route) -> str:
+def api_key(route: RouteView) -> str:
     value = _key_value(route)
     if not value:
         require_keys([route])
@@ -90,7 +89,7 @@ _clients_lock = threading.Lock()
 _MAX_CLIENTS = 64
 
 
-def make_client(route: Route, *, timeout: float = 600.0) -> Any:
+def make_client(route: RouteView, *, timeout: float = 600.0) -> Any:
     """The route's SDK client (built by its adapter), with the key read now and SDK retries off.
 
     Shared within the process: the SDK clients are safe to use from several threads."""
@@ -133,7 +132,7 @@ def _reaches_this_machine(host: str) -> bool:
     return ip.is_loopback or ip.is_unspecified
 
 
-def _refuse_loopback_from_environment(client: Any, route: Route) -> None:
+def _refuse_loopback_from_environment(client: Any, route: RouteView) -> None:
     """A route without a base_url goes where its SDK's own variable says (OPENAI_BASE_URL...).
     Pointing at this machine, that is what a rehearsal on the emulator leaves in a shell: a real
     run would record the emulator's answers as real results. A rehearsal sets every route's
@@ -155,7 +154,7 @@ def _refuse_loopback_from_environment(client: Any, route: Route) -> None:
             f"name it in the route: base_url = \"{base}\".")
 
 
-def client_host(client: Any, route: Route) -> str:
+def client_host(client: Any, route: RouteView) -> str:
     """The host `client` really sends to, for the batch records (and so for provenance).
 
     Not `route.endpoint_host`: without a base_url in the route the SDKs take one from their own
@@ -164,17 +163,6 @@ def client_host(client: Any, route: Route) -> str:
 
     base = get_adapter(route.provider).client_base_url(client)
     return (urlparse(base).netloc if base else "") or route.endpoint_host
-
-
-class MalformedResponse(Exception):
-    """A provider answered a call successfully but without what its protocol requires (a Gemini
-    upload start without its X-Goog-Upload-URL header). Transient: a proxy or a provider bug
-    that may be gone on the next attempt; the call is retried, then the batch waits for a later
-    round, with this message."""
-
-    def __init__(self, message: str, status: int | None = 200):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -297,7 +285,7 @@ def round_backoff(transport: str, attempt: int, *, retry_after: float | None, ji
                    retry_after=retry_after, jitter_key=jitter_key)
 
 
-def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 8, retry_quota: bool = True) -> T:
+def call(fn: Callable[[], T], *, what: str, route: RouteView, attempts: int = 8, retry_quota: bool = True) -> T:
     """Run an idempotent provider call, retrying transient failures with backoff.
 
     Raises ProviderError with the route, the URL and the provider's message when it gives up.
@@ -331,14 +319,14 @@ def call(fn: Callable[[], T], *, what: str, route: Route, attempts: int = 8, ret
     raise provider_error(last, what=what, route=route)
 
 
-def _is_loopback(route: Route) -> bool:
+def _is_loopback(route: RouteView) -> bool:
     from urllib.parse import urlparse
 
     host = urlparse(route.base_url or "").hostname or ""
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def provider_error(c: Classified, *, what: str, route: Route) -> ProviderError:
+def provider_error(c: Classified, *, what: str, route: RouteView) -> ProviderError:
     where = route.base_url or route.endpoint_host
     status = f"HTTP {c.status}" if c.status else {"redirect": "refused", "deadline": "at the time limit"}.get(c.failure, "no response")
     if c.failure == "auth":

@@ -630,7 +630,7 @@ def test_gemini_arguments_google_genai_refuses_are_not_read_as_a_malformed_answe
     before the SDK opens a connection."""
     from google import genai
 
-    from batchrun.clients import MalformedResponse
+    from batchrun.providers import MalformedResponse
     from batchrun.providers.gemini import _sdk_parsed
 
     client = genai.Client(api_key="x", http_options={"base_url": "http://127.0.0.1:9"})

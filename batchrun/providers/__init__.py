@@ -25,10 +25,38 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
-if TYPE_CHECKING:
-    from ..config import Route
+class RouteView(Protocol):
+    """What the providers read of a route. `config.Route` is the one implementation; providers/
+    sits below the config in the stack (docs/architecture.md), so an adapter knows a route only
+    through these fields, never the config it came from."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def transport(self) -> str: ...  # "batch" | "sync"
+    @property
+    def endpoint(self) -> str: ...  # "chat" | "responses"
+    @property
+    def endpoint_path(self) -> str: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def api_key_env(self) -> str: ...
+    @property
+    def api_version(self) -> str | None: ...
+    @property
+    def completion_window(self) -> str: ...
+    @property
+    def key_optional(self) -> bool: ...
+    @property
+    def endpoint_host(self) -> str: ...
+
 
 # Sent with every online (sync-transport) request: providers ignore unknown headers, and it lets
 # a provider's logs (or the emulator's request log) tie an online call to its custom_id.
@@ -133,19 +161,28 @@ class BatchStatus:
     unreadable: tuple[str, ...] = ()
 
 
+class MalformedResponse(Exception):
+    """A provider answered a call successfully but without what its protocol requires (a Gemini
+    upload start without its X-Goog-Upload-URL header). Transient: a proxy or a provider bug
+    that may be gone on the next attempt; the call is retried (clients.call), then the batch
+    waits for a later round, with this message."""
+
+    def __init__(self, message: str, status: int | None = 200):
+        super().__init__(message)
+        self.status = status
+
+
 # -- reading batch objects that may not have the documented shape ----------------------------
 #
 # A batch's status and a listing's entries are provider output too. The id is what every later
 # call names, so a batch object without a non-empty string id is a malformed answer
-# (clients.MalformedResponse: the call is retried, then the batch waits for a later round; so is
+# (MalformedResponse: the call is retried, then the batch waits for a later round; so is
 # a listing with such an entry: listed_batches). Any other field of the wrong type reads as
 # absent: an unknown state stays "running", unknown counts give no progress, never a traceback.
 
 
 def batch_object(obj: Any, id_field: str) -> tuple[dict[str, Any], str]:
     """A provider's batch object (an SDK model or a dict) as plain JSON values, and its id."""
-    from ..clients import MalformedResponse
-
     # warnings=False: the SDKs build models from the answer without validating it, so a field of
     # the wrong type is kept as sent and pydantic would warn while dumping it.
     raw = obj.model_dump(mode="json", warnings=False) if hasattr(obj, "model_dump") else obj
@@ -165,8 +202,6 @@ def listed_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -
     request count (what adoption tells a batch by) it cannot read, could be that batch, and
     reading it as absent would create it a second time, paid twice. Such a listing is a malformed answer
     (MalformedResponse: retried, then the batch waits for a later round)."""
-    from ..clients import MalformedResponse
-
     for entry in entries:
         status = read(entry)  # MalformedResponse without an id
         if status.unreadable:
@@ -177,8 +212,6 @@ def listed_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -
 def answered_for(status: BatchStatus, asked: str) -> BatchStatus:
     """The status of the batch asked for; a status of another batch is a malformed answer (its
     results downloaded for this one would leave this one's requests missing, sent again)."""
-    from ..clients import MalformedResponse
-
     if status.provider_batch_id != asked:
         raise MalformedResponse(f"asked for batch {asked}, the answer is about batch {status.provider_batch_id}")
     return status
@@ -433,20 +466,20 @@ class Adapter(Protocol):
     #: A route's `endpoint_path` means something for this provider (the url of its batch lines).
     uses_endpoint_path: bool
 
-    def min_output_tokens(self, route: Route) -> int:
+    def min_output_tokens(self, route: RouteView) -> int:
         """The smallest completion budget the route's endpoint accepts."""
         ...
 
-    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+    def endpoint_path_problem(self, route: RouteView) -> tuple[str, str] | None:
         """(problem, fix) when the route's endpoint_path is not where the provider takes its body shape."""
         ...
 
-    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+    def completion_window_problem(self, route: RouteView) -> tuple[str, str] | None:
         """(problem, fix) when the provider does not offer the route's completion_window."""
         ...
 
     # -- pure halves -----------------------------------------------------------------------------
-    def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
+    def build_line(self, route: RouteView, req: RequestSpec) -> dict[str, Any]:
         """The provider-native request-file line for one request."""
         ...
 
@@ -466,16 +499,16 @@ class Adapter(Protocol):
         """An online failure written as a batch result line, so collect has one path."""
         ...
 
-    def policy_endpoint(self, route: Route) -> str:
+    def policy_endpoint(self, route: RouteView) -> str:
         """What the route's policy fingerprint records as its endpoint."""
         ...
 
-    def endpoint_label(self, route: Route) -> str:
+    def endpoint_label(self, route: RouteView) -> str:
         """The API endpoint the route's requests go to, for provenance."""
         ...
 
     # -- I/O halves ------------------------------------------------------------------------------
-    def make_client(self, route: Route, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
+    def make_client(self, route: RouteView, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
         """The SDK client for a route: its key, its base URL, SDK retries off (see clients.py), and
         `hooks` as its HTTP client's event hooks (netguard.Guard: the route's origin only, within
         the run's time limit), for every request it sends."""
@@ -489,33 +522,33 @@ class Adapter(Protocol):
         """What an exception raised by this provider's SDK says; None if its SDK did not raise it."""
         ...
 
-    def upload(self, client: Any, route: Route, path: Path) -> str | None:
+    def upload(self, client: Any, route: RouteView, path: Path) -> str | None:
         """Upload a request file; its file id (None: nothing to upload, see inline_requests)."""
         ...
 
-    def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
+    def create(self, client: Any, route: RouteView, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
         """Create the batch. Never retried blindly: submit's adoption path handles failures."""
         ...
 
-    def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
+    def retrieve(self, client: Any, route: RouteView, provider_batch_id: str) -> BatchStatus:
         ...
 
-    def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
+    def list_recent(self, client: Any, route: RouteView, since: float) -> list[BatchStatus]:
         """Batches created at or after `since` (epoch seconds), for adoption."""
         ...
 
-    def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
+    def cancel(self, client: Any, route: RouteView, provider_batch_id: str) -> None:
         ...
 
-    def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+    def download(self, client: Any, route: RouteView, status: BatchStatus, dest: Path) -> list[Path]:
         """Fetch a terminal batch's result files into `dest`."""
         ...
 
-    def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
+    def send_online(self, client: Any, route: RouteView, line: dict[str, Any]) -> dict[str, Any]:
         """Send one request line online; return a result line in the batch output shape."""
         ...
 
-    def check_batch_access(self, client: Any, route: Route) -> None:
+    def check_batch_access(self, client: Any, route: RouteView) -> None:
         """The cheapest call that proves the key may use the provider's batch API (preflight): a
         listing of one batch. Raises ProviderError (clients.call) when it is refused."""
         ...
@@ -530,15 +563,15 @@ class Adapter(Protocol):
     #: limit"). Gemini's output limit is separate from its input window.
     completion_in_window: bool
 
-    def input_token_limit(self, client: Any, route: Route) -> int | None:
+    def input_token_limit(self, client: Any, route: RouteView) -> int | None:
         """The model's input window in tokens as the provider states it; None where it does not."""
         ...
 
-    def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
+    def count_tokens(self, client: Any, route: RouteView, prompt: str) -> int | None:
         """Input tokens of a one-turn prompt, counted by the provider; None: no counting endpoint."""
         ...
 
-    def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+    def probe_call(self, client: Any, route: RouteView, prompt: str) -> ProbeAnswer:
         """Send `prompt` online with a completion budget of 1 token: accepted, too long, or another
         failure, as a value (never raises for the provider's answer)."""
         ...
@@ -612,42 +645,3 @@ def _body_message(body: Any) -> str | None:
             return body["message"]
         body = body.get("error")
     return None
-
-
-def online_probe(adapter: Adapter, client: Any, route: Route, prompt: str, max_tokens: int = 1) -> ProbeAnswer:
-    """`Adapter.probe_call` for every adapter: the request line the route would send, with a
-    budget of 1 token and no temperature, sent online; the answer read by the adapter's own
-    `parse_line` (an SDK error through its `error_line`), so one classification of "too long"
-    serves runs and probes alike."""
-    from ..clients import classify
-
-    line = adapter.build_line(route, RequestSpec("batchrun-probe", route.model, prompt, max_tokens, None))
-    status: int | None = 200
-    try:
-        out = adapter.send_online(client, route, line)
-    except Exception as exc:  # noqa: BLE001 - the provider's answer becomes a value
-        c = classify(exc)
-        if c is None:
-            raise
-        status = c.status
-        out = adapter.error_line("batchrun-probe", c.status, c.message)
-    result = adapter.parse_line(out)
-    if result.kind in ("ok", "empty", "refusal"):
-        return ProbeAnswer("accepted", input_tokens=result.usage.input_tokens, output_budget=max_tokens, status=status)
-    message = result.error_message or result.error_type or result.kind
-    if result.error_type == TOO_LONG:
-        tokens, window = adapter.stated_counts(message)
-        return ProbeAnswer("too_long", input_tokens=tokens, window=window, status=status, message=message)
-    return ProbeAnswer("error", status=status, message=message)
-
-
-def stated_numbers(pattern: re.Pattern[str], message: str) -> tuple[int | None, int | None]:
-    """(tokens, window) from a refusal's text by a pattern with named groups `tokens` and `window`."""
-    found = pattern.search(message or "")
-    if found is None:
-        return None, None
-    groups = found.groupdict()
-    def number(name: str) -> int | None:
-        value = groups.get(name)
-        return int(value) if value else None
-    return number("tokens"), number("window")

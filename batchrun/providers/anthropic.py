@@ -16,8 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..clients import MalformedResponse, call
-from ..config import Route
+from ..clients import call
 from ..errors import ProviderError
 from . import (
     TOO_LONG,
@@ -28,17 +27,19 @@ from . import (
     BatchStatus,
     LineResult,
     Malformed,
+    MalformedResponse,
     ProbeAnswer,
     RequestSpec,
     ResultKind,
+    RouteView,
     SdkError,
     Usage,
+    answered_for,
     as_array,
     as_count,
     as_label,
     as_message,
     as_object,
-    answered_for,
     as_text,
     batch_object,
     custom_id_field,
@@ -46,13 +47,12 @@ from . import (
     malformed,
     object_field,
     only_24h,
-    online_probe,
     parse_total,
     stainless_error,
-    stated_numbers,
     text_field,
     wrong_types,
 )
+from .probing import online_probe, stated_numbers
 
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks
 # `invalid_request`); anything else (api_error, overloaded_error, rate_limit_error...) is transient.
@@ -102,7 +102,7 @@ class AnthropicAdapter:
 
     # -- pure halves ---------------------------------------------------------------------------
 
-    def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
+    def build_line(self, route: RouteView, req: RequestSpec) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": req.model,
             "max_tokens": req.max_tokens,
@@ -121,21 +121,21 @@ class AnthropicAdapter:
     def parse_line(self, obj: Any) -> LineResult:
         return parse_total(self.custom_id_of, self._parse, obj)
 
-    def policy_endpoint(self, route: Route) -> str:
+    def policy_endpoint(self, route: RouteView) -> str:
         # endpoint_path is not used for Anthropic; it stays in the policy (as the config's default)
         # so that fingerprints, and the cells planned under them, do not change.
         return route.endpoint_path
 
-    def endpoint_label(self, route: Route) -> str:
+    def endpoint_label(self, route: RouteView) -> str:
         return "/v1/messages" if route.transport == "sync" else "/v1/messages/batches"
 
-    def min_output_tokens(self, route: Route) -> int:
+    def min_output_tokens(self, route: RouteView) -> int:
         return 1  # max_tokens >= 1 ("max_tokens: 0" is refused in a batch: Message Batches docs)
 
-    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+    def endpoint_path_problem(self, route: RouteView) -> tuple[str, str] | None:
         return None
 
-    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+    def completion_window_problem(self, route: RouteView) -> tuple[str, str] | None:
         # "Processing ends when all requests finish or after 24 hours" (Message Batches docs): the
         # create takes no window, so another one would be a setting silently ignored.
         return only_24h("Anthropic", "end after 24 hours, always (the Message Batches API takes no window)", route.completion_window)
@@ -186,7 +186,7 @@ class AnthropicAdapter:
 
     # -- I/O halves ----------------------------------------------------------------------------
 
-    def make_client(self, route: Route, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
+    def make_client(self, route: RouteView, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
         import anthropic
 
         return anthropic.Anthropic(
@@ -203,10 +203,10 @@ class AnthropicAdapter:
     def read_error(self, exc: BaseException) -> SdkError | None:
         return stainless_error(exc, "anthropic")
 
-    def upload(self, client: Any, route: Route, path: Path) -> str | None:
+    def upload(self, client: Any, route: RouteView, path: Path) -> str | None:
         return None  # inline requests: nothing to upload
 
-    def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
+    def create(self, client: Any, route: RouteView, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
         from anthropic.types.messages import MessageBatch
 
         body = InlineBody(path)
@@ -216,12 +216,12 @@ class AnthropicAdapter:
         )
         return self._status(batch)
 
-    def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
+    def retrieve(self, client: Any, route: RouteView, provider_batch_id: str) -> BatchStatus:
         # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
         return call(lambda: answered_for(self._status(client.messages.batches.retrieve(provider_batch_id)), provider_batch_id),
                     what="Checking a batch", route=route)
 
-    def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
+    def list_recent(self, client: Any, route: RouteView, since: float) -> list[BatchStatus]:
         def do() -> list[BatchStatus]:
             found = []
             for status in listed_batches(client.messages.batches.list(limit=100), self._status):  # newest first
@@ -232,14 +232,14 @@ class AnthropicAdapter:
 
         return call(do, what="Listing batches", route=route)
 
-    def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
+    def cancel(self, client: Any, route: RouteView, provider_batch_id: str) -> None:
         call(lambda: client.messages.batches.cancel(provider_batch_id), what="Cancelling a batch", route=route)
 
-    def check_batch_access(self, client: Any, route: Route) -> None:
+    def check_batch_access(self, client: Any, route: RouteView) -> None:
         # GET /v1/messages/batches?limit=1 (the listing adoption reads), sent when list() is called.
         call(lambda: client.messages.batches.list(limit=1), what="Listing batches (preflight)", route=route, attempts=3)
 
-    def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+    def download(self, client: Any, route: RouteView, status: BatchStatus, dest: Path) -> list[Path]:
         target = dest / "results.jsonl"
 
         def do() -> None:
@@ -251,12 +251,12 @@ class AnthropicAdapter:
         call(do, what="Downloading batch results", route=route)
         return [target]
 
-    def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
+    def send_online(self, client: Any, route: RouteView, line: dict[str, Any]) -> dict[str, Any]:
         custom_id, params = self.online_body(line)
         raw = client.post("/v1/messages", body=params, cast_to=object, options={"headers": {TRACE_HEADER: custom_id}})
         return {"custom_id": custom_id, "result": {"type": "succeeded", "message": raw}}
 
-    def input_token_limit(self, client: Any, route: Route) -> int | None:
+    def input_token_limit(self, client: Any, route: RouteView) -> int | None:
         try:
             info = call(lambda: client.models.retrieve(route.model), what="Reading the model's metadata", route=route)
         except ProviderError as e:
@@ -266,7 +266,7 @@ class AnthropicAdapter:
         limit = getattr(info, "max_input_tokens", None)
         return limit if isinstance(limit, int) and limit > 0 else None
 
-    def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
+    def count_tokens(self, client: Any, route: RouteView, prompt: str) -> int | None:
         def count() -> int:
             # Checked inside the call: a malformed answer is retried, then reported as the provider's.
             counted = client.messages.count_tokens(model=route.model, messages=[{"role": "user", "content": prompt}])
@@ -277,7 +277,7 @@ class AnthropicAdapter:
 
         return call(count, what="Counting tokens", route=route)
 
-    def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+    def probe_call(self, client: Any, route: RouteView, prompt: str) -> ProbeAnswer:
         return online_probe(self, client, route, prompt)
 
     def stated_counts(self, message: str) -> tuple[int | None, int | None]:

@@ -16,8 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..clients import MalformedResponse, call
-from ..config import Route
+from ..clients import call
 from . import (
     TOO_LONG,
     TRACE_HEADER,
@@ -26,26 +25,27 @@ from . import (
     BatchStatus,
     LineResult,
     Malformed,
+    MalformedResponse,
     ProbeAnswer,
     RequestSpec,
     ResultKind,
+    RouteView,
     SdkError,
     Usage,
+    answered_for,
     as_array,
     as_count,
     as_label,
     as_message,
     as_object,
-    answered_for,
     as_text,
     batch_object,
     custom_id_field,
-    only_24h,
-    online_probe,
     listed_batches,
+    only_24h,
     parse_total,
-    stated_numbers,
 )
+from .probing import online_probe, stated_numbers
 
 _STATES: dict[str, BatchState] = {
     "PENDING": "pending", "QUEUED": "pending", "UNSPECIFIED": "pending",
@@ -140,7 +140,7 @@ class GeminiAdapter:
 
     # -- pure halves ---------------------------------------------------------------------------
 
-    def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
+    def build_line(self, route: RouteView, req: RequestSpec) -> dict[str, Any]:
         generation_config: dict[str, Any] = {"maxOutputTokens": req.max_tokens}
         if req.temperature is not None:
             generation_config["temperature"] = req.temperature
@@ -162,21 +162,21 @@ class GeminiAdapter:
     def parse_line(self, obj: Any) -> LineResult:
         return parse_total(self.custom_id_of, self._parse, obj)
 
-    def policy_endpoint(self, route: Route) -> str:
+    def policy_endpoint(self, route: RouteView) -> str:
         # endpoint_path is not used for Gemini; it stays in the policy (as the config's default)
         # so that fingerprints, and the cells planned under them, do not change.
         return route.endpoint_path
 
-    def endpoint_label(self, route: Route) -> str:
+    def endpoint_label(self, route: RouteView) -> str:
         return f"/models/{route.model}:" + ("generateContent" if route.transport == "sync" else "batchGenerateContent")
 
-    def min_output_tokens(self, route: Route) -> int:
+    def min_output_tokens(self, route: RouteView) -> int:
         return 1
 
-    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+    def endpoint_path_problem(self, route: RouteView) -> tuple[str, str] | None:
         return None
 
-    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+    def completion_window_problem(self, route: RouteView) -> tuple[str, str] | None:
         # Batch Mode's target turnaround is 24 hours and a job expires after 48 (Gemini API, Batch
         # Mode): the create takes no window, so another one would be a setting silently ignored.
         return only_24h("Gemini", "have a fixed 24-hour target (Batch Mode takes no window)", route.completion_window)
@@ -228,7 +228,7 @@ class GeminiAdapter:
 
     # -- I/O halves ----------------------------------------------------------------------------
 
-    def make_client(self, route: Route, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
+    def make_client(self, route: RouteView, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
         from google import genai
         from google.genai import types
 
@@ -252,7 +252,7 @@ class GeminiAdapter:
             return None
         return SdkError(getattr(exc, "code", None), getattr(exc, "message", None) or str(exc))
 
-    def upload(self, client: Any, route: Route, path: Path) -> str:
+    def upload(self, client: Any, route: RouteView, path: Path) -> str:
         def do() -> str:
             try:
                 # Python's mimetypes does not know .jsonl: pass the MIME type explicitly.
@@ -269,16 +269,16 @@ class GeminiAdapter:
 
         return call(do, what="Uploading the request file", route=route)
 
-    def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
+    def create(self, client: Any, route: RouteView, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
         job = _sdk_parsed(lambda: client.batches.create(model=route.model, src=file_id, config={"display_name": tag["display_name"]}))
         return self._status(job)
 
-    def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
+    def retrieve(self, client: Any, route: RouteView, provider_batch_id: str) -> BatchStatus:
         # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
         return call(lambda: answered_for(self._status(_sdk_parsed(lambda: client.batches.get(name=provider_batch_id))), provider_batch_id),
                     what="Checking a batch", route=route)
 
-    def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
+    def list_recent(self, client: Any, route: RouteView, since: float) -> list[BatchStatus]:
         def do() -> list[BatchStatus]:
             found = []
             # The SDK parses a whole page at once: an entry it cannot read fails the page, and so
@@ -294,15 +294,15 @@ class GeminiAdapter:
 
         return call(do, what="Listing batches", route=route)
 
-    def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
+    def cancel(self, client: Any, route: RouteView, provider_batch_id: str) -> None:
         call(lambda: client.batches.cancel(name=provider_batch_id), what="Cancelling a batch", route=route)
 
-    def check_batch_access(self, client: Any, route: Route) -> None:
+    def check_batch_access(self, client: Any, route: RouteView) -> None:
         # GET /{ver}/batches?pageSize=1: google-genai fetches the first page when list() is called.
         call(lambda: _sdk_parsed(lambda: client.batches.list(config={"page_size": 1})), what="Listing batches (preflight)",
              route=route, attempts=3)
 
-    def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+    def download(self, client: Any, route: RouteView, status: BatchStatus, dest: Path) -> list[Path]:
         paths = []
         for ref in status.result_refs:
             if not ref:
@@ -317,7 +317,7 @@ class GeminiAdapter:
             paths.append(target)
         return paths
 
-    def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
+    def send_online(self, client: Any, route: RouteView, line: dict[str, Any]) -> dict[str, Any]:
         from google.genai import types
 
         custom_id, request = self.online_body(line)
@@ -330,12 +330,12 @@ class GeminiAdapter:
         raw = response.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
         return {"key": custom_id, "response": raw}
 
-    def input_token_limit(self, client: Any, route: Route) -> int | None:
+    def input_token_limit(self, client: Any, route: RouteView) -> int | None:
         model = call(lambda: client.models.get(model=route.model), what="Reading the model's metadata", route=route)
         limit = getattr(model, "input_token_limit", None)
         return limit if isinstance(limit, int) and limit > 0 else None
 
-    def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
+    def count_tokens(self, client: Any, route: RouteView, prompt: str) -> int | None:
         def count() -> int:
             # Checked inside the call: a malformed answer is retried, then reported as the provider's.
             total = as_count(getattr(client.models.count_tokens(model=route.model, contents=prompt), "total_tokens", None))
@@ -345,7 +345,7 @@ class GeminiAdapter:
 
         return call(count, what="Counting tokens", route=route)
 
-    def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+    def probe_call(self, client: Any, route: RouteView, prompt: str) -> ProbeAnswer:
         return online_probe(self, client, route, prompt)
 
     def stated_counts(self, message: str) -> tuple[int | None, int | None]:

@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any
 
 from ..clients import call
-from ..config import Route
 from . import (
     TOO_LONG,
     TRACE_HEADER,
@@ -29,14 +28,15 @@ from . import (
     ProbeAnswer,
     RequestSpec,
     ResultKind,
+    RouteView,
     SdkError,
     Usage,
+    answered_for,
     as_array,
     as_count,
     as_label,
     as_message,
     as_object,
-    answered_for,
     as_text,
     batch_object,
     custom_id_field,
@@ -46,14 +46,13 @@ from . import (
     number_field,
     object_field,
     only_24h,
-    online_probe,
     parse_total,
     stainless_error,
-    stated_numbers,
     text_field,
     window_hours,
     wrong_types,
 )
+from .probing import online_probe, stated_numbers
 
 # A prompt over the model's window: OpenAI's code `context_length_exceeded` ("This model's maximum
 # context length is M tokens. However, your messages resulted in N tokens..."); OpenAI-compatible
@@ -117,7 +116,7 @@ class OpenAIAdapter:
 
     # -- pure halves ---------------------------------------------------------------------------
 
-    def build_line(self, route: Route, req: RequestSpec) -> dict[str, Any]:
+    def build_line(self, route: RouteView, req: RequestSpec) -> dict[str, Any]:
         body: dict[str, Any] = {"model": req.model}
         if route.endpoint == "responses":
             body["input"] = req.prompt
@@ -138,18 +137,18 @@ class OpenAIAdapter:
     def parse_line(self, obj: Any) -> LineResult:
         return parse_total(self.custom_id_of, self._parse, obj)
 
-    def policy_endpoint(self, route: Route) -> str:
+    def policy_endpoint(self, route: RouteView) -> str:
         return route.endpoint  # chat | responses: the path follows from it
 
-    def endpoint_label(self, route: Route) -> str:
+    def endpoint_label(self, route: RouteView) -> str:
         return route.endpoint_path if route.transport == "sync" else f"/v1/batches {route.endpoint_path}"
 
     # -- what the API refuses --------------------------------------------------------------------
 
-    def min_output_tokens(self, route: Route) -> int:
+    def min_output_tokens(self, route: RouteView) -> int:
         return RESPONSES_MIN_OUTPUT_TOKENS if route.endpoint == "responses" else 1
 
-    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+    def endpoint_path_problem(self, route: RouteView) -> tuple[str, str] | None:
         want, path = ENDPOINT_PATHS[route.endpoint], route.endpoint_path
         if path == want:
             return None
@@ -161,7 +160,7 @@ class OpenAIAdapter:
         return (f'is "{path}", which is not the OpenAI batch endpoint of endpoint = "{route.endpoint}" ({_BODIES[route.endpoint]} '
                 f'go to "{want}")', "Remove endpoint_path: it follows from endpoint.")
 
-    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+    def completion_window_problem(self, route: RouteView) -> tuple[str, str] | None:
         # completion_window: "Currently only 24h is supported" (OpenAI Batch API, create batch;
         # openai-python batch_create_params.py: Literal["24h"]).
         return only_24h("OpenAI", 'take only "24h" (Batch API: "currently only 24h is supported")', route.completion_window)
@@ -201,7 +200,7 @@ class OpenAIAdapter:
 
     # -- I/O halves ----------------------------------------------------------------------------
 
-    def make_client(self, route: Route, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
+    def make_client(self, route: RouteView, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
         import openai
 
         # DefaultHttpxClient: the SDK's own HTTP client settings (timeouts, limits, redirects),
@@ -216,14 +215,14 @@ class OpenAIAdapter:
     def read_error(self, exc: BaseException) -> SdkError | None:
         return stainless_error(exc, "openai")
 
-    def upload(self, client: Any, route: Route, path: Path) -> str:
+    def upload(self, client: Any, route: RouteView, path: Path) -> str:
         def do() -> str:
             with open(path, "rb") as f:
                 return client.files.create(file=(path.name, f), purpose="batch").id
 
         return call(do, what="Uploading the request file", route=route)
 
-    def create(self, client: Any, route: Route, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
+    def create(self, client: Any, route: RouteView, *, file_id: str | None, path: Path, tag: dict[str, str]) -> BatchStatus:
         # Not wrapped in `call`: a create is never retried blindly (see submit's adoption path).
         batch = client.batches.create(
             input_file_id=file_id,
@@ -233,12 +232,12 @@ class OpenAIAdapter:
         )
         return self._status(batch)
 
-    def retrieve(self, client: Any, route: Route, provider_batch_id: str) -> BatchStatus:
+    def retrieve(self, client: Any, route: RouteView, provider_batch_id: str) -> BatchStatus:
         # Read inside the call: an answer that is not a batch (no id) is retried like a failed call.
         return call(lambda: answered_for(self._status(client.batches.retrieve(provider_batch_id)), provider_batch_id),
                     what="Checking a batch", route=route)
 
-    def list_recent(self, client: Any, route: Route, since: float) -> list[BatchStatus]:
+    def list_recent(self, client: Any, route: RouteView, since: float) -> list[BatchStatus]:
         """Batches created at or after `since` (newest first; stops paging once older)."""
 
         def do() -> list[BatchStatus]:
@@ -251,15 +250,15 @@ class OpenAIAdapter:
 
         return call(do, what="Listing batches", route=route)
 
-    def cancel(self, client: Any, route: Route, provider_batch_id: str) -> None:
+    def cancel(self, client: Any, route: RouteView, provider_batch_id: str) -> None:
         call(lambda: client.batches.cancel(provider_batch_id), what="Cancelling a batch", route=route)
 
-    def check_batch_access(self, client: Any, route: Route) -> None:
+    def check_batch_access(self, client: Any, route: RouteView) -> None:
         # GET /batches?limit=1: the listing adoption reads after an uncertain create (list_recent),
         # one entry long. The SDK sends it when list() is called; the page is not iterated.
         call(lambda: client.batches.list(limit=1), what="Listing batches (preflight)", route=route, attempts=3)
 
-    def download(self, client: Any, route: Route, status: BatchStatus, dest: Path) -> list[Path]:
+    def download(self, client: Any, route: RouteView, status: BatchStatus, dest: Path) -> list[Path]:
         paths = []
         for ref, name in zip(status.result_refs, ("output.jsonl", "errors.jsonl")):
             if not ref:
@@ -274,7 +273,7 @@ class OpenAIAdapter:
             paths.append(target)
         return paths
 
-    def send_online(self, client: Any, route: Route, line: dict[str, Any]) -> dict[str, Any]:
+    def send_online(self, client: Any, route: RouteView, line: dict[str, Any]) -> dict[str, Any]:
         """Send one request line online; return a result line in the batch output shape."""
         custom_id, body = self.online_body(line)
         path = route.endpoint_path
@@ -283,13 +282,13 @@ class OpenAIAdapter:
         raw = client.post(rel, body=body, cast_to=object, options={"headers": {TRACE_HEADER: custom_id}})
         return {"custom_id": custom_id, "response": {"status_code": 200, "body": raw}, "error": None}
 
-    def input_token_limit(self, client: Any, route: Route) -> int | None:
+    def input_token_limit(self, client: Any, route: RouteView) -> int | None:
         return None
 
-    def count_tokens(self, client: Any, route: Route, prompt: str) -> int | None:
+    def count_tokens(self, client: Any, route: RouteView, prompt: str) -> int | None:
         return None
 
-    def probe_call(self, client: Any, route: Route, prompt: str) -> ProbeAnswer:
+    def probe_call(self, client: Any, route: RouteView, prompt: str) -> ProbeAnswer:
         # The Responses API refuses max_output_tokens below 16 ("integer below minimum value"):
         # a budget of 1 would make every probe step a 400 that is not about length.
         return online_probe(self, client, route, prompt, max_tokens=RESPONSES_MIN_OUTPUT_TOKENS if route.endpoint == "responses" else 1)
@@ -405,10 +404,10 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
     # spec §2) refuses the request, and preflight shows its message before anything is uploaded.
     temperature_range: tuple[float, float] = (0.0, 2.0)
 
-    def policy_endpoint(self, route: Route) -> str:
+    def policy_endpoint(self, route: RouteView) -> str:
         return route.endpoint_path  # the path differs between providers (/v1/..., /v4/...)
 
-    def endpoint_path_problem(self, route: Route) -> tuple[str, str] | None:
+    def endpoint_path_problem(self, route: RouteView) -> tuple[str, str] | None:
         path = route.endpoint_path
         known = compatible_provider(route.base_url)
         # The path is the url of every batch line; a sync route posts to base_url + /chat/completions.
@@ -422,7 +421,7 @@ class OpenAICompatibleAdapter(OpenAIAdapter):
                     '(Zhipu: "/v4/chat/completions").')
         return None
 
-    def completion_window_problem(self, route: Route) -> tuple[str, str] | None:
+    def completion_window_problem(self, route: RouteView) -> tuple[str, str] | None:
         window = route.completion_window
         hours = window_hours(window)
         if hours is None:
