@@ -1,9 +1,8 @@
 """The ledger: what the current config needs and what is still owed, in state.db.
 
-- ids: custom_ids are deterministic, a hash of everything that makes a request what it is
-  (stage, policy fingerprint, task, document checksum, question; for a judge request the answer
-  and what it grades). Re-planning an unchanged cell yields the same id and, because the request
-  is already live or done, writes nothing.
+- ids (ids.py): custom_ids are deterministic, a hash of everything that makes a request what it
+  is. Re-planning an unchanged cell yields the same id and, because the request is already live
+  or done, writes nothing.
 - sync (`sync_state`): the current dataset, corpus and config recorded in one transaction:
   tasks, documents, policies, the config snapshot (`config_routes`), one cell per (route, task)
   with its CJK rule, cap and scope, and one request per cell that is sent; then one judge request
@@ -19,7 +18,6 @@ decisions read the same bookkeeping from here.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -30,9 +28,10 @@ from typing import Any, Literal
 from .caps import CJK_WINDOW, is_cjk
 from .clients import round_backoff
 from .config import Config, ConfigWarning, Route, fingerprint
-from .corpus import READING, Corpus, DocumentInfo, cacheable, scan_corpus
-from .dataset import RubricItem, Task
+from .corpus import READING, Corpus, cacheable, scan_corpus
+from .dataset import RubricItem
 from .errors import ConfigError
+from .ids import digest, generation_custom_id, judge_custom_id
 from .lifecycle import Status, move_all
 from .prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .cost import observed_usage
@@ -40,29 +39,7 @@ from .resume import refuse_changed_inputs
 from .store import Store
 
 
-# --- ids and estimates ----------------------------------------------------------------------
-
-
-def _h(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
-
-
-def generation_custom_id(policy_fp: str, task: Task, doc: DocumentInfo) -> str:
-    """The generation request's id. Where reading the document translated newlines (the WildTrace
-    reference harness reads with universal newlines; batchrun before 0.2 sent \r\n as it was),
-    the reading is part of the id: such a prompt differs from the one an older batchrun sent under
-    the same id, so its answer must not be reused. Every other document keeps its id, and its
-    answers."""
-    if doc.newlines_translated:
-        return "g-" + _h("gen", policy_fp, task.task_id, doc.sha256, task.question, READING)[:40]
-    return "g-" + _h("gen", policy_fp, task.task_id, doc.sha256, task.question)[:40]
-
-
-def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha256: str, *, answer_sha: str | None = None) -> str:
-    """The judge request's id: its policy, the answer it grades and everything else it grades
-    (question and rubric as the judge sees them: prompts.judge_graded_sha256). `answer_sha`:
-    _h(answer), if the caller has it (the same answer goes to every judge of the panel)."""
-    return "j-" + _h("judge", judge_fp, gen_custom_id, answer_sha or _h(answer), graded_sha256)[:40]
+# --- estimates ----------------------------------------------------------------------
 
 
 def estimate_tokens(chars: int, cjk: bool, route: Route) -> int:
@@ -256,7 +233,7 @@ def queue_judgments(store: Store, config: Config) -> int:
             for result_id, text in texts:
                 _, _, question, rubric_json, _, _ = unseen[result_id]
                 rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(rubric_json)]
-                measured[result_id] = (len(judge_prompt(question, rubric, text)), is_cjk(question + text[:CJK_WINDOW]), _h(text))
+                measured[result_id] = (len(judge_prompt(question, rubric, text)), is_cjk(question + text[:CJK_WINDOW]), digest(text))
         rows = []
         for custom_id, task_id, _, _, graded_sha256, result_id in answers:
             prompt_chars, cjk, answer_sha = measured[result_id]

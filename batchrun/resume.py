@@ -17,7 +17,7 @@ input and the batches built from it, with the two ways forward: put the input ba
 (the batches go on), or `batchrun cancel --batch ID` each of them to take the new inputs.
 
 Read-only: it compares the requests of such batches with the ids the current inputs make
-(`ledger.generation_custom_id`, `prompts.judge_graded_sha256`, the current policy fingerprints),
+(`ids.generation_custom_id`, `prompts.judge_graded_sha256`, the current policy fingerprints),
 and names the change from what state.db recorded at the last sync (`tasks`, `policies`). It runs
 at the start of every sync (`ledger.sync_state`, inside its transaction) and in `poll` before a
 sync batch's lines are sent. Batches of a route no longer in the config (or now idle) are left
@@ -40,6 +40,7 @@ from .checksums import file_digest
 from .config import Config, fingerprint
 from .corpus import Corpus
 from .errors import StateError
+from .ids import generation_custom_id
 from .lifecycle import CANCEL_REQUESTED, Status
 from .store import Store, sql_list
 
@@ -142,8 +143,6 @@ class _Inputs:
         return self._generation_changes[key]
 
     def _generation_change(self, route: str, task_id: str, custom_id: str) -> Change | None:
-        from .ledger import generation_custom_id
-
         dataset = self.dataset
         t = self.tasks.get(task_id)
         if t is None:

@@ -160,7 +160,7 @@ def test_generation_ids_change_only_for_documents_whose_reading_translated_newli
     clean-room run sends now; every other document keeps its id and so its answers."""
     from batchrun.corpus import measure_file
     from batchrun.dataset import RubricItem, Task
-    from batchrun.ledger import _h, generation_custom_id
+    from batchrun.ids import digest, generation_custom_id
 
     (tmp_path / "lf.txt").write_bytes(b"one\ntwo\n")
     (tmp_path / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
@@ -168,5 +168,5 @@ def test_generation_ids_change_only_for_documents_whose_reading_translated_newli
     lf = measure_file("lf.txt", tmp_path / "lf.txt", where="test")
     crlf = measure_file("crlf.txt", tmp_path / "crlf.txt", where="test")
     assert (lf.newlines_translated, crlf.newlines_translated) == (False, True)
-    assert generation_custom_id("fp", task, lf) == "g-" + _h("gen", "fp", "t1", lf.sha256, "q?")[:40]  # as before
-    assert generation_custom_id("fp", task, crlf) != "g-" + _h("gen", "fp", "t1", crlf.sha256, "q?")[:40]
+    assert generation_custom_id("fp", task, lf) == "g-" + digest("gen", "fp", "t1", lf.sha256, "q?")[:40]  # as before
+    assert generation_custom_id("fp", task, crlf) != "g-" + digest("gen", "fp", "t1", crlf.sha256, "q?")[:40]
