@@ -361,7 +361,8 @@ def verify(ctx: Context, directory: str | None) -> None:
     """
     from pathlib import Path
 
-    from .manifest import MANIFEST_NAME, verify as do_verify
+    from .manifest import MANIFEST_NAME
+    from .verify import verify as do_verify
 
     config = ctx.config()
     folder = Path(directory) if directory else config.paths.results
@@ -371,7 +372,7 @@ def verify(ctx: Context, directory: str | None) -> None:
     from .store import Store
 
     # Either kind of store: verify only compares checksums, and says below if it was a rehearsal.
-    # Any schema: verify reads only what every version has (manifest.verify checks for the one
+    # Any schema: verify reads only what every version has (verify.py checks for the one
     # later column it reads), and upgrading it would mean a collect, which rewrites the manifest.
     store = Store(config.paths.state, readonly=True, any_schema=True) if config.paths.state.exists() else None
     try:
