@@ -14,27 +14,27 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .base.errors import BatchrunError, ConfigError, DataError, LockError, ProviderError, StateError
+    from .base.version import __version__
     from .collect import collect
     from .config import Config, Route
     from .config_file import load_config
-    from .errors import BatchrunError, ConfigError, DataError, LockError, ProviderError, StateError
     from .outputs import leaderboard, report_data
     from .plan import plan
     from .poll import poll
     from .refresh import refresh
     from .store import Store
     from .submit import submit
-    from .version import __version__
 
 # Each name is imported from its module when first used, not when the package is: every
 # `batchrun` command imports this package first, and importing the whole library here made
 # `batchrun --help` pay for state.db, the planner and the report (~0.2 s) before printing a line.
 _HOMES = {
     "collect": "collect", "Config": "config", "Route": "config", "load_config": "config_file",
-    "BatchrunError": "errors", "ConfigError": "errors", "DataError": "errors", "LockError": "errors",
-    "ProviderError": "errors", "StateError": "errors", "leaderboard": "outputs", "report_data": "outputs",
+    "BatchrunError": "base.errors", "ConfigError": "base.errors", "DataError": "base.errors", "LockError": "base.errors",
+    "ProviderError": "base.errors", "StateError": "base.errors", "leaderboard": "outputs", "report_data": "outputs",
     "plan": "plan", "poll": "poll", "refresh": "refresh", "Store": "store", "submit": "submit",
-    "__version__": "version",
+    "__version__": "base.version",
 }
 
 __all__ = [

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import stats
+from .base.errors import BatchrunError, ConfigError, Incomplete
 from .config import Config
-from .errors import BatchrunError, ConfigError, Incomplete
 from .outputs import ZERO_FILLED, judge_scores, report_data
 from .store import Store
 

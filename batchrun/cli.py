@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .base.errors import BatchrunError
+from .base.redaction import redact
 from .cli_support import (  # the plumbing the commands share
     EXIT_INCOMPLETE,
     BatchrunGroup,
@@ -35,8 +37,6 @@ from .cli_support import (  # the plumbing the commands share
     wait_lock_option,
     writer,
 )
-from .errors import BatchrunError
-from .redaction import redact
 
 if TYPE_CHECKING:
     from .config import Config
@@ -51,7 +51,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     # (importlib.metadata, ~20 ms) would then happen on every command, not only on --version.
     if not value or ctx.resilient_parsing:
         return
-    from .version import __version__
+    from .base.version import __version__
 
     click.echo(f"batchrun, version {__version__}")
     ctx.exit()

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import BatchrunError, StateError, environment_error, read_only
-from .progress import Progress
-from .redaction import redact, short_key_warnings
+from .base.errors import BatchrunError, StateError, environment_error, read_only
+from .base.progress import Progress
+from .base.redaction import redact, short_key_warnings
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
     from .config import Config

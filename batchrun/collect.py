@@ -31,15 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults, jsonl
+from . import faults
+from .base import jsonl
+from .base.progress import SILENT, Progress
+from .base.redaction import Keys, known_keys, redact, redact_json_line
 from .config import Config
 from .cost import billed_output, request_cost
 from .grading import Verdict, parse_verdict, points_json, score
 from .ledger import queue_judgments, sync_state
 from .lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
-from .progress import SILENT, Progress
 from .providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
-from .redaction import Keys, known_keys, redact, redact_json_line
 from .store import Store
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch

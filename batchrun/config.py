@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import caps as capslib
-from .errors import ConfigError
+from .base.errors import ConfigError
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .providers import get_adapter
 

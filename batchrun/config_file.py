@@ -21,6 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from . import caps as capslib
+from .base.errors import ConfigError
+from .base.redaction import know_key_variables
+from .base.userfiles import (
+    DuplicateKey,
+    NotRegularFile,
+    NumberTooLong,
+    TooDeep,
+    file_kind,
+    number_too_long,
+    parse_json,
+    printable_line,
+    read_regular,
+    reject_duplicate_keys,
+)
 from .config import (
     PANEL_SIZE,
     PROTOCOLS,
@@ -36,21 +50,7 @@ from .config import (
     Route,
     base_url_problem,
 )
-from .errors import ConfigError
-from .inputs import (
-    DuplicateKey,
-    NotRegularFile,
-    NumberTooLong,
-    TooDeep,
-    file_kind,
-    number_too_long,
-    parse_json,
-    printable_line,
-    read_regular,
-    reject_duplicate_keys,
-)
 from .providers import PROVIDER_NAMES, Adapter, get_adapter, providers_where
-from .redaction import know_key_variables
 
 # File limits of the sync transport (requests, bytes): it sends its lines online, one by one, so
 # only the local file is bounded. A batch route's limits are its provider's (Adapter.file_limits).

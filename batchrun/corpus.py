@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .base.errors import DataError
+from .base.jsonl import escape_str
+from .base.userfiles import NotRegularFile, open_regular
 from .caps import CJK_WINDOW, is_cjk
 from .config import Config
 from .dataset import Dataset, load_dataset
-from .errors import DataError
-from .inputs import NotRegularFile, open_regular
-from .jsonl import escape_str
 from .store import Store
 
 # Documents are read, decoded and escaped in pieces of 32 KiB, so measuring one does not hold it

@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .base.errors import BatchrunError
 from .config import Config, Route
-from .errors import BatchrunError
 from .lifecycle import Status
 from .providers import get_adapter
 from .store import Store

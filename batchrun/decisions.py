@@ -16,8 +16,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from .base.errors import BatchrunError
 from .config import Config
-from .errors import BatchrunError
 from .ledger import current_requests_sql
 from .store import Store
 

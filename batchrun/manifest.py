@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .checksums import RequestChecksum
+from .base.checksums import RequestChecksum
 from .config import Config, fingerprint
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store, sql_list
@@ -70,7 +70,7 @@ def _git_commit() -> str | None:
 
 def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> dict[str, Any]:
     """`results_files`: each results file's sha256, as written (results_files.publish)."""
-    from .version import __version__
+    from .base.version import __version__
 
     root = config.path.resolve().parent
     ds_path = config.paths.dataset

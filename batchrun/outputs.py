@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
-from .ledger import evaluate_requests, view_sql
 from .grading import score as normalised_score
+from .ledger import evaluate_requests, view_sql
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store
 
@@ -33,7 +33,7 @@ ZERO_FILLED = ("out_of_context_scope", "refusal", "empty", "accepted")
 def _batchrun_version() -> str:
     # Imported when a results file is written, not with this module: `status` reads cells_now
     # through snapshot_cells, and reading the installed version costs importlib.metadata (~20 ms).
-    from .version import __version__
+    from .base.version import __version__
 
     return __version__
 

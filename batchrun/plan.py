@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import jsonl
-from .checksums import REQUEST_ALGORITHM, Hasher, new_hasher
+from .base import jsonl
+from .base.checksums import REQUEST_ALGORITHM, Hasher, new_hasher
+from .base.errors import DataError
 from .config import Config, Route
 from .corpus import Corpus, EscapedDocument
 from .cost import ExpectedOutput, expected_output, online_cost, request_cost
 from .dataset import RubricItem
-from .errors import DataError
 from .ledger import Pending, pending_requests, sync_state
 from .lifecycle import Status, move, new_batch
 from .prompts import generation_prompt, judge_prompt

@@ -27,15 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults, jsonl, netguard
-from .checksums import file_digest
-from .clients import Classified, classify, client_host, is_transient, make_client
+from . import faults
+from .base import jsonl, netguard
+from .base.checksums import file_digest
+from .base.errors import ProviderError
+from .base.progress import SILENT, Progress
+from .base.redaction import redact, redact_file, redact_json_line
 from .config import Config, Route
-from .errors import ProviderError
 from .lifecycle import TO_FOLLOW, Status, move, record
-from .progress import SILENT, Progress
-from .redaction import redact, redact_file, redact_json_line
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
+from .providers.clients import Classified, classify, client_host, is_transient, make_client
 from .store import Store, sql_list
 from .submit import verify_request_file
 

@@ -36,16 +36,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from . import netguard
-from .clients import backoff, classify, client_host, make_client, provider_error, require_keys, retry_base
+from .base import netguard
+from .base.backoff import backoff, retry_base
+from .base.errors import ConfigError, ProviderError
+from .base.progress import SILENT, Progress
+from .base.redaction import redact
 from .config import Config, Route, fingerprint
 from .cost import billed_output, request_cost
 from .diagnosis import diagnose
-from .errors import ConfigError, ProviderError
 from .ledger import estimate_tokens
-from .progress import SILENT, Progress
 from .providers import RequestSpec, Usage, get_adapter
-from .redaction import redact
+from .providers.clients import classify, client_host, make_client, provider_error, require_keys
 from .store import Store
 
 Outcome = Literal["ok", "refused", "unavailable"]

@@ -47,10 +47,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .base.errors import BatchrunError, ConfigError, DataError
 from .config import Config, Route
 from .corpus import read_document, scan_corpus
 from .cost import fmt_money, online_cost
-from .errors import BatchrunError, ConfigError, DataError
 from .prompts import generation_prompt
 from .providers import Adapter, ProbeAnswer, get_adapter
 from .store import Store
@@ -260,7 +260,7 @@ def probe(
     if dry_run:
         return replace(base, dry_run=True, plan=tuple(_plan(route, adapter, found, absent, precision)))
     if client is None:
-        from .clients import make_client
+        from .providers.clients import make_client
 
         client = make_client(route)
     if adapter.reports_window:
@@ -438,7 +438,7 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
 def _send(adapter: Adapter, client: Any, route: Route, prompt: str) -> ProbeAnswer:
     """One step, tried again after a transient failure (429, 5xx, no answer): those are not
     answers about the length. A failed attempt is not billed."""
-    from .clients import backoff, retry_base
+    from .base.backoff import backoff, retry_base
 
     for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
         answer = adapter.probe_call(client, route, prompt)

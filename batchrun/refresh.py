@@ -20,17 +20,17 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from . import netguard
-from .clients import is_transient
+from .base import netguard
+from .base.errors import ProviderError
+from .base.progress import SILENT, Progress
 from .collect import collect
 from .config import Config
-from .errors import ProviderError
 from .ledger import scan_pending
+from .lifecycle import LIVE, TO_FOLLOW
 from .outputs import write_results
 from .poll import poll_once
 from .preflight import Check
-from .progress import SILENT, Progress
-from .lifecycle import LIVE, TO_FOLLOW
+from .providers.clients import is_transient
 from .store import Store, sql_list
 from .submit import submit
 

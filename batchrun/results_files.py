@@ -23,7 +23,7 @@ from json.encoder import INFINITY, encode_basestring
 from pathlib import Path
 from typing import Any
 
-from .checksums import file_digest
+from .base.checksums import file_digest
 from .store import Store
 
 # How a file's data becomes its bytes; part of every fingerprint. Change it whenever `render`

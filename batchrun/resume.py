@@ -36,10 +36,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .checksums import file_digest
+from .base.checksums import file_digest
+from .base.errors import StateError
 from .config import Config, fingerprint
 from .corpus import Corpus
-from .errors import StateError
 from .ids import generation_custom_id
 from .lifecycle import CANCEL_REQUESTED, Status
 from .store import Store, sql_list

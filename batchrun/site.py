@@ -25,11 +25,11 @@ from typing import Any
 from urllib.parse import quote
 
 from .analysis import distinct
+from .base.errors import StateError
 from .config import Config
-from .errors import StateError
 from .grading import score as normalised_score
-from .store import Store
 from .stats import format_p
+from .store import Store
 from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour
 
 MARKER = ".batchrun-site"

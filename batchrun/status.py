@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .clients import make_client
+from .base.errors import BatchrunError
 from .config import Config
 from .diagnosis import open_problems
-from .errors import BatchrunError
-from .providers import get_adapter
 from .lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, SPENDING, Status, move, record
+from .providers import get_adapter
+from .providers.clients import make_client
 from .store import Store, sql_list
 
 

@@ -30,11 +30,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults, jsonl, netguard
-from .checksums import RequestChecksum
-from .clients import (
+from . import faults
+from .base import jsonl, netguard
+from .base.backoff import backoff, retry_base
+from .base.checksums import RequestChecksum
+from .base.errors import ProviderError, StateError
+from .base.progress import SILENT, Progress
+from .base.redaction import redact_file
+from .base.safepath import safe_component
+from .config import Config, Route
+from .cost import fmt_money
+from .ledger import supersede_stale_batches
+from .lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
+from .plan import PlanResult, plan
+from .preflight import Check, needing
+from .preflight import preflight as run_preflight
+from .providers import Adapter, BatchStatus, get_adapter
+from .providers.clients import (
     Classified,
-    backoff,
     blocks_route,
     classify,
     client_host,
@@ -44,21 +57,8 @@ from .clients import (
     make_client,
     provider_error,
     require_keys,
-    retry_base,
 )
-from .config import Config, Route
-from .cost import fmt_money
-from .errors import ProviderError, StateError
-from .ledger import supersede_stale_batches
-from .lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
-from .plan import PlanResult, plan
-from .preflight import Check, needing
-from .preflight import preflight as run_preflight
-from .progress import SILENT, Progress
-from .providers import Adapter, BatchStatus, get_adapter
-from .redaction import redact_file
 from .quota import Gate, submission_order
-from .safepath import safe_component
 from .store import Store, sql_list
 
 # How far before our recorded create intent a provider's clock may place the batch.

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checksums import file_digest
+from .base.checksums import file_digest
+from .base.errors import DataError
 from .config import Config, fingerprint
-from .errors import DataError
 from .manifest import FORMAT, FORMAT_1, MANIFEST_NAME, READABLE, canonical_config, recorded_provider_files, relative
 from .outputs import ZERO_FILLED, leaderboard
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256

@@ -294,7 +294,7 @@ class _Lib:
     """
 
     def __init__(self) -> None:
-        from batchrun import jsonl
+        from batchrun.base import jsonl
         from batchrun.caps import CJK_WINDOW, is_cjk
         from batchrun.collect import CollectResult, collect_batch
         from batchrun.config import fingerprint

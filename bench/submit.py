@@ -55,7 +55,7 @@ def _question(i: int) -> str:
 
 def build_project(root: Path, provider: str, n_requests: int, fraction: float = 1.0) -> Path:
     """A one-document project whose single request file lands just under the provider's limit."""
-    from batchrun import jsonl
+    from batchrun.base import jsonl
     from batchrun.config_file import parse_config
     from batchrun.prompts import generation_prompt
     from batchrun.providers import RequestSpec, get_adapter
@@ -156,7 +156,7 @@ class EmulatorProcess:
 
 def child(config_path: Path, url: str, idle: bool, profile: bool) -> int:
     """Runs in its own process: submit the planned batch (or, idle, only load what submit loads)."""
-    from batchrun.clients import make_client
+    from batchrun.providers.clients import make_client
     from batchrun.config_file import load_config
     from batchrun.store import Store
     from batchrun.submit import submit

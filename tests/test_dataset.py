@@ -12,7 +12,7 @@ import pytest
 
 from batchrun.caps import is_cjk
 from batchrun.dataset import load_dataset
-from batchrun.errors import DataError
+from batchrun.base.errors import DataError
 from batchrun.plan import plan as do_plan
 
 from conftest import Project, route, small_project, task

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from batchrun.clients import round_backoff
+from batchrun.base.backoff import round_backoff
 from batchrun.emulator import Emulator, builtin_responder
 from batchrun.ledger import scan_pending
 from conftest import KEY_ENV, Project, route, task

@@ -366,7 +366,7 @@ def test_a_redirect_of_the_preflight_to_another_host_refuses_the_route(call: str
 
 
 def test_an_origin_is_scheme_host_and_port_in_one_spelling() -> None:
-    from batchrun.netguard import origin
+    from batchrun.base.netguard import origin
 
     assert origin("https://api.openai.com/v1") == origin("https://API.openai.com.:443/v1/files?x=1") == ("https", "api.openai.com", 443)
     assert origin("https://bücher.example/v1") == origin("https://xn--bcher-kva.example/x")  # httpx writes the IDNA form

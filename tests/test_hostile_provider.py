@@ -383,7 +383,7 @@ def test_parse_line_is_total_on_every_json_value(shape: str) -> None:
 @pytest.mark.parametrize("name", ["../../PWNED", "x/../../../../PWNED", "/etc/passwd", ".", "..", "", "...", "a\\b", "a\x00b",
                                   "batches/abc", "é" * 300, "%2F..", "msgbatch_01AbC-x.y"])
 def test_safe_component_is_one_component_inside_the_folder(name: str, tmp_path: Path) -> None:
-    from batchrun.safepath import safe_component
+    from batchrun.base.safepath import safe_component
 
     component = safe_component(name)
     assert "/" not in component and "\\" not in component and "\x00" not in component

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from batchrun import redaction
+from batchrun.base import redaction
 from conftest import KEY_ENV, Project, route
 from test_hostile_provider import Responder, emu, ok, responder, setup  # noqa: F401 (emu, responder: fixtures)
 

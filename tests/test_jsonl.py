@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from batchrun import jsonl
+from batchrun.base import jsonl
 
 LINE_BREAKERS = "\u2028\u2029\u0085"
 

@@ -68,7 +68,7 @@ def test_record_never_moves_and_redacts(store: Store, monkeypatch: pytest.Monkey
     with pytest.raises(TransitionError):
         record(store, b, status="planned")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdef")
-    from batchrun.redaction import know_key_variables
+    from batchrun.base.redaction import know_key_variables
 
     know_key_variables(["OPENAI_API_KEY"])
     record(store, b, error="Incorrect API key provided: sk-test-0123456789abcdef")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from batchrun.errors import DataError
+from batchrun.base.errors import DataError
 from batchrun.plan import plan as do_plan
 
 from conftest import Project, route, small_project, task

@@ -299,7 +299,7 @@ def test_emulator_window_control_and_cli_option(emu: Any) -> None:
 
 def test_write_route_caps_replaces_a_hand_written_caps_line_and_refuses_what_it_cannot_edit(tmp_path: Any) -> None:
     from batchrun.config_write import write_route_caps
-    from batchrun.errors import ConfigError
+    from batchrun.base.errors import ConfigError
 
     path = tmp_path / "batchrun.toml"
     text = ('[routes."a"]\r\nprovider = "openai"\r\ncaps = { en = 40000, cjk = 12000 }  # a guess\r\nmodel = "m"\r\n\r\n'

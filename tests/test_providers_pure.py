@@ -15,7 +15,7 @@ import pytest
 
 from batchrun.config import Route
 from batchrun.config_file import parse_config
-from batchrun.errors import ConfigError
+from batchrun.base.errors import ConfigError
 from batchrun.providers import LineResult, RequestSpec, Usage, error_kind_for_status, get_adapter
 from batchrun.providers.gemini import state_of
 
@@ -608,7 +608,7 @@ def test_requests_done_is_read_from_each_providers_counts_and_kept_in_range() ->
 def test_a_malformed_token_count_is_the_providers_error_not_a_traceback(provider: str, model: str, counted: dict[str, Any]) -> None:
     from types import SimpleNamespace
 
-    from batchrun.errors import ProviderError
+    from batchrun.base.errors import ProviderError
 
     calls = []
 

@@ -113,7 +113,7 @@ def test_refresh_timeout_stops_cleanly_and_resumes_without_resubmitting(project:
 def test_progress_is_one_line_per_event_off_a_terminal_and_live_on_one(project: Project) -> None:
     import io
 
-    from batchrun.progress import Progress
+    from batchrun.base.progress import Progress
     from batchrun.refresh import refresh
 
     class Seen(Exception):
@@ -173,7 +173,7 @@ def test_progress_reports_per_batch_counts_and_time_left(project: Project) -> No
     import io
     import re
 
-    from batchrun.progress import Progress
+    from batchrun.base.progress import Progress
     from batchrun.refresh import refresh
 
     small_project(project, panel=[], routes={"gpt": DEFAULT_ROUTES["gpt"]})

@@ -185,7 +185,7 @@ def test_an_sdk_base_url_variable_pointing_at_this_machine_is_refused_in_a_real_
     ("api.openai.com", False), ("10.0.0.1", False), ("generativelanguage.googleapis.com", False),
 ])
 def test_every_spelling_of_this_machine_counts_as_this_machine(host: str, local: bool) -> None:
-    from batchrun.clients import _reaches_this_machine
+    from batchrun.providers.clients import _reaches_this_machine
 
     assert _reaches_this_machine(host) is local
 

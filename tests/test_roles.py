@@ -14,7 +14,7 @@ import pytest
 
 from batchrun.config_file import load_config
 from batchrun.emulator import Emulator
-from batchrun.errors import ConfigError
+from batchrun.base.errors import ConfigError
 from batchrun.ledger import sync_state
 
 from conftest import DEFAULT_ROUTES, Project, route, small_project

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from batchrun.clients import make_client
+from batchrun.providers.clients import make_client
 
 from conftest import KEY_ENV, Project, route, small_project
 
@@ -50,7 +50,7 @@ def test_help_imports_no_sdk_numpy_sqlite_utils_or_metadata(tmp_path: Path) -> N
 
 
 def test_version_still_reads_the_installed_version(tmp_path: Path) -> None:
-    from batchrun.version import __version__
+    from batchrun.base.version import __version__
 
     code, _, out = imported_by(["--version"], tmp_path)
     assert code == 0 and out.strip() == f"batchrun, version {__version__}"

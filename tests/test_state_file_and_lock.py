@@ -147,7 +147,7 @@ def test_state_db_deleted_while_sending_online_stops_the_sends(project: Project,
 def test_no_preflight_is_sent_for_a_deleted_state_db(project: Project, emulator: Any) -> None:
     """A preflight is a paid request: never sent for a state.db that is gone (nothing could record
     it, and the next run would pay for it again)."""
-    from batchrun.errors import StateError
+    from batchrun.base.errors import StateError
     from batchrun.preflight import preflight
     from batchrun.store import Store
 
@@ -167,7 +167,7 @@ def test_a_preflight_answered_after_state_db_was_replaced_is_not_recorded_in_eit
     """state.db replaced while the preflights are in flight: their outcome is not written into the
     file this run opened (nobody reads it any more; the new one it never opened), and it stops."""
     from batchrun.emulator import Emulator, builtin_responder
-    from batchrun.errors import StateError
+    from batchrun.base.errors import StateError
     from batchrun.preflight import preflight
     from batchrun.store import Store
 
@@ -242,7 +242,7 @@ def hold_flock(path: Path) -> subprocess.Popen[str]:
 def acquire_now(project: Project) -> str:
     """What a second writer is told, taking the lock in this process without the 5 s grace (on a
     thread: a note read that blocked, as on a FIFO, must fail the test, not hang it)."""
-    from batchrun.errors import LockError
+    from batchrun.base.errors import LockError
     from batchrun.lock import WriterLock
 
     told: list[str] = []

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from ..base.errors import BatchrunError, DataError
+from ..base.progress import Progress
 from ..config_file import load_config
-from ..errors import BatchrunError, DataError
 from ..lock import WriterLock
-from ..progress import Progress
 from ..store import Store
 
 DEMO_KEY_ENV = "BATCHRUN_DEMO_KEY"

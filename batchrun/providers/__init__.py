@@ -13,6 +13,14 @@ Per-request failures are values (`LineResult.kind`), not exceptions: one bad lin
 collect. Whole-call failures (the provider refused, the network is down) are `ProviderError`s
 raised by the I/O halves, classified by `clients.call` so callers know whether the provider may
 have acted anyway ("uncertain": a dropped connection on a create).
+
+The package: this module (the interface, its values and the registry), `clients.py` (the one
+place SDK clients are built, keys read, and calls classified and retried), `probing.py` (a
+context window probed online), and one adapter module per provider (`openai.py` also serves the
+OpenAI-compatible batch APIs). A route is known here only as a `RouteView`: providers/ sits
+below the config.
+
+May import: base.
 """
 
 from __future__ import annotations

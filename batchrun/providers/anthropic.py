@@ -16,8 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..clients import call
-from ..errors import ProviderError
+from ..base.errors import ProviderError
 from . import (
     TOO_LONG,
     TRACE_HEADER,
@@ -52,6 +51,7 @@ from . import (
     text_field,
     wrong_types,
 )
+from .clients import call
 from .probing import online_probe, stated_numbers
 
 # result.error.error.type values that mean "fix the request" (the docs' own sample checks

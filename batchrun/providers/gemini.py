@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..clients import call
 from . import (
     TOO_LONG,
     TRACE_HEADER,
@@ -45,6 +44,7 @@ from . import (
     only_24h,
     parse_total,
 )
+from .clients import call
 from .probing import online_probe, stated_numbers
 
 _STATES: dict[str, BatchState] = {

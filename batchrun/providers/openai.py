@@ -16,7 +16,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any
 
-from ..clients import call
 from . import (
     TOO_LONG,
     TRACE_HEADER,
@@ -52,6 +51,7 @@ from . import (
     window_hours,
     wrong_types,
 )
+from .clients import call
 from .probing import online_probe, stated_numbers
 
 # A prompt over the model's window: OpenAI's code `context_length_exceeded` ("This model's maximum

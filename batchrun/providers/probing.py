@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from . import TOO_LONG, Adapter, ProbeAnswer, RequestSpec, RouteView
-from ..clients import classify
+from .clients import classify
 
 
 def online_probe(adapter: Adapter, client: Any, route: RouteView, prompt: str, max_tokens: int = 1) -> ProbeAnswer:
