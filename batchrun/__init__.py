@@ -17,11 +17,11 @@ if TYPE_CHECKING:
     from .base.errors import BatchrunError, ConfigError, DataError, LockError, ProviderError, StateError
     from .base.version import __version__
     from .collect import collect
-    from .config import Config, Route
-    from .config_file import load_config
     from .outputs import leaderboard, report_data
     from .plan import plan
     from .poll import poll
+    from .protocol.config import Config, Route
+    from .protocol.config_file import load_config
     from .refresh import refresh
     from .store import Store
     from .submit import submit
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # `batchrun` command imports this package first, and importing the whole library here made
 # `batchrun --help` pay for state.db, the planner and the report (~0.2 s) before printing a line.
 _HOMES = {
-    "collect": "collect", "Config": "config", "Route": "config", "load_config": "config_file",
+    "collect": "collect", "Config": "protocol.config", "Route": "protocol.config", "load_config": "protocol.config_file",
     "BatchrunError": "base.errors", "ConfigError": "base.errors", "DataError": "base.errors", "LockError": "base.errors",
     "ProviderError": "base.errors", "StateError": "base.errors", "leaderboard": "outputs", "report_data": "outputs",
     "plan": "plan", "poll": "poll", "refresh": "refresh", "Store": "store", "submit": "submit",

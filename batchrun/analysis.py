@@ -30,8 +30,8 @@ from typing import Any
 
 from . import stats
 from .base.errors import BatchrunError, ConfigError, Incomplete
-from .config import Config
 from .outputs import ZERO_FILLED, judge_scores, report_data
+from .protocol.config import Config
 from .store import Store
 
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES

@@ -39,7 +39,7 @@ from .cli_support import (  # the plumbing the commands share
 )
 
 if TYPE_CHECKING:
-    from .config import Config
+    from .protocol.config import Config
 
 # Nothing heavy is imported at the top of this module: `batchrun --help` loads click and this
 # file (each command imports what it runs), and the package __init__ is lazy too. SDKs, numpy and

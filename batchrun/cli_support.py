@@ -20,7 +20,7 @@ from .base.progress import Progress
 from .base.redaction import redact, short_key_warnings
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
-    from .config import Config
+    from .protocol.config import Config
     from .store import Store
 
 EXIT_INCOMPLETE = 2
@@ -34,7 +34,7 @@ class Context:
         self.state_path: Any = None  # known once the config is read: errors from SQLite name no file
 
     def config(self) -> Config:
-        from .config_file import load_config
+        from .protocol.config_file import load_config
 
         config = load_config(self.config_path)
         if self.emulator:
@@ -88,7 +88,7 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     """Open state.db as the one writer: validate inputs first, take the lock, record the run.
     `inputs=False`: a command that reads neither the dataset nor the corpus (preflight) works
     before they are in place."""
-    from .corpus import scan_corpus
+    from .protocol.corpus import scan_corpus
     from .ledger import check_role_changes
     from .lock import WriterLock
     from .store import Store

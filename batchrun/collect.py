@@ -35,11 +35,11 @@ from . import faults
 from .base import jsonl
 from .base.progress import SILENT, Progress
 from .base.redaction import Keys, known_keys, redact, redact_json_line
-from .config import Config
 from .cost import billed_output, request_cost
-from .grading import Verdict, parse_verdict, points_json, score
 from .ledger import queue_judgments, sync_state
 from .lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
+from .protocol.config import Config
+from .protocol.grading import Verdict, parse_verdict, points_json, score
 from .providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
 from .store import Store
 
@@ -90,7 +90,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     # naming the input (read before the sync, which records the new inputs).
     stale: dict[str, Any] = {}
     if store.scalar("SELECT 1 FROM batches WHERE status = ? LIMIT 1", [Status.DOWNLOADED]):
-        from .corpus import scan_corpus
+        from .protocol.corpus import scan_corpus
         from .resume import changed_inputs
 
         corpus = scan_corpus(store, config)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base.errors import BatchrunError
-from .config import Config, Route
 from .lifecycle import Status
+from .protocol.config import Config, Route
 from .providers import get_adapter
 from .store import Store
 

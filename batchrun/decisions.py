@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 
 from .base.errors import BatchrunError
-from .config import Config
 from .ledger import current_requests_sql
+from .protocol.config import Config
 from .store import Store
 
 REOPENABLE = ("blocked", "waiting", "accepted")

@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .config import Config
 from .ledger import current_requests_sql  # the one definition of "wanted by the current config"
+from .protocol.config import Config
 from .providers import TOO_LONG, UNKNOWN_MODEL
 from .store import Store
 

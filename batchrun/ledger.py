@@ -27,14 +27,14 @@ from typing import Any, Literal
 
 from .base.backoff import round_backoff
 from .base.errors import ConfigError
-from .caps import CJK_WINDOW, is_cjk
-from .config import Config, ConfigWarning, Route, fingerprint
-from .corpus import READING, Corpus, cacheable, scan_corpus
 from .cost import observed_usage
-from .dataset import RubricItem
 from .ids import digest, generation_custom_id, judge_custom_id
 from .lifecycle import Status, move_all
-from .prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
+from .protocol.caps import CJK_WINDOW, is_cjk
+from .protocol.config import Config, ConfigWarning, Route, fingerprint
+from .protocol.corpus import READING, Corpus, cacheable, scan_corpus
+from .protocol.dataset import RubricItem
+from .protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .resume import refuse_changed_inputs
 from .store import Store
 

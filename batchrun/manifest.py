@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .base.checksums import RequestChecksum
-from .config import Config, fingerprint
-from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from .protocol.config import Config, fingerprint
+from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store, sql_list
 
 MANIFEST_NAME = "manifest.json"

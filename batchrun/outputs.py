@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .config import Config
-from .grading import score as normalised_score
 from .ledger import evaluate_requests, view_sql
-from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from .protocol.config import Config
+from .protocol.grading import score as normalised_score
+from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .store import Store
 
 RESPONSE_STATUS = {"judging": "ok"}

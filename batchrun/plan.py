@@ -26,13 +26,13 @@ from typing import Any, BinaryIO
 from .base import jsonl
 from .base.checksums import REQUEST_ALGORITHM, Hasher, new_hasher
 from .base.errors import DataError
-from .config import Config, Route
-from .corpus import Corpus, EscapedDocument
 from .cost import ExpectedOutput, expected_output, online_cost, request_cost
-from .dataset import RubricItem
 from .ledger import Pending, pending_requests, sync_state
 from .lifecycle import Status, move, new_batch
-from .prompts import generation_prompt, judge_prompt
+from .protocol.config import Config, Route
+from .protocol.corpus import Corpus, EscapedDocument
+from .protocol.dataset import RubricItem
+from .protocol.prompts import generation_prompt, judge_prompt
 from .providers import Adapter, RequestSpec, get_adapter
 from .store import Store
 

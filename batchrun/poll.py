@@ -33,8 +33,8 @@ from .base.checksums import file_digest
 from .base.errors import ProviderError
 from .base.progress import SILENT, Progress
 from .base.redaction import redact, redact_file, redact_json_line
-from .config import Config, Route
 from .lifecycle import TO_FOLLOW, Status, move, record
+from .protocol.config import Config, Route
 from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
 from .providers.clients import Classified, classify, client_host, is_transient, make_client
 from .store import Store, sql_list
@@ -140,7 +140,7 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT, skip
     if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
         # poll sends a sync batch's lines itself: an input changed since they were built is
         # refused here too, before any line goes out (resume.py).
-        from .corpus import scan_corpus
+        from .protocol.corpus import scan_corpus
         from .resume import refuse_changed_inputs
 
         refuse_changed_inputs(store, config, scan_corpus(store, config))

@@ -41,10 +41,10 @@ from .base.backoff import backoff, retry_base
 from .base.errors import ConfigError, ProviderError
 from .base.progress import SILENT, Progress
 from .base.redaction import redact
-from .config import Config, Route, fingerprint
 from .cost import billed_output, request_cost
 from .diagnosis import diagnose
 from .ledger import estimate_tokens
+from .protocol.config import Config, Route, fingerprint
 from .providers import RequestSpec, Usage, get_adapter
 from .providers.clients import classify, client_host, make_client, provider_error, require_keys
 from .store import Store

@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .base.errors import BatchrunError, ConfigError, DataError
-from .config import Config, Route
-from .corpus import read_document, scan_corpus
 from .cost import fmt_money, online_cost
-from .prompts import generation_prompt
+from .protocol.config import Config, Route
+from .protocol.corpus import read_document, scan_corpus
+from .protocol.prompts import generation_prompt
 from .providers import Adapter, ProbeAnswer, get_adapter
 from .store import Store
 
@@ -571,7 +571,7 @@ def missing_caps(result: ProbeResult) -> list[str]:
 def write_caps(config: Config, result: ProbeResult) -> tuple[int | None, int | None]:
     """Put the suggested caps into the route's table of the config file (config_write), with a
     comment naming the date and the method; refused while a script with a document has no cap."""
-    from .config_write import write_route_caps
+    from .protocol.config_write import write_route_caps
 
     route = _route_for(config, result.route)
     missing = missing_caps(result)

@@ -13,8 +13,8 @@ from typing import Any
 
 from . import snapshots
 from .analysis import Settings, full_report
-from .config import Config
 from .outputs import judge_scores, leaderboard
+from .protocol.config import Config
 from .store import Store
 
 

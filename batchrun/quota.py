@@ -19,9 +19,9 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from .config import Config
 from .cost import fmt_money
 from .lifecycle import QUEUED, SPENDING, STARTED, Status
+from .protocol.config import Config
 from .store import Store, sql_list
 
 

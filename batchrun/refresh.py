@@ -24,12 +24,12 @@ from .base import netguard
 from .base.errors import ProviderError
 from .base.progress import SILENT, Progress
 from .collect import collect
-from .config import Config
 from .ledger import scan_pending
 from .lifecycle import LIVE, TO_FOLLOW
 from .outputs import write_results
 from .poll import poll_once
 from .preflight import Check
+from .protocol.config import Config
 from .providers.clients import is_transient
 from .store import Store, sql_list
 from .submit import submit

@@ -574,7 +574,7 @@ def _backfill_graded_sha256(db: Database) -> None:
     import hashlib
     import json
 
-    from .prompts import judge_graded_sha256
+    from .protocol.prompts import judge_graded_sha256
 
     def h(*parts: str) -> str:
         return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
@@ -779,7 +779,7 @@ def m019_reread_false_zeros(db: Database) -> None:
 def _reread_false_zeros(db: Database) -> None:
     import json
 
-    from .grading import parse_verdict
+    from .protocol.grading import parse_verdict
     from .providers import get_adapter
 
     rows = db.execute(

@@ -26,8 +26,8 @@ from urllib.parse import quote
 
 from .analysis import distinct
 from .base.errors import StateError
-from .config import Config
-from .grading import score as normalised_score
+from .protocol.config import Config
+from .protocol.grading import score as normalised_score
 from .stats import format_p
 from .store import Store
 from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour

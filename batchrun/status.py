@@ -6,9 +6,9 @@ import time
 from typing import Any
 
 from .base.errors import BatchrunError
-from .config import Config
 from .diagnosis import open_problems
 from .lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, SPENDING, Status, move, record
+from .protocol.config import Config
 from .providers import get_adapter
 from .providers.clients import make_client
 from .store import Store, sql_list

@@ -38,13 +38,13 @@ from .base.errors import ProviderError, StateError
 from .base.progress import SILENT, Progress
 from .base.redaction import redact_file
 from .base.safepath import safe_component
-from .config import Config, Route
 from .cost import fmt_money
 from .ledger import supersede_stale_batches
 from .lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
 from .plan import PlanResult, plan
 from .preflight import Check, needing
 from .preflight import preflight as run_preflight
+from .protocol.config import Config, Route
 from .providers import Adapter, BatchStatus, get_adapter
 from .providers.clients import (
     Classified,

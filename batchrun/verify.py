@@ -19,10 +19,10 @@ from typing import Any
 
 from .base.checksums import file_digest
 from .base.errors import DataError
-from .config import Config, fingerprint
 from .manifest import FORMAT, FORMAT_1, MANIFEST_NAME, READABLE, canonical_config, recorded_provider_files, relative
 from .outputs import ZERO_FILLED, leaderboard
-from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from .protocol.config import Config, fingerprint
+from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .schema import applied_names, known_migrations
 from .store import Store
 
@@ -74,8 +74,8 @@ class Verification:
 
 def verify(manifest_path: Path, config: Config, store: Store | None) -> Verification:
     """Recompute every checksum the manifest lists, against the files and against state.db."""
-    from .corpus import measure_file
-    from .dataset import load_dataset
+    from .protocol.corpus import measure_file
+    from .protocol.dataset import load_dataset
 
     try:
         m = json.loads(manifest_path.read_text(encoding="utf-8"))

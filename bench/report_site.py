@@ -107,7 +107,7 @@ def write_inputs(root: Path, n_routes: int, rng: random.Random) -> Path:
 
 
 def prepare(root: Path, n_routes: int, seed: int) -> dict[str, Any]:
-    from batchrun.config_file import load_config
+    from batchrun.protocol.config_file import load_config
     from batchrun.ledger import queue_judgments, sync_state
     from batchrun.store import Store
 
@@ -224,7 +224,7 @@ def prepare(root: Path, n_routes: int, seed: int) -> dict[str, Any]:
 
 BEFORE = """
 import sys
-from batchrun.config_file import load_config
+from batchrun.protocol.config_file import load_config
 from batchrun.report import render
 from batchrun.outputs import report_data
 from batchrun.store import Store
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             import pstats
 
             from batchrun.analysis import full_report
-            from batchrun.config_file import load_config
+            from batchrun.protocol.config_file import load_config
             from batchrun.site import write_site
             from batchrun.store import Store
 

@@ -56,8 +56,8 @@ def _question(i: int) -> str:
 def build_project(root: Path, provider: str, n_requests: int, fraction: float = 1.0) -> Path:
     """A one-document project whose single request file lands just under the provider's limit."""
     from batchrun.base import jsonl
-    from batchrun.config_file import parse_config
-    from batchrun.prompts import generation_prompt
+    from batchrun.protocol.config_file import parse_config
+    from batchrun.protocol.prompts import generation_prompt
     from batchrun.providers import RequestSpec, get_adapter
 
     route_name, model, limit, _ = PROVIDERS[provider]
@@ -157,7 +157,7 @@ class EmulatorProcess:
 def child(config_path: Path, url: str, idle: bool, profile: bool) -> int:
     """Runs in its own process: submit the planned batch (or, idle, only load what submit loads)."""
     from batchrun.providers.clients import make_client
-    from batchrun.config_file import load_config
+    from batchrun.protocol.config_file import load_config
     from batchrun.store import Store
     from batchrun.submit import submit
 

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from batchrun.cli import cli
-from batchrun.config import Config
-from batchrun.config_file import load_config
+from batchrun.protocol.config import Config
+from batchrun.protocol.config_file import load_config
 from batchrun.emulator import Emulator
 from batchrun.store import Store
 

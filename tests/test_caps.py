@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from batchrun import caps as capslib
+from batchrun.protocol import caps as capslib
 
-# The paper's caps table (spec §3), written out here independently of batchrun.caps.
+# The paper's caps table (spec §3), written out here independently of batchrun.protocol.caps.
 PAPER = {
     **{m: (2_850_000, 850_000) for m in (
         "gpt-4.1", "gpt-5.4", "gpt-5.5", "qwen3.5-plus", "qwen3.6-plus", "qwen3.7-max", "qwen3.7-plus",

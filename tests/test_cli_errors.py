@@ -444,7 +444,7 @@ def test_settings_the_providers_refuse_are_reported_at_once_before_anything_is_s
 
 
 def test_what_the_providers_offer_is_accepted(project: Project) -> None:
-    from batchrun.config_file import load_config
+    from batchrun.protocol.config_file import load_config
 
     small_project(project)
 

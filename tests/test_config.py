@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from batchrun import caps as capslib
+from batchrun.protocol import caps as capslib
 from batchrun.cli import cli
-from batchrun.config_file import load_config
+from batchrun.protocol.config_file import load_config
 
 from conftest import KEY_ENV, Project, route, small_project, task
 

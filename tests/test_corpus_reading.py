@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from batchrun.corpus import CHUNK_BYTES
+from batchrun.protocol.corpus import CHUNK_BYTES
 from conftest import Project, route, task
 
 BOM = b"\xef\xbb\xbf"
@@ -117,7 +117,7 @@ def test_measurements_made_under_the_old_reading_are_not_reused(project: Project
     project.tasks([task("t1", "When did the crane fail?", "crlf.txt")])
     # A cap between the two counts: the scope decision depends on which one is used.
     project.config(routes={"gpt": route("openai", "gpt-5.5", caps={"en": new_len, "cjk": new_len})}, panel=[])
-    plan_module = sys.modules["batchrun.corpus"]
+    plan_module = sys.modules["batchrun.protocol.corpus"]
     monkeypatch.setattr(plan_module, "_measured", {})
     ok(project.run("plan"))
 
@@ -158,8 +158,8 @@ def test_measurements_made_under_the_old_reading_are_not_reused(project: Project
 def test_generation_ids_change_only_for_documents_whose_reading_translated_newlines(tmp_path: Path) -> None:
     """An answer produced from a prompt with \\r\\n (batchrun before 0.2) must not stand for the prompt a
     clean-room run sends now; every other document keeps its id and so its answers."""
-    from batchrun.corpus import measure_file
-    from batchrun.dataset import RubricItem, Task
+    from batchrun.protocol.corpus import measure_file
+    from batchrun.protocol.dataset import RubricItem, Task
     from batchrun.ids import digest, generation_custom_id
 
     (tmp_path / "lf.txt").write_bytes(b"one\ntwo\n")

@@ -22,7 +22,7 @@ from conftest import batch_requests, Project, route, task
 
 from batchrun.emulator import Emulator
 from batchrun.emulator.responder import builtin_responder
-from batchrun.prompts import generation_prompt_overhead
+from batchrun.protocol.prompts import generation_prompt_overhead
 
 # --- a small fixture of our own -------------------------------------------------------------
 

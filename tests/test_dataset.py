@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from batchrun.caps import is_cjk
-from batchrun.dataset import load_dataset
+from batchrun.protocol.caps import is_cjk
+from batchrun.protocol.dataset import load_dataset
 from batchrun.base.errors import DataError
 from batchrun.plan import plan as do_plan
 

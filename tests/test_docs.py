@@ -45,7 +45,7 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 
 def test_shipped_paper_config_is_valid() -> None:
-    from batchrun.config_file import load_config
+    from batchrun.protocol.config_file import load_config
 
     config = load_config(ROOT / "batchrun.toml")
     assert list(config.judging.panel) == ["judge-sonnet", "judge-qwen", "judge-flash"]
@@ -59,8 +59,8 @@ def test_shipped_paper_config_names_provider_ids_and_keeps_the_papers_rows() -> 
     """Issue 25 item 6: each model is the provider's id form (Anthropic's hyphenated, MiniMax's
     capitals, Gemini's and Model Studio's real codes), while each contestant route still gets the
     paper's caps row and temperature rule for the model its (display) name says."""
-    from batchrun import caps as capslib
-    from batchrun.config_file import load_config
+    from batchrun.protocol import caps as capslib
+    from batchrun.protocol.config_file import load_config
 
     config = load_config(ROOT / "batchrun.toml")
     models = {name: r.model for name, r in config.routes.items()}

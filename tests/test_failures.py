@@ -331,9 +331,9 @@ def test_rubric_edit_rejudges_exactly_the_affected_cells_and_rescores_by_the_cur
 
 
 def test_judge_custom_id_carries_what_the_judge_grades() -> None:
-    from batchrun.dataset import RubricItem
+    from batchrun.protocol.dataset import RubricItem
     from batchrun.ids import judge_custom_id
-    from batchrun.prompts import judge_graded_sha256
+    from batchrun.protocol.prompts import judge_graded_sha256
 
     rubric = (RubricItem(60, "a"), RubricItem(40, "b"))
     base = judge_graded_sha256("q?", rubric)

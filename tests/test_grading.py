@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from batchrun.dataset import RubricItem
-from batchrun.grading import parse_verdict, points_json, score
-from batchrun.prompts import JUDGE_REPLY_LINE, judge_prompt
+from batchrun.protocol.dataset import RubricItem
+from batchrun.protocol.grading import parse_verdict, points_json, score
+from batchrun.protocol.prompts import JUDGE_REPLY_LINE, judge_prompt
 
 REPLY_LINE = 'Reply JSON: {"points_awarded":[<pts>],"total":<sum>}'
 
@@ -205,7 +205,7 @@ def test_the_hashed_templates_describe_the_prompts_batchrun_sends() -> None:
     sent. Found by a review: an edit to a builder alone would have kept every old answer and
     judgment. Rendering each template by hand must give the builder's prompt, slices included,
     so a builder cannot change without its template (and so its hash)."""
-    from batchrun.prompts import GENERATION_TEMPLATE, JUDGE_TEMPLATE, generation_prompt
+    from batchrun.protocol.prompts import GENERATION_TEMPLATE, JUDGE_TEMPLATE, generation_prompt
 
     question, document = "When did {it} fail?", "Line one.\nLine two {x}."
     assert GENERATION_TEMPLATE.replace("{question}", question).replace("{document}", document) == generation_prompt(question, document)

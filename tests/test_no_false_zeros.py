@@ -154,7 +154,7 @@ def test_rows_read_wrongly_before_are_read_again_on_upgrade(project: Project, em
     completes with real answers."""
     import sqlite3
 
-    from batchrun import grading
+    from batchrun.protocol import grading
     from batchrun.providers import LineResult
 
     setup(project, route("openai", "gpt-5.5"))

@@ -65,7 +65,7 @@ def line_prompt(line: dict[str, Any]) -> str:
 
 
 def expected_prompt(question: str, document: str) -> str:
-    # Written out independently of batchrun.prompts, byte for byte from the spec.
+    # Written out independently of batchrun.protocol.prompts, byte for byte from the spec.
     return ("Answer using ONLY the document below. Include every specific detail from the text.\n\n"
             "Question: " + question + "\n\nDocument:\n" + document)
 
@@ -178,7 +178,7 @@ def test_no_rubric_gold_answer_or_clue_text_reaches_generation_files(project: Pr
 def test_generation_builder_takes_only_question_and_document() -> None:
     import inspect
 
-    from batchrun.prompts import generation_prompt
+    from batchrun.protocol.prompts import generation_prompt
 
     assert list(inspect.signature(generation_prompt).parameters) == ["question", "document"]
     assert generation_prompt("{q}", "{d}") == GEN_HEAD + "{q}\n\nDocument:\n{d}"
@@ -611,7 +611,7 @@ def test_plan_library_call_reports_the_same_as_the_cli(project: Project) -> None
 def _plan_module() -> Any:
     import sys
 
-    return sys.modules["batchrun.corpus"]
+    return sys.modules["batchrun.protocol.corpus"]
 
 
 def _age(path: Path, seconds: float) -> None:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from batchrun.caps import is_cjk
-from batchrun.config_file import load_config
+from batchrun.protocol.caps import is_cjk
+from batchrun.protocol.config_file import load_config
 from batchrun.emulator import Emulator
 from batchrun.emulator.wire import count_input_tokens
-from batchrun.prompts import generation_prompt
+from batchrun.protocol.prompts import generation_prompt
 from conftest import KEY_ENV, Project, route, task
 
 EN_DOC = ("The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist. "
@@ -298,7 +298,7 @@ def test_emulator_window_control_and_cli_option(emu: Any) -> None:
 
 
 def test_write_route_caps_replaces_a_hand_written_caps_line_and_refuses_what_it_cannot_edit(tmp_path: Any) -> None:
-    from batchrun.config_write import write_route_caps
+    from batchrun.protocol.config_write import write_route_caps
     from batchrun.base.errors import ConfigError
 
     path = tmp_path / "batchrun.toml"

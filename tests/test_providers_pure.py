@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from batchrun.config import Route
-from batchrun.config_file import parse_config
+from batchrun.protocol.config import Route
+from batchrun.protocol.config_file import parse_config
 from batchrun.base.errors import ConfigError
 from batchrun.providers import LineResult, RequestSpec, Usage, error_kind_for_status, get_adapter
 from batchrun.providers.gemini import state_of

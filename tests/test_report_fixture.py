@@ -78,7 +78,7 @@ def test_the_views_evaluated_once_equal_the_views(project: Path) -> None:
 def test_queue_judgments_with_nothing_new_queues_nothing(project: Path) -> None:
     import shutil as sh
 
-    from batchrun.config_file import load_config
+    from batchrun.protocol.config_file import load_config
     from batchrun.ledger import queue_judgments
 
     copy = project.parent / "queue-copy"

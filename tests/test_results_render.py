@@ -100,7 +100,7 @@ def test_deep_nesting_renders_as_json_dumps() -> None:
 
 
 def test_the_route_files_of_a_real_state_db_render_as_json_dumps(tmp_path: Path) -> None:
-    from batchrun.config_file import load_config
+    from batchrun.protocol.config_file import load_config
     from batchrun.outputs import judge_details, judge_scores, leaderboard, provenance_sources, route_responses, route_scores
     from batchrun.store import Store
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from batchrun.config_file import load_config
+from batchrun.protocol.config_file import load_config
 from batchrun.emulator import Emulator
 from batchrun.base.errors import ConfigError
 from batchrun.ledger import sync_state

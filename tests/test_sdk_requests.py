@@ -32,7 +32,7 @@ from typing import Any, Literal
 import pytest
 from typing_extensions import Required, TypedDict
 
-from batchrun.config_file import load_config, parse_config
+from batchrun.protocol.config_file import load_config, parse_config
 from batchrun.emulator import Emulator, builtin_responder
 from batchrun.emulator.schema import Violation, check, dotted
 from batchrun.providers import RequestSpec, get_adapter

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ..base.errors import BatchrunError, DataError
 from ..base.progress import Progress
-from ..config_file import load_config
 from ..lock import WriterLock
+from ..protocol.config_file import load_config
 from ..store import Store
 
 DEMO_KEY_ENV = "BATCHRUN_DEMO_KEY"

@@ -54,7 +54,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..caps import normalise_model
+from ..protocol.caps import normalise_model
 from .schema import Violation, check, dotted
 from .wire import Outcome, rejects_temperature
 

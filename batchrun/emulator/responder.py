@@ -52,7 +52,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..caps import normalise_model
+from ..protocol.caps import normalise_model
 
 Reply = str | dict
 Responder = Callable[[dict], Reply]

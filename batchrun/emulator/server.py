@@ -60,7 +60,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..config import is_loopback
+from ..protocol.config import is_loopback
 from .anthropic import Anthropic
 from .core import Core, Provider
 from .dashscope import DashScope

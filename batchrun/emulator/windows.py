@@ -26,7 +26,7 @@ import math
 import threading
 from collections.abc import Mapping
 
-from ..caps import DEFAULT_CAPS, PAPER_CAPS, normalise_model
+from ..protocol.caps import DEFAULT_CAPS, PAPER_CAPS, normalise_model
 
 # Room for the prompt template and the question around a document at its cap.
 PROMPT_ROOM = 4096

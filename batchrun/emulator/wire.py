@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..caps import normalise_model
+from ..protocol.caps import normalise_model
 
 # Models that reject `temperature` outright (OpenAI reasoning models, newer Claude models, Kimi
 # K2.6 on its OpenAI-compatible API). Matched on caps.normalise_model, so every real spelling

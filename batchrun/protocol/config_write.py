@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .base.errors import ConfigError
+from ..base.errors import ConfigError
 
 _HEADER = re.compile(r"^\s*\[\s*routes\s*\.\s*(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?$")
 _ANY_HEADER = re.compile(r"^\s*\[")

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .base import jsonl
+from ..base import jsonl
 
 _DECODER = json.JSONDecoder()
 # `total` as a whole word: "max_total": 50 or "subtotal": 5 is not the verdict's total.

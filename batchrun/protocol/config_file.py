@@ -20,10 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import caps as capslib
-from .base.errors import ConfigError
-from .base.redaction import know_key_variables
-from .base.userfiles import (
+from ..base.errors import ConfigError
+from ..base.redaction import know_key_variables
+from ..base.userfiles import (
     DuplicateKey,
     NotRegularFile,
     NumberTooLong,
@@ -35,6 +34,8 @@ from .base.userfiles import (
     read_regular,
     reject_duplicate_keys,
 )
+from ..providers import PROVIDER_NAMES, Adapter, get_adapter, providers_where
+from . import caps as capslib
 from .config import (
     PANEL_SIZE,
     PROTOCOLS,
@@ -50,7 +51,6 @@ from .config import (
     Route,
     base_url_problem,
 )
-from .providers import PROVIDER_NAMES, Adapter, get_adapter, providers_where
 
 # File limits of the sync transport (requests, bytes): it sends its lines online, one by one, so
 # only the local file is bounded. A batch route's limits are its provider's (Adapter.file_limits).

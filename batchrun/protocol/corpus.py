@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base.errors import DataError
-from .base.jsonl import escape_str
-from .base.userfiles import NotRegularFile, open_regular
+from ..base.errors import DataError
+from ..base.jsonl import escape_str
+from ..base.userfiles import NotRegularFile, open_regular
+from ..store import Store
 from .caps import CJK_WINDOW, is_cjk
 from .config import Config
 from .dataset import Dataset, load_dataset
-from .store import Store
 
 # Documents are read, decoded and escaped in pieces of 32 KiB, so measuring one does not hold it
 # in memory (plan holds one escaped document: EscapedDocument). The pieces and their decoded and escaped copies stay below glibc's 128 KiB mmap

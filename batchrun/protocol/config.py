@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ..base.errors import ConfigError
+from ..providers import get_adapter
 from . import caps as capslib
-from .base.errors import ConfigError
 from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
-from .providers import get_adapter
 
 Transport = Literal["batch", "sync"]
 Role = Literal["contestant", "judge"]

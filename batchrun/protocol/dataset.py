@@ -17,8 +17,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .base.errors import DataError
-from .base.userfiles import NotRegularFile, NumberTooLong, TooDeep, non_json_value, parse_json, printable_line, read_regular
+from ..base.errors import DataError
+from ..base.userfiles import NotRegularFile, NumberTooLong, TooDeep, non_json_value, parse_json, printable_line, read_regular
 
 
 @dataclass(frozen=True)
