@@ -17,13 +17,13 @@ if TYPE_CHECKING:
     from .base.errors import BatchrunError, ConfigError, DataError, LockError, ProviderError, StateError
     from .base.version import __version__
     from .collect import collect
+    from .ledger.store import Store
     from .outputs import leaderboard, report_data
     from .plan import plan
     from .poll import poll
     from .protocol.config import Config, Route
     from .protocol.config_file import load_config
     from .refresh import refresh
-    from .store import Store
     from .submit import submit
 
 # Each name is imported from its module when first used, not when the package is: every
@@ -33,7 +33,7 @@ _HOMES = {
     "collect": "collect", "Config": "protocol.config", "Route": "protocol.config", "load_config": "protocol.config_file",
     "BatchrunError": "base.errors", "ConfigError": "base.errors", "DataError": "base.errors", "LockError": "base.errors",
     "ProviderError": "base.errors", "StateError": "base.errors", "leaderboard": "outputs", "report_data": "outputs",
-    "plan": "plan", "poll": "poll", "refresh": "refresh", "Store": "store", "submit": "submit",
+    "plan": "plan", "poll": "poll", "refresh": "refresh", "Store": "ledger.store", "submit": "submit",
     "__version__": "base.version",
 }
 

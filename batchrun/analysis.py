@@ -30,9 +30,9 @@ from typing import Any
 
 from . import stats
 from .base.errors import BatchrunError, ConfigError, Incomplete
+from .ledger.store import Store
 from .outputs import ZERO_FILLED, judge_scores, report_data
 from .protocol.config import Config
-from .store import Store
 
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
 DEFAULT_SEED = stats.DEFAULT_SEED

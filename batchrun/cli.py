@@ -99,7 +99,7 @@ def _sum_known(values: list[float | None]) -> float | None:
 
 def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = False,
                 unsent: list[dict[str, Any]] | None = None) -> None:
-    from .cost import EXPECTED_OUTPUT_PRIOR, fmt_money
+    from .ledger.cost import EXPECTED_OUTPUT_PRIOR, fmt_money
 
     rows = [vars(r).copy() for r in result.routes]
     if as_json:
@@ -278,8 +278,8 @@ def retry(ctx: Context, route: str, task: str | None, status_: str | None, reaso
     For example after fixing a key, or when the provider was at fault. The next submit or refresh
     sends them. Refusals and empty answers are the model's answer and are never retried.
     """
-    from .decisions import reopen
-    from .ledger import sync_state
+    from .ledger.decisions import reopen
+    from .ledger.sync import sync_state
 
     config = ctx.config()
     with writer(ctx, "retry", config, wait_lock=wait_lock) as store:
@@ -301,8 +301,8 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
     The route's headline can then be published; the report and the route's provenance show the
     decision and its reason. Changing the route's config undoes it; `retry` reopens cells.
     """
-    from .decisions import accept_failures as do_accept
-    from .ledger import sync_state
+    from .ledger.decisions import accept_failures as do_accept
+    from .ledger.sync import sync_state
 
     config = ctx.config()
     with writer(ctx, "accept-failures", config, wait_lock=wait_lock) as store:
@@ -369,7 +369,7 @@ def verify(ctx: Context, directory: str | None) -> None:
     manifest_path = folder / MANIFEST_NAME
     if not manifest_path.is_file():
         raise BatchrunError(f"No {MANIFEST_NAME} in {folder}.", "It is written by `batchrun collect` and `batchrun refresh` beside the results files.")
-    from .store import Store
+    from .ledger.store import Store
 
     # Either kind of store: verify only compares checksums, and says below if it was a rehearsal.
     # Any schema: verify reads only what every version has (verify.py checks for the one
@@ -531,7 +531,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
     from .analysis import Settings
     from .analysis import compare as do_compare
     from .report import render_comparison
-    from .store import Store
+    from .ledger.store import Store
 
     config = ctx.config()
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
@@ -549,7 +549,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
 @handle_errors
 def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     """Spend per route and per night: estimate vs actual (read-only)."""
-    from .cost import cost_report, fmt_money
+    from .ledger.cost import cost_report, fmt_money
 
     config = ctx.config()
     note_rehearsal(config)

@@ -20,8 +20,8 @@ from .base.progress import Progress
 from .base.redaction import redact, short_key_warnings
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
+    from .ledger.store import Store
     from .protocol.config import Config
-    from .store import Store
 
 EXIT_INCOMPLETE = 2
 
@@ -89,9 +89,9 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     `inputs=False`: a command that reads neither the dataset nor the corpus (preflight) works
     before they are in place."""
     from .protocol.corpus import scan_corpus
-    from .ledger import check_role_changes
-    from .lock import WriterLock
-    from .store import Store
+    from .ledger.sync import check_role_changes
+    from .ledger.lock import WriterLock
+    from .ledger.store import Store
 
     _check_writable(config)
     if not config.paths.state.exists() and inputs:
@@ -144,7 +144,7 @@ def _check_writable(config: Config) -> None:
 @contextmanager
 def reader(config: Config) -> Iterator[Store]:
     """state.db opened read-only (works on read-only media and while a writer runs), closed after."""
-    from .store import Store
+    from .ledger.store import Store
 
     with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True) as store:
         yield store
@@ -168,7 +168,7 @@ def announce_warnings(ctx: Context, store: Store, config: Config) -> None:
     Called after the command's work, so an error stays the first thing on stderr. With -q nothing
     is printed and nothing is remembered: the next run without -q says it.
     """
-    from .ledger import record_warnings_shown, unshown_warnings
+    from .ledger.sync import record_warnings_shown, unshown_warnings
 
     if ctx.quiet:
         return
@@ -238,7 +238,7 @@ def log_to_stderr(quiet: bool) -> None:
 def print_problems(store: Store, config: Config, *, requests: str = "request_status") -> None:
     """Blocked and waiting routes, each with its diagnosis and fix (stderr: it is not data).
     `requests`: as for diagnosis.open_problems ("requests_now" right after the views were evaluated)."""
-    from .diagnosis import open_problems
+    from .ledger.diagnosis import open_problems
 
     for problem in open_problems(store, config, requests=requests):
         click.echo(f"{problem.state}: {redact(problem.describe())}", err=True)

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from .base.checksums import RequestChecksum
+from .ledger.store import Store, sql_list
 from .protocol.config import Config, fingerprint
 from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
-from .store import Store, sql_list
 
 MANIFEST_NAME = "manifest.json"
 # /3: `provider_files` (every downloaded provider result and error file, with its sha256) and

@@ -48,12 +48,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .base.errors import BatchrunError, ConfigError, DataError
-from .cost import fmt_money, online_cost
+from .ledger.cost import fmt_money, online_cost
+from .ledger.store import Store
 from .protocol.config import Config, Route
 from .protocol.corpus import read_document, scan_corpus
 from .protocol.prompts import generation_prompt
 from .providers import Adapter, ProbeAnswer, get_adapter
-from .store import Store
 
 Script = Literal["en", "cjk"]
 SCRIPTS: tuple[Script, ...] = ("en", "cjk")

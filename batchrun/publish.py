@@ -13,9 +13,9 @@ from typing import Any
 
 from . import snapshots
 from .analysis import Settings, full_report
+from .ledger.store import Store
 from .outputs import judge_scores, leaderboard
 from .protocol.config import Config
-from .store import Store
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from urllib.parse import quote
 
 from .analysis import distinct
 from .base.errors import StateError
+from .ledger.store import Store
 from .protocol.config import Config
 from .protocol.grading import score as normalised_score
 from .stats import format_p
-from .store import Store
 from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour
 
 MARKER = ".batchrun-site"

@@ -6,12 +6,12 @@ import time
 from typing import Any
 
 from .base.errors import BatchrunError
-from .diagnosis import open_problems
-from .lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, SPENDING, Status, move, record
+from .ledger.diagnosis import open_problems
+from .ledger.lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, SPENDING, Status, move, record
+from .ledger.store import Store, sql_list
 from .protocol.config import Config
 from .providers import get_adapter
 from .providers.clients import make_client
-from .store import Store, sql_list
 
 
 def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:

@@ -38,9 +38,10 @@ from .base.errors import ProviderError, StateError
 from .base.progress import SILENT, Progress
 from .base.redaction import redact_file
 from .base.safepath import safe_component
-from .cost import fmt_money
-from .ledger import supersede_stale_batches
-from .lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
+from .ledger.cost import fmt_money
+from .ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
+from .ledger.store import Store, sql_list
+from .ledger.sync import supersede_stale_batches
 from .plan import PlanResult, plan
 from .preflight import Check, needing
 from .preflight import preflight as run_preflight
@@ -59,7 +60,6 @@ from .providers.clients import (
     require_keys,
 )
 from .quota import Gate, submission_order
-from .store import Store, sql_list
 
 # How far before our recorded create intent a provider's clock may place the batch.
 ADOPTION_WINDOW_SECONDS = 600

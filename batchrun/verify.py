@@ -19,12 +19,12 @@ from typing import Any
 
 from .base.checksums import file_digest
 from .base.errors import DataError
+from .ledger.schema import applied_names, known_migrations
+from .ledger.store import Store
 from .manifest import FORMAT, FORMAT_1, MANIFEST_NAME, READABLE, canonical_config, recorded_provider_files, relative
 from .outputs import ZERO_FILLED, leaderboard
 from .protocol.config import Config, fingerprint
 from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
-from .schema import applied_names, known_migrations
-from .store import Store
 
 # The numbers a scores file publishes that verify recomputes from state.db.
 HEADLINE_KEYS = ("overall", "all_tasks_overall", "scored_overall", "accepted_overall", "scored_n", "n_tasks", "out_of_context_n",

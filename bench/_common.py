@@ -298,17 +298,17 @@ class _Lib:
         from batchrun.protocol.caps import CJK_WINDOW, is_cjk
         from batchrun.collect import CollectResult, collect_batch
         from batchrun.protocol.config import fingerprint
-        from batchrun.cost import request_cost
+        from batchrun.ledger.cost import request_cost
         from batchrun.protocol.prompts import generation_prompt, judge_prompt
         from batchrun.providers import RequestSpec, get_adapter
-        from batchrun.store import Store
+        from batchrun.ledger.store import Store
 
         # Moving from plan.py to ledger.py (branch i14-core): each name from its new home if it is there.
         # config.py's file reading moved to config_file.py (branch i14-core) likewise.
-        load_config, parse_config = (_first_of(("batchrun.protocol.config_file", "batchrun.protocol.config"), name)
+        load_config, parse_config = (_first_of(("batchrun.protocol.config_file", "batchrun.config_file", "batchrun.config"), name)
                                      for name in ("load_config", "parse_config"))
         estimate_tokens, generation_custom_id, judge_custom_id, sync_state = (
-            _first_of(("batchrun.ledger", "batchrun.plan"), name)
+            _first_of(("batchrun.ledger.sync", "batchrun.ledger.pending", "batchrun.ledger", "batchrun.plan"), name)
             for name in ("estimate_tokens", "generation_custom_id", "judge_custom_id", "sync_state"))
 
         self.jsonl = jsonl

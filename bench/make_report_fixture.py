@@ -72,7 +72,7 @@ def render(fmt: str, project: Path) -> str:
 
 def expected() -> None:
     from batchrun import __version__
-    from batchrun.store import Store
+    from batchrun.ledger.store import Store
 
     # Rendered from a copy upgraded by a writer, as the test does: the committed state.db keeps the
     # schema it was built with, so the test also checks that later migrations change no number.

@@ -108,8 +108,8 @@ def write_inputs(root: Path, n_routes: int, rng: random.Random) -> Path:
 
 def prepare(root: Path, n_routes: int, seed: int) -> dict[str, Any]:
     from batchrun.protocol.config_file import load_config
-    from batchrun.ledger import queue_judgments, sync_state
-    from batchrun.store import Store
+    from batchrun.ledger.sync import queue_judgments, sync_state
+    from batchrun.ledger.store import Store
 
     rng = random.Random(seed)
     config_path = write_inputs(root, n_routes, rng)
@@ -227,7 +227,7 @@ import sys
 from batchrun.protocol.config_file import load_config
 from batchrun.report import render
 from batchrun.outputs import report_data
-from batchrun.store import Store
+from batchrun.ledger.store import Store
 config = load_config(sys.argv[1])
 store = Store.open(config.paths.state, rehearsal=None, readonly=True)
 sys.stdout.write(render(report_data(store, config), "md"))
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             from batchrun.analysis import full_report
             from batchrun.protocol.config_file import load_config
             from batchrun.site import write_site
-            from batchrun.store import Store
+            from batchrun.ledger.store import Store
 
             config = load_config(cfg)
             store = Store.open(config.paths.state, rehearsal=None, readonly=True)

@@ -158,7 +158,7 @@ def child(config_path: Path, url: str, idle: bool, profile: bool) -> int:
     """Runs in its own process: submit the planned batch (or, idle, only load what submit loads)."""
     from batchrun.providers.clients import make_client
     from batchrun.protocol.config_file import load_config
-    from batchrun.store import Store
+    from batchrun.ledger.store import Store
     from batchrun.submit import submit
 
     config = load_config(config_path).with_emulator(url)

@@ -19,7 +19,7 @@ from batchrun.cli import cli
 from batchrun.protocol.config import Config
 from batchrun.protocol.config_file import load_config
 from batchrun.emulator import Emulator
-from batchrun.store import Store
+from batchrun.ledger.store import Store
 
 KEY_ENV = "BATCHRUN_TEST_KEY"
 # The custom_id of a preflight's online request (batchrun.preflight.CUSTOM_ID): submit and refresh

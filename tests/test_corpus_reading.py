@@ -160,7 +160,7 @@ def test_generation_ids_change_only_for_documents_whose_reading_translated_newli
     clean-room run sends now; every other document keeps its id and so its answers."""
     from batchrun.protocol.corpus import measure_file
     from batchrun.protocol.dataset import RubricItem, Task
-    from batchrun.ids import digest, generation_custom_id
+    from batchrun.ledger.ids import digest, generation_custom_id
 
     (tmp_path / "lf.txt").write_bytes(b"one\ntwo\n")
     (tmp_path / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from batchrun.cli import cli
-from batchrun.schema import schema_markdown
+from batchrun.ledger.schema import schema_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_schema_doc_is_generated_from_migrations() -> None:
     assert (ROOT / "docs" / "schema.md").read_text(encoding="utf-8") == schema_markdown(), (
-        "docs/schema.md is stale: run `python -m batchrun.schema_doc > docs/schema.md`"
+        "docs/schema.md is stale: run `python -m batchrun.ledger.schema_doc > docs/schema.md`"
     )
 
 

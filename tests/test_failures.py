@@ -23,7 +23,7 @@ import pytest
 
 from batchrun.base.backoff import round_backoff
 from batchrun.emulator import Emulator, builtin_responder
-from batchrun.ledger import scan_pending
+from batchrun.ledger.sync import scan_pending
 from conftest import KEY_ENV, Project, route, task
 
 DOC = ("The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist. "
@@ -198,7 +198,7 @@ def test_temperature_rejection_blocks_the_route_with_the_fix_then_the_fixed_poli
     ("temperature: Extra inputs are not permitted", "rejects temperature", "send_temperature = false"),
 ])
 def test_diagnosis_recognises_the_common_config_problems(message: str, cause: str, fix: str) -> None:
-    from batchrun.diagnosis import diagnose
+    from batchrun.ledger.diagnosis import diagnose
 
     d = diagnose("r", "invalid", message)
     assert cause in d.cause and fix in d.fix
@@ -332,7 +332,7 @@ def test_rubric_edit_rejudges_exactly_the_affected_cells_and_rescores_by_the_cur
 
 def test_judge_custom_id_carries_what_the_judge_grades() -> None:
     from batchrun.protocol.dataset import RubricItem
-    from batchrun.ids import judge_custom_id
+    from batchrun.ledger.ids import judge_custom_id
     from batchrun.protocol.prompts import judge_graded_sha256
 
     rubric = (RubricItem(60, "a"), RubricItem(40, "b"))

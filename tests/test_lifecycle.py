@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from batchrun import lifecycle
-from batchrun.lifecycle import TRANSITIONS, Status, TransitionError, move, move_all, new_batch, record
-from batchrun.store import Store
+from batchrun.ledger import lifecycle
+from batchrun.ledger.lifecycle import TRANSITIONS, Status, TransitionError, move, move_all, new_batch, record
+from batchrun.ledger.store import Store
 
 
 @pytest.fixture

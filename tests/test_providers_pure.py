@@ -411,7 +411,7 @@ def test_anthropic_unknown_model_is_recognised_and_diagnosed_as_the_model_id() -
     """Anthropic refuses a model id it does not know with 404 not_found_error "model: <id>" (in a
     batch line, and online: error_line keeps 404 as not_found_error). Diagnosed like OpenAI's
     model_not_found: correct the model id, not "fix what the message names"."""
-    from batchrun.diagnosis import diagnose
+    from batchrun.ledger.diagnosis import diagnose
     from batchrun.providers import UNKNOWN_MODEL
 
     for line in (anthropic_errored("not_found_error", "model: claude-opus-4.8"),

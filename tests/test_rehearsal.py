@@ -245,7 +245,7 @@ def test_demo_report_says_rehearsal_and_its_state_is_refused_to_real_runs(tmp_pa
 def test_a_store_whose_creation_was_cut_short_is_of_neither_kind(tmp_path) -> None:
     """Killed after the migrations but before the meta rows naming its kind (store_id,
     rehearsal): the store holds nothing, and the next writer, of either kind, takes it."""
-    from batchrun.store import Store, migrations
+    from batchrun.ledger.store import Store, migrations
     from sqlite_utils import Database
 
     for rehearsal in ("http://127.0.0.1:9", None):

@@ -232,7 +232,7 @@ def hold_writer_lock(project: Project, *, seconds: float) -> subprocess.Popen[st
     """Another process holding state.db's writer lock (as `batchrun refresh`) for `seconds`."""
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import time; from pathlib import Path; from batchrun.lock import WriterLock; "
+         "import time; from pathlib import Path; from batchrun.ledger.lock import WriterLock; "
          f"l = WriterLock(Path({str(project.state_path)!r}), 'refresh').acquire(); "
          f"print('held', flush=True); time.sleep({seconds})"],
         stdout=subprocess.PIPE, text=True)

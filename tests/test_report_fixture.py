@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from batchrun import __version__
 from batchrun.cli import cli
-from batchrun.store import Store
+from batchrun.ledger.store import Store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report-project"
 
@@ -61,7 +61,7 @@ def test_the_views_evaluated_once_equal_the_views(project: Path) -> None:
         board = leaderboard(store)  # fills cells_now and requests_now
         assert store.rows("SELECT * FROM cells_now") == store.rows("SELECT * FROM cell_status")
         # request_status of the requests the current config wants (history is not evaluated).
-        from batchrun.ledger import current_requests_sql
+        from batchrun.ledger.sync import current_requests_sql
 
         wanted = store.rows(f"SELECT * FROM request_status WHERE custom_id IN ({current_requests_sql()}) ORDER BY custom_id")
         assert store.rows("SELECT * FROM requests_now ORDER BY custom_id") == wanted
@@ -79,7 +79,7 @@ def test_queue_judgments_with_nothing_new_queues_nothing(project: Path) -> None:
     import shutil as sh
 
     from batchrun.protocol.config_file import load_config
-    from batchrun.ledger import queue_judgments
+    from batchrun.ledger.sync import queue_judgments
 
     copy = project.parent / "queue-copy"
     copy.mkdir(exist_ok=True)

@@ -15,7 +15,7 @@ import pytest
 from batchrun.protocol.config_file import load_config
 from batchrun.emulator import Emulator
 from batchrun.base.errors import ConfigError
-from batchrun.ledger import sync_state
+from batchrun.ledger.sync import sync_state
 
 from conftest import DEFAULT_ROUTES, Project, route, small_project
 from test_cli_errors import assert_clean_error, edit_config, set_route, snapshot

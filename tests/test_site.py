@@ -221,7 +221,7 @@ METADATA = Path(__file__).resolve().parent.parent / "batchrun" / "datasette-meta
 
 
 def test_datasette_metadata_names_only_what_a_fresh_state_db_has(tmp_path: Path) -> None:
-    from batchrun.store import Store
+    from batchrun.ledger.store import Store
 
     Store(tmp_path / "state.db").close()
     conn = sqlite3.connect(tmp_path / "state.db")

@@ -149,7 +149,7 @@ def test_no_preflight_is_sent_for_a_deleted_state_db(project: Project, emulator:
     it, and the next run would pay for it again)."""
     from batchrun.base.errors import StateError
     from batchrun.preflight import preflight
-    from batchrun.store import Store
+    from batchrun.ledger.store import Store
 
     small_project(project, routes={"gpt": route("openai", "gpt-5.5")}, panel=[])
     config = project.load(emulator)
@@ -169,7 +169,7 @@ def test_a_preflight_answered_after_state_db_was_replaced_is_not_recorded_in_eit
     from batchrun.emulator import Emulator, builtin_responder
     from batchrun.base.errors import StateError
     from batchrun.preflight import preflight
-    from batchrun.store import Store
+    from batchrun.ledger.store import Store
 
     arrived, go = threading.Event(), threading.Event()
 
@@ -243,7 +243,7 @@ def acquire_now(project: Project) -> str:
     """What a second writer is told, taking the lock in this process without the 5 s grace (on a
     thread: a note read that blocked, as on a FIFO, must fail the test, not hang it)."""
     from batchrun.base.errors import LockError
-    from batchrun.lock import WriterLock
+    from batchrun.ledger.lock import WriterLock
 
     told: list[str] = []
 
@@ -304,7 +304,7 @@ def test_a_garbage_or_fifo_note_still_names_the_holder(project: Project, emu: Em
 
 
 def test_flock_holders_reads_the_kernel_table(tmp_path: Path) -> None:
-    from batchrun.lock import _flock_holders
+    from batchrun.ledger.lock import _flock_holders
 
     path = tmp_path / "db"
     path.write_bytes(b"")

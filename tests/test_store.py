@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from batchrun.collect import collect
-from batchrun.store import Store
+from batchrun.ledger.store import Store
 from conftest import Project, small_project
 
 

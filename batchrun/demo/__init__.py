@@ -16,9 +16,9 @@ from pathlib import Path
 
 from ..base.errors import BatchrunError, DataError
 from ..base.progress import Progress
-from ..lock import WriterLock
+from ..ledger.lock import WriterLock
+from ..ledger.store import Store
 from ..protocol.config_file import load_config
-from ..store import Store
 
 DEMO_KEY_ENV = "BATCHRUN_DEMO_KEY"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..base.errors import DataError
 from ..base.jsonl import escape_str
 from ..base.userfiles import NotRegularFile, open_regular
-from ..store import Store
+from ..ledger.store import Store
 from .caps import CJK_WINDOW, is_cjk
 from .config import Config
 from .dataset import Dataset, load_dataset

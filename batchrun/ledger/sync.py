@@ -25,16 +25,16 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from .base.backoff import round_backoff
-from .base.errors import ConfigError
+from ..base.backoff import round_backoff
+from ..base.errors import ConfigError
+from ..protocol.caps import CJK_WINDOW, is_cjk
+from ..protocol.config import Config, ConfigWarning, Route, fingerprint
+from ..protocol.corpus import READING, Corpus, cacheable, scan_corpus
+from ..protocol.dataset import RubricItem
+from ..protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .cost import observed_usage
 from .ids import digest, generation_custom_id, judge_custom_id
 from .lifecycle import Status, move_all
-from .protocol.caps import CJK_WINDOW, is_cjk
-from .protocol.config import Config, ConfigWarning, Route, fingerprint
-from .protocol.corpus import READING, Corpus, cacheable, scan_corpus
-from .protocol.dataset import RubricItem
-from .protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .resume import refuse_changed_inputs
 from .store import Store
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 
-from .protocol.corpus import READING, DocumentInfo
-from .protocol.dataset import Task
+from ..protocol.corpus import READING, DocumentInfo
+from ..protocol.dataset import Task
 
 
 def digest(*parts: str) -> str:

@@ -1,4 +1,4 @@
-"""Write docs/schema.md's content to stdout: `python -m batchrun.schema_doc > docs/schema.md`."""
+"""Write docs/schema.md's content to stdout: `python -m batchrun.ledger.schema_doc > docs/schema.md`."""
 
 import sys
 

@@ -36,12 +36,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .base.checksums import file_digest
-from .base.errors import StateError
+from ..base.checksums import file_digest
+from ..base.errors import StateError
+from ..protocol.config import Config, fingerprint
+from ..protocol.corpus import Corpus
 from .ids import generation_custom_id
 from .lifecycle import CANCEL_REQUESTED, Status
-from .protocol.config import Config, fingerprint
-from .protocol.corpus import Corpus
 from .store import Store, sql_list
 
 # Batches a provider is running (or that poll is sending online) and that will go on if nothing
@@ -185,7 +185,7 @@ class _Inputs:
         if task_id not in self._graded:
             # Imported here, once per task: an import statement runs the import machinery even
             # when the module is loaded, and this is asked once per judge request (86,000 a night).
-            from .protocol.prompts import judge_graded_sha256
+            from ..protocol.prompts import judge_graded_sha256
 
             self._graded[task_id] = judge_graded_sha256(t.question, t.rubric)
         if self._graded[task_id] == graded_sha256:

@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .ledger import current_requests_sql  # the one definition of "wanted by the current config"
-from .protocol.config import Config
-from .providers import TOO_LONG, UNKNOWN_MODEL
+from ..protocol.config import Config
+from ..providers import TOO_LONG, UNKNOWN_MODEL
 from .store import Store
+from .sync import current_requests_sql  # the one definition of "wanted by the current config"
 
 
 @dataclass(frozen=True)

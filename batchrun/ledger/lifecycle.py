@@ -33,7 +33,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from .base.redaction import redact
+from ..base.redaction import redact
 from .store import Store, sql_list
 
 

@@ -7,7 +7,7 @@ source of truth. `config_routes` is the one exception: a snapshot of the current
 views use to show only rows produced under the current policies.
 
 Schema changes are migrations (`m001_…`, `m002_…`): never edit an applied one, add the next with
-a comment saying why. docs/schema.md is generated from them (`python -m batchrun.schema_doc`).
+a comment saying why. docs/schema.md is generated from them (`python -m batchrun.ledger.schema_doc`).
 store.Store applies the pending ones when it opens state.db for writing.
 """
 
@@ -574,7 +574,7 @@ def _backfill_graded_sha256(db: Database) -> None:
     import hashlib
     import json
 
-    from .protocol.prompts import judge_graded_sha256
+    from ..protocol.prompts import judge_graded_sha256
 
     def h(*parts: str) -> str:
         return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
@@ -779,8 +779,8 @@ def m019_reread_false_zeros(db: Database) -> None:
 def _reread_false_zeros(db: Database) -> None:
     import json
 
-    from .protocol.grading import parse_verdict
-    from .providers import get_adapter
+    from ..protocol.grading import parse_verdict
+    from ..providers import get_adapter
 
     rows = db.execute(
         """SELECT r.id, q.stage, r.kind, r.text, r.raw_json, r.truncated, b.provider, j.total, j.parse_error
@@ -869,7 +869,7 @@ def schema_markdown() -> str:
     out = [
         "# state.db schema",
         "",
-        "Generated from the migrations in `batchrun/schema.py` by `python -m batchrun.schema_doc`;",
+        "Generated from the migrations in `batchrun/ledger/schema.py` by `python -m batchrun.ledger.schema_doc`;",
         "do not edit by hand (a test checks it is current).",
         "",
         "Scores are fractions 0–1 in every table and view (`judgments.score`, `leaderboard.all_tasks_overall`,",

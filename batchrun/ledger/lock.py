@@ -37,7 +37,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from .base.errors import LockError, StateError
+from ..base.errors import LockError, StateError
 
 # Descriptors of released locks, by (device, inode) of the database, least recently used first:
 # reused by the next writer lock on the same database in this process instead of opening (and

@@ -22,10 +22,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base.errors import BatchrunError
+from ..base.errors import BatchrunError
+from ..protocol.config import Config, Route
+from ..providers import get_adapter
 from .lifecycle import Status
-from .protocol.config import Config, Route
-from .providers import get_adapter
 from .store import Store
 
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .base.errors import BatchrunError
-from .ledger import current_requests_sql
-from .protocol.config import Config
+from ..base.errors import BatchrunError
+from ..protocol.config import Config
 from .store import Store
+from .sync import current_requests_sql
 
 REOPENABLE = ("blocked", "waiting", "accepted")
 

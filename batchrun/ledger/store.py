@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .base.errors import StateError, damaged_database
+from ..base.errors import StateError, damaged_database
 from .schema import applied_names, database, known_migrations, migrations
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def _version() -> str:
     # Imported when a writer records it, not with this module: reading the installed metadata
     # (importlib.metadata) would add to every read-only command's start-up (bench/startup.py).
-    from .base.version import __version__
+    from ..base.version import __version__
 
     return __version__
 
