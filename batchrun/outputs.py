@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .ledger.pending import evaluate_requests, view_sql
 from .ledger.store import Store
-from .ledger.sync import evaluate_requests, view_sql
 from .protocol.config import Config
 from .protocol.grading import score as normalised_score
 from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256

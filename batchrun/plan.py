@@ -28,8 +28,9 @@ from .base.checksums import REQUEST_ALGORITHM, Hasher, new_hasher
 from .base.errors import DataError
 from .ledger.cost import ExpectedOutput, expected_output, online_cost, request_cost
 from .ledger.lifecycle import Status, move, new_batch
+from .ledger.pending import Pending, pending_requests
 from .ledger.store import Store
-from .ledger.sync import Pending, pending_requests, sync_state
+from .ledger.sync import sync_state
 from .protocol.config import Config, Route
 from .protocol.corpus import Corpus, EscapedDocument
 from .protocol.dataset import RubricItem

@@ -25,8 +25,8 @@ from .base.errors import ProviderError
 from .base.progress import SILENT, Progress
 from .collect import collect
 from .ledger.lifecycle import LIVE, TO_FOLLOW
+from .ledger.pending import scan_pending
 from .ledger.store import Store, sql_list
-from .ledger.sync import scan_pending
 from .outputs import write_results
 from .poll import poll_once
 from .preflight import Check

@@ -86,7 +86,7 @@ def current_state(store: Store, board: list[dict[str, Any]] | None = None) -> St
     policies = dict(store.db.execute("SELECT route, policy_fp FROM config_routes WHERE role = 'contestant'"))
     routes = {}
     if board is None:
-        from .ledger.sync import view_sql
+        from .ledger.pending import view_sql
 
         board = store.rows(view_sql(store, "leaderboard", cell_status="temp.cells_now"))
     for r in board:

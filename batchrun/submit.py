@@ -40,8 +40,8 @@ from .base.redaction import redact_file
 from .base.safepath import safe_component
 from .ledger.cost import fmt_money
 from .ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
+from .ledger.pending import supersede_stale_batches
 from .ledger.store import Store, sql_list
-from .ledger.sync import supersede_stale_batches
 from .plan import PlanResult, plan
 from .preflight import Check, needing
 from .preflight import preflight as run_preflight

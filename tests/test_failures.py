@@ -23,7 +23,7 @@ import pytest
 
 from batchrun.base.backoff import round_backoff
 from batchrun.emulator import Emulator, builtin_responder
-from batchrun.ledger.sync import scan_pending
+from batchrun.ledger.pending import scan_pending
 from conftest import KEY_ENV, Project, route, task
 
 DOC = ("The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist. "

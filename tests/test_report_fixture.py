@@ -61,7 +61,7 @@ def test_the_views_evaluated_once_equal_the_views(project: Path) -> None:
         board = leaderboard(store)  # fills cells_now and requests_now
         assert store.rows("SELECT * FROM cells_now") == store.rows("SELECT * FROM cell_status")
         # request_status of the requests the current config wants (history is not evaluated).
-        from batchrun.ledger.sync import current_requests_sql
+        from batchrun.ledger.pending import current_requests_sql
 
         wanted = store.rows(f"SELECT * FROM request_status WHERE custom_id IN ({current_requests_sql()}) ORDER BY custom_id")
         assert store.rows("SELECT * FROM requests_now ORDER BY custom_id") == wanted

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from ..base.errors import BatchrunError
 from ..protocol.config import Config
+from .pending import current_requests_sql
 from .store import Store
-from .sync import current_requests_sql
 
 REOPENABLE = ("blocked", "waiting", "accepted")
 

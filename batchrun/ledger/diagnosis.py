@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from ..protocol.config import Config
 from ..providers import TOO_LONG, UNKNOWN_MODEL
+from .pending import current_requests_sql  # the one definition of "wanted by the current config"
 from .store import Store
-from .sync import current_requests_sql  # the one definition of "wanted by the current config"
 
 
 @dataclass(frozen=True)

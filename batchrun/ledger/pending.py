@@ -1,0 +1,179 @@
+"""What is owed: the requests the current config wants, and which of them are pending.
+
+`current_requests_sql` is the one definition of "a request the current config wants";
+`evaluate_requests` evaluates its state once per command (the views' own SQL, `view_sql`, over
+just those rows); `scan_pending` lists the wanted requests with nothing live and something left
+to try, split into the ones due now and the ones backing off after a failure;
+`observed_output_tokens` replaces the output budget by what a route really returned once it has
+returned enough. plan.py writes the pending requests into request files; collect, refresh,
+diagnosis and decisions read the same bookkeeping from here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from ..base.backoff import round_backoff
+from ..protocol.config import Config
+from .cost import observed_usage
+from .lifecycle import Status, move_all
+from .store import Store
+
+
+def current_requests_sql() -> str:
+    """custom_ids of the requests the current config wants (gen of current cells, judges of those)."""
+    return """
+      SELECT c.custom_id FROM cells c
+        JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+        JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+        WHERE c.custom_id IS NOT NULL
+      UNION ALL
+      SELECT jr.custom_id FROM requests jr
+        JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
+        JOIN cells c ON c.custom_id = jr.parent_custom_id
+        JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+        JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+        WHERE jr.stage = 'judge' AND jr.graded_sha256 = t.graded_sha256"""
+
+
+def view_sql(store: Store, view: str, **tables: str) -> str:
+    """The SELECT of one of state.db's views as its newest migration defined it, with the views it
+    reads (keys) replaced by tables already evaluated (values). The views stay the one definition
+    of every state; this only lets a command evaluate each of them once."""
+    sql = store.scalar("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", [view])
+    match = re.match(rf"\s*CREATE\s+VIEW\s+{view}\s+AS\s", sql or "", re.IGNORECASE)
+    if match is None:
+        raise RuntimeError(f"state.db has no view {view!r} of the expected form")
+    body = sql[match.end():]
+    for name, table in tables.items():
+        body = re.sub(rf"\b{name}\b", table, body)
+    return body
+
+
+def evaluate_requests(store: Store) -> None:
+    """request_status evaluated once, into the temporary table `requests_now`, for the requests
+    the current config wants (current_requests_sql) and only their results, found by index.
+
+    A view is evaluated again by every query that reads it, and SQLite pushes no filter into
+    request_outcomes (an aggregate over every result ever collected, history included), so a
+    query of request_status costs all of history. This runs the views' own SQL (view_sql) once,
+    over just the rows they need: plan's scan and outputs.snapshot_cells read `requests_now`."""
+    db = store.db
+    for table in ("requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
+        db.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    db.execute("CREATE TEMP TABLE wanted (custom_id TEXT PRIMARY KEY) WITHOUT ROWID")
+    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql()}")
+    # The columns request_outcomes reads (a migration that reads another one fails here, loudly).
+    db.execute("""CREATE TEMP TABLE results_wanted AS SELECT res.id, res.custom_id, res.kind, res.collected_at, res.run_id
+                  FROM temp.wanted w JOIN results res ON res.custom_id = w.custom_id ORDER BY res.id""")
+    db.execute("""CREATE TEMP TABLE requests_wanted AS SELECT r.* FROM temp.wanted w JOIN requests r ON r.custom_id = w.custom_id
+                  ORDER BY r.rowid""")
+    db.execute("CREATE UNIQUE INDEX temp.requests_wanted_id ON requests_wanted (custom_id)")  # request_status's parent lookup
+    db.execute(f"CREATE TEMP TABLE outcomes_now AS {view_sql(store, 'request_outcomes', results='temp.results_wanted')}")
+    db.execute(f"""CREATE TEMP TABLE requests_now AS {view_sql(store, 'request_status', request_outcomes='temp.outcomes_now',
+                                                              requests='temp.requests_wanted')}""")
+
+
+def supersede_stale_batches(store: Store) -> None:
+    """Batches not created at a provider, holding requests the inputs no longer want, are dropped.
+
+    Planned ones were never uploaded. Uploaded ones (or a crashed upload) have a file at the
+    provider but no batch: every create refused certainly (a quota hold, a refused key) leaves
+    them there, and nothing of them was sent to a model, so nothing is lost by planning the cells
+    again from the new inputs (resume.py refuses only where a provider has the batch)."""
+    stale = f"""EXISTS (SELECT 1 FROM batch_requests br WHERE br.batch_id = batches.id
+                        AND br.custom_id NOT IN ({current_requests_sql()}))"""
+    move_all(store, Status.PLANNED, Status.SUPERSEDED, stale, error="config changed before upload")
+    for status in (Status.UPLOADING, Status.UPLOADED):
+        move_all(store, status, Status.SUPERSEDED, stale, error="inputs changed before the batch was created (nothing was sent to a model)")
+
+
+# --- pending requests -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A request to write: what plan needs to build its line and estimate it (slots: a plan of
+    30 routes holds ~15,000 of these)."""
+
+    custom_id: str
+    stage: Literal["gen", "judge"]
+    route: str
+    task_id: str
+    parent_result_id: int | None  # judge requests: the answer being graded
+    est_input_tokens: int
+    est_output_tokens: int
+
+
+@dataclass(frozen=True)
+class PendingScan:
+    """What can be sent now, and what waits for its backoff to end."""
+
+    due: list[Pending]
+    backing_off: int = 0  # requests that failed and wait out their backoff before the next attempt
+    next_retry_at: float | None = None  # when the first of those becomes due (epoch seconds)
+
+
+def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None) -> list[Pending]:
+    """Current requests with nothing live, something left to try, and no backoff to wait out."""
+    return scan_pending(store, config, routes=routes, stages=stages).due
+
+
+def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
+                 now: float | None = None) -> PendingScan:
+    """Pending requests in a stable order, split into those due now and those backing off.
+
+    A request that failed is due `clients.round_backoff` after its last failure was collected
+    (honouring the provider's Retry-After), counted by its failures in this run; a `retry`
+    (reopen) after the failure makes it due at once."""
+    now = time.time() if now is None else now
+    evaluate_requests(store)  # request_status of the current requests only: not all of history
+    cur = store.db.execute(
+        """SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens,
+                   p.route AS judged_route, s.retry_run_n + s.resubmit_run_n AS run_failures, s.reopened_at,
+                   last.collected_at AS failed_at, last.retry_after, b.transport, last.batch_id
+            FROM temp.requests_now s JOIN requests r ON r.custom_id = s.custom_id
+            JOIN tasks t ON t.task_id = s.task_id
+            LEFT JOIN requests p ON p.custom_id = r.parent_custom_id
+            LEFT JOIN results last ON last.id = s.last_result_id
+            LEFT JOIN batches b ON b.id = last.batch_id
+            WHERE s.state = 'pending'
+            ORDER BY s.stage DESC, s.route, t.position"""
+    )
+    observed = observed_output_tokens(store)
+    due: list[Pending] = []
+    backing_off = 0
+    next_at: float | None = None
+    for (custom_id, stage, route, task_id, parent_result_id, est_in, est_out, judged_route, run_failures, reopened_at,
+         failed_at, retry_after, transport, failed_batch) in cur:
+        if routes and route not in routes and not (stage == "judge" and judged_route in routes):
+            continue
+        if stages and stage not in stages:
+            continue
+        if failed_at is not None and not (reopened_at is not None and reopened_at >= failed_at):
+            # Requests that failed together in one batch share their jitter: they go out together.
+            wait = round_backoff(transport or "batch", max(run_failures, 1), retry_after=retry_after,
+                                 jitter_key=f"{route}:{failed_batch}")
+            if failed_at + wait > now:
+                backing_off += 1
+                next_at = failed_at + wait if next_at is None else min(next_at, failed_at + wait)
+                continue
+        avg = observed.get((route, stage))
+        if avg is not None:
+            est_out = min(avg, est_out)
+        due.append(Pending(custom_id, stage, route, task_id, parent_result_id, est_in, est_out))
+    return PendingScan(due, backing_off, next_at)
+
+
+# Successful results a route needs before its observed average replaces the budget as the estimate.
+OBSERVED_MIN_RESULTS = 5
+
+
+def observed_output_tokens(store: Store) -> dict[tuple[str, str], int]:
+    """Average output tokens per (route, stage) over its successful results, once there are enough
+    (billed output: with the reasoning tokens of providers that report them apart)."""
+    return {key: math.ceil(u.billed_ok / u.n_ok) for key, u in observed_usage(store).items() if u.n_ok >= OBSERVED_MIN_RESULTS}
