@@ -18,11 +18,11 @@ if TYPE_CHECKING:
     from .base.version import __version__
     from .collect import collect
     from .ledger.store import Store
-    from .outputs import leaderboard, report_data
     from .plan import plan
     from .poll import poll
     from .protocol.config import Config, Route
     from .protocol.config_file import load_config
+    from .publish.outputs import leaderboard, report_data
     from .refresh import refresh
     from .submit import submit
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "collect": "collect", "Config": "protocol.config", "Route": "protocol.config", "load_config": "protocol.config_file",
     "BatchrunError": "base.errors", "ConfigError": "base.errors", "DataError": "base.errors", "LockError": "base.errors",
-    "ProviderError": "base.errors", "StateError": "base.errors", "leaderboard": "outputs", "report_data": "outputs",
+    "ProviderError": "base.errors", "StateError": "base.errors", "leaderboard": "publish.outputs", "report_data": "publish.outputs",
     "plan": "plan", "poll": "poll", "refresh": "refresh", "Store": "ledger.store", "submit": "submit",
     "__version__": "base.version",
 }

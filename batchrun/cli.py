@@ -248,8 +248,8 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
         outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, preflight=not no_preflight,
                              progress=ctx.progress())
         announce_warnings(ctx, store, config)
-        from .publish import publish
-        from .report import render
+        from .publish.end_of_run import publish
+        from .publish.report import render
 
         published = publish(store, config, command="refresh")
         click.echo(render(published.data, "md"))
@@ -361,8 +361,8 @@ def verify(ctx: Context, directory: str | None) -> None:
     """
     from pathlib import Path
 
-    from .manifest import MANIFEST_NAME
-    from .verify import verify as do_verify
+    from .publish.manifest import MANIFEST_NAME
+    from .publish.verify import verify as do_verify
 
     config = ctx.config()
     folder = Path(directory) if directory else config.paths.results
@@ -455,7 +455,7 @@ MAX_RESAMPLES = 100_000
 
 
 def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+    from .publish.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
     # numpy seeds from any non-negative integer; the bound keeps it an SQLite and JSON integer.
     fn = click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=DEFAULT_SEED, show_default=True,
@@ -478,8 +478,8 @@ def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @handle_errors
 def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples: int, seed: int) -> None:
     """The leaderboard (read-only), sorted by All-tasks, with intervals, paired comparisons and provenance."""
-    from .analysis import Settings, full_report
-    from .report import render
+    from .publish.analysis import Settings, full_report
+    from .publish.report import render
 
     config = ctx.config()
     if fmt == "html" and not out:
@@ -489,7 +489,7 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
         data = full_report(store, config, Settings(resamples=resamples, seed=seed, provisional=provisional),
                            with_tasks=fmt in ("json", "html"))
         if fmt == "html":
-            from .site import write_site
+            from .publish.site import write_site
 
             try:
                 index = write_site(store, config, data, Path(str(out)))
@@ -528,9 +528,9 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
     Both routes must have finished every task (exit 2 naming what is open) and have no accepted
     failures (exit 1); --provisional compares the tasks both have finished, and says so.
     """
-    from .analysis import Settings
-    from .analysis import compare as do_compare
-    from .report import render_comparison
+    from .publish.analysis import Settings
+    from .publish.analysis import compare as do_compare
+    from .publish.report import render_comparison
     from .ledger.store import Store
 
     config = ctx.config()

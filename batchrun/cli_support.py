@@ -153,7 +153,7 @@ def reader(config: Config) -> Iterator[Store]:
 def note_rehearsal(config: Config) -> None:
     """On stderr, so the data on stdout keeps its shape: these numbers are the emulator's."""
     if config.rehearsal:
-        from .report import rehearsal_title
+        from .publish.report import rehearsal_title
 
         click.echo(rehearsal_title(config.rehearsal), err=True)
 

@@ -114,7 +114,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     result.new_judge_requests = (store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0) - judge_requests_before
     if result.new_judge_requests:
         progress.event(f"queued {result.new_judge_requests} judge request(s)")
-    from .outputs import leaderboard, write_results
+    from .publish.outputs import leaderboard, write_results
 
     result.leaderboard = leaderboard(store)  # evaluates the views once (cells_now), for write_results too
     result.complete = bool(result.leaderboard) and all(r["complete"] for r in result.leaderboard)

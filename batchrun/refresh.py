@@ -27,11 +27,11 @@ from .collect import collect
 from .ledger.lifecycle import LIVE, TO_FOLLOW
 from .ledger.pending import scan_pending
 from .ledger.store import Store, sql_list
-from .outputs import write_results
 from .poll import poll_once
 from .preflight import Check
 from .protocol.config import Config
 from .providers.clients import is_transient
+from .publish.outputs import write_results
 from .submit import submit
 
 # Rounds in a row with nothing but provider errors before refresh says the failure is persistent.

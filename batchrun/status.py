@@ -15,7 +15,7 @@ from .providers.clients import make_client
 
 
 def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
-    from .outputs import snapshot_cells
+    from .publish.outputs import snapshot_cells
 
     snapshot_cells(store)  # the views, evaluated once: cells_now and requests_now below
     cells = store.rows("SELECT route, status, count(*) AS n FROM cells_now GROUP BY route, status ORDER BY route, status")

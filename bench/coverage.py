@@ -54,7 +54,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import load_line, note, print_table  # noqa: E402
 
-from batchrun import analysis, stats, student_t  # noqa: E402
+from batchrun.publish import analysis, stats, student_t  # noqa: E402
 
 N_TASKS = 481
 DOCUMENTS = (5, 10, 20, 60)

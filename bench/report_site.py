@@ -225,8 +225,8 @@ def prepare(root: Path, n_routes: int, seed: int) -> dict[str, Any]:
 BEFORE = """
 import sys
 from batchrun.protocol.config_file import load_config
-from batchrun.report import render
-from batchrun.outputs import report_data
+from batchrun.publish.report import render
+from batchrun.publish.outputs import report_data
 from batchrun.ledger.store import Store
 config = load_config(sys.argv[1])
 store = Store.open(config.paths.state, rehearsal=None, readonly=True)
@@ -270,9 +270,9 @@ def main(argv: list[str] | None = None) -> int:
             import io
             import pstats
 
-            from batchrun.analysis import full_report
+            from batchrun.publish.analysis import full_report
             from batchrun.protocol.config_file import load_config
-            from batchrun.site import write_site
+            from batchrun.publish.site import write_site
             from batchrun.ledger.store import Store
 
             config = load_config(cfg)

@@ -55,7 +55,7 @@ def test_the_views_evaluated_once_equal_the_views(project: Path) -> None:
     """snapshot_cells runs request_outcomes', request_status's and cell_status's own SQL once each,
     over the current requests and their results, and leaderboard() the leaderboard view's over
     that: row for row (and in the same order) what the views give."""
-    from batchrun.outputs import leaderboard
+    from batchrun.publish.outputs import leaderboard
 
     with Store(project / "state.db") as store:
         board = leaderboard(store)  # fills cells_now and requests_now
@@ -115,7 +115,7 @@ def test_queue_judgments_with_nothing_new_queues_nothing(project: Path) -> None:
 
 
 def test_the_report_intervals_and_tests_rest_on_documents(project: Path) -> None:
-    """Recomputed outside batchrun.stats from the report's own per-task scores and state.db's
+    """Recomputed outside batchrun.publish.stats from the report's own per-task scores and state.db's
     documents: each complete route's All-tasks interval is the CR2 / Bell-McCaffrey t interval
     (test_stats' matrix implementation, scipy's t quantile), and the adjacent pair's wins,
     losses and ties count documents by the sign of their summed difference."""

@@ -274,7 +274,7 @@ def test_compare_text_json_and_errors(board: Any) -> None:  # noqa: F811
 
 def test_grouping_rule_needs_the_sign_test_and_the_interval_to_agree() -> None:
     """On document counts and the document interval (the JSON's figures)."""
-    from batchrun.analysis import distinct
+    from batchrun.publish.analysis import distinct
 
     base = {"sign_p_holm": 0.001, "wins": 30, "losses": 10, "low": 0.01, "high": 0.05}
     assert distinct(base, 0.05)

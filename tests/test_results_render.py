@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from batchrun.results_files import dumps_indent2, render
+from batchrun.publish.results_files import dumps_indent2, render
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report-project"
 
@@ -101,7 +101,7 @@ def test_deep_nesting_renders_as_json_dumps() -> None:
 
 def test_the_route_files_of_a_real_state_db_render_as_json_dumps(tmp_path: Path) -> None:
     from batchrun.protocol.config_file import load_config
-    from batchrun.outputs import judge_details, judge_scores, leaderboard, provenance_sources, route_responses, route_scores
+    from batchrun.publish.outputs import judge_details, judge_scores, leaderboard, provenance_sources, route_responses, route_scores
     from batchrun.ledger.store import Store
 
     for name in ("batchrun.json", "state.db"):

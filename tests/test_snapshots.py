@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from batchrun import snapshots
-from batchrun.snapshots import Cell, State
+from batchrun.publish import snapshots
+from batchrun.publish.snapshots import Cell, State
 from conftest import DEFAULT_ROUTES, Project, route, small_project
 
 PANEL = (("judge-a", "claude-sonnet-4-6", "fp-a"), ("judge-g", "gemini-2.5-flash", "fp-g"))

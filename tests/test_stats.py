@@ -1,4 +1,4 @@
-"""batchrun.stats against values computed independently: by hand, by brute force, or published.
+"""batchrun.publish.stats against values computed independently: by hand, by brute force, or published.
 
 Published: Krippendorff's alpha for the reliability data of K. Krippendorff, "Computing
 Krippendorff's Alpha-Reliability" (2011, Annenberg School for Communication, University of
@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from batchrun import stats, student_t
+from batchrun.publish import stats, student_t
 
 N = None
 

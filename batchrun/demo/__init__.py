@@ -97,9 +97,9 @@ def sqlite_utils_command() -> str:
 def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
              interval: float = 0.2) -> int:
     from ..emulator import Emulator
-    from ..publish import publish
+    from ..publish.end_of_run import publish
     from ..refresh import refresh
-    from ..report import render
+    from ..publish.report import render
 
     folder = Path(directory).resolve()
     try:

@@ -28,11 +28,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..base.errors import BatchrunError, ConfigError, Incomplete
+from ..ledger.store import Store
+from ..protocol.config import Config
 from . import stats
-from .base.errors import BatchrunError, ConfigError, Incomplete
-from .ledger.store import Store
 from .outputs import ZERO_FILLED, judge_scores, report_data
-from .protocol.config import Config
 
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
 DEFAULT_SEED = stats.DEFAULT_SEED

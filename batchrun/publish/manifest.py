@@ -24,10 +24,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .base.checksums import RequestChecksum
-from .ledger.store import Store, sql_list
-from .protocol.config import Config, fingerprint
-from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from ..base.checksums import RequestChecksum
+from ..ledger.store import Store, sql_list
+from ..protocol.config import Config, fingerprint
+from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 
 MANIFEST_NAME = "manifest.json"
 # /3: `provider_files` (every downloaded provider result and error file, with its sha256) and
@@ -70,7 +70,7 @@ def _git_commit() -> str | None:
 
 def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> dict[str, Any]:
     """`results_files`: each results file's sha256, as written (results_files.publish)."""
-    from .base.version import __version__
+    from ..base.version import __version__
 
     root = config.path.resolve().parent
     ds_path = config.paths.dataset

@@ -23,8 +23,8 @@ from json.encoder import INFINITY, encode_basestring
 from pathlib import Path
 from typing import Any
 
-from .base.checksums import file_digest
-from .ledger.store import Store
+from ..base.checksums import file_digest
+from ..ledger.store import Store
 
 # How a file's data becomes its bytes; part of every fingerprint. Change it whenever `render`
 # would turn the same data into other bytes, so that every file is written again.

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..ledger.store import Store
+from ..protocol.config import Config
 from . import snapshots
 from .analysis import Settings, full_report
-from .ledger.store import Store
 from .outputs import judge_scores, leaderboard
-from .protocol.config import Config
 
 
 @dataclass(frozen=True)

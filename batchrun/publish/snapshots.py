@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .ledger.store import Store
+from ..ledger.store import Store
 
 KEEP = 10
 
@@ -86,7 +86,7 @@ def current_state(store: Store, board: list[dict[str, Any]] | None = None) -> St
     policies = dict(store.db.execute("SELECT route, policy_fp FROM config_routes WHERE role = 'contestant'"))
     routes = {}
     if board is None:
-        from .ledger.pending import view_sql
+        from ..ledger.pending import view_sql
 
         board = store.rows(view_sql(store, "leaderboard", cell_status="temp.cells_now"))
     for r in board:

@@ -16,11 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .ledger.pending import evaluate_requests, view_sql
-from .ledger.store import Store
-from .protocol.config import Config
-from .protocol.grading import score as normalised_score
-from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
+from ..ledger.pending import evaluate_requests, view_sql
+from ..ledger.store import Store
+from ..protocol.config import Config
+from ..protocol.grading import score as normalised_score
+from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 
 RESPONSE_STATUS = {"judging": "ok"}
 # Cell statuses that count 0 in All-tasks: the model's own failures, out of context, and
@@ -33,7 +33,7 @@ ZERO_FILLED = ("out_of_context_scope", "refusal", "empty", "accepted")
 def _batchrun_version() -> str:
     # Imported when a results file is written, not with this module: `status` reads cells_now
     # through snapshot_cells, and reading the installed version costs importlib.metadata (~20 ms).
-    from .base.version import __version__
+    from ..base.version import __version__
 
     return __version__
 
@@ -331,7 +331,7 @@ def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None
     sources = provenance_sources(store)
     routes = [route_scores(store, config, row, details, sources, with_tasks=with_tasks)
               for row in board if row["route"] in config.routes]
-    from .ledger.diagnosis import open_problems
+    from ..ledger.diagnosis import open_problems
 
     return {"rehearsal": rehearsal_of(store, config), "protocol": config.protocol, "protocol_note": config.protocol_note,
             "score_scale": "0-1", "routes": routes, "matched_panel": matched_panel(store),

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..base.errors import StateError
+from ..ledger.store import Store
+from ..protocol.config import Config
+from ..protocol.grading import score as normalised_score
 from .analysis import distinct
-from .base.errors import StateError
-from .ledger.store import Store
-from .protocol.config import Config
-from .protocol.grading import score as normalised_score
 from .stats import format_p
 from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour
 

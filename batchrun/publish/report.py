@@ -15,7 +15,7 @@ import io
 import json
 from typing import Any
 
-from .providers import get_adapter
+from ..providers import get_adapter
 from .stats import format_p
 
 # The scale of every score in JSON and CSV (and state.db): fractions. Said in the output itself.

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base.checksums import file_digest
-from .base.errors import DataError
-from .ledger.schema import applied_names, known_migrations
-from .ledger.store import Store
+from ..base.checksums import file_digest
+from ..base.errors import DataError
+from ..ledger.schema import applied_names, known_migrations
+from ..ledger.store import Store
+from ..protocol.config import Config, fingerprint
+from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .manifest import FORMAT, FORMAT_1, MANIFEST_NAME, READABLE, canonical_config, recorded_provider_files, relative
 from .outputs import ZERO_FILLED, leaderboard
-from .protocol.config import Config, fingerprint
-from .protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 
 # The numbers a scores file publishes that verify recomputes from state.db.
 HEADLINE_KEYS = ("overall", "all_tasks_overall", "scored_overall", "accepted_overall", "scored_n", "n_tasks", "out_of_context_n",
@@ -74,8 +74,8 @@ class Verification:
 
 def verify(manifest_path: Path, config: Config, store: Store | None) -> Verification:
     """Recompute every checksum the manifest lists, against the files and against state.db."""
-    from .protocol.corpus import measure_file
-    from .protocol.dataset import load_dataset
+    from ..protocol.corpus import measure_file
+    from ..protocol.dataset import load_dataset
 
     try:
         m = json.loads(manifest_path.read_text(encoding="utf-8"))
