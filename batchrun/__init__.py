@@ -16,24 +16,24 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .base.errors import BatchrunError, ConfigError, DataError, LockError, ProviderError, StateError
     from .base.version import __version__
-    from .collect import collect
     from .ledger.store import Store
-    from .plan import plan
-    from .poll import poll
     from .protocol.config import Config, Route
     from .protocol.config_file import load_config
     from .publish.outputs import leaderboard, report_data
-    from .refresh import refresh
-    from .submit import submit
+    from .run.collect import collect
+    from .run.plan import plan
+    from .run.poll import poll
+    from .run.refresh import refresh
+    from .run.submit import submit
 
 # Each name is imported from its module when first used, not when the package is: every
 # `batchrun` command imports this package first, and importing the whole library here made
 # `batchrun --help` pay for state.db, the planner and the report (~0.2 s) before printing a line.
 _HOMES = {
-    "collect": "collect", "Config": "protocol.config", "Route": "protocol.config", "load_config": "protocol.config_file",
+    "collect": "run.collect", "Config": "protocol.config", "Route": "protocol.config", "load_config": "protocol.config_file",
     "BatchrunError": "base.errors", "ConfigError": "base.errors", "DataError": "base.errors", "LockError": "base.errors",
     "ProviderError": "base.errors", "StateError": "base.errors", "leaderboard": "publish.outputs", "report_data": "publish.outputs",
-    "plan": "plan", "poll": "poll", "refresh": "refresh", "Store": "ledger.store", "submit": "submit",
+    "plan": "run.plan", "poll": "run.poll", "refresh": "run.refresh", "Store": "ledger.store", "submit": "run.submit",
     "__version__": "base.version",
 }
 

@@ -83,7 +83,7 @@ def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet
 @handle_errors
 def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json: bool, wait_lock: bool) -> None:
     """Write the request files for everything missing, under jobs/ (no network)."""
-    from .plan import plan as do_plan
+    from .run.plan import plan as do_plan
 
     config = ctx.config()
     with writer(ctx, "plan", config, wait_lock=wait_lock) as store:
@@ -159,7 +159,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
 
     Exit 2 when a route did not pass its preflight (it sent nothing; the others went on).
     """
-    from .submit import submit as do_submit
+    from .run.submit import submit as do_submit
 
     config = ctx.config()
     with writer(ctx, "submit", config, wait_lock=wait_lock) as store:
@@ -186,7 +186,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
 @handle_errors
 def poll(ctx: Context, wait: bool, interval: float, timeout: float | None, wait_lock: bool) -> None:
     """Check batches in flight and download the results of those that ended."""
-    from .poll import poll as do_poll
+    from .run.poll import poll as do_poll
 
     config = ctx.config()
     with writer(ctx, "poll", config, wait_lock=wait_lock) as store:
@@ -210,7 +210,7 @@ def collect(ctx: Context, wait_lock: bool) -> None:
 
     Exits 0 when every route is complete, 2 otherwise (after writing what it has).
     """
-    from .collect import collect as do_collect
+    from .run.collect import collect as do_collect
 
     config = ctx.config()
     with writer(ctx, "collect", config, wait_lock=wait_lock) as store:
@@ -239,8 +239,8 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
     Exit 0: complete. Exit 2: incomplete (time limit, budget, a route that did not pass its
     preflight, or nothing can progress). Exit 1: a user error (bad config or data).
     """
-    from .refresh import deadline_from
-    from .refresh import refresh as do_refresh
+    from .run.refresh import deadline_from
+    from .run.refresh import refresh as do_refresh
 
     config = ctx.config()
     deadline = deadline_from(parse_duration(timeout_) if timeout_ else None, check_until(until))
@@ -324,7 +324,7 @@ def preflight(ctx: Context, routes: tuple[str, ...], as_json: bool, wait_lock: b
     Exit 1 when any route does not pass. submit and refresh run it for each route whose policy has
     not passed one.
     """
-    from .preflight import preflight as do_preflight
+    from .run.preflight import preflight as do_preflight
 
     config = ctx.config()
     names = list(routes) or list(config.routes)
@@ -400,7 +400,7 @@ def verify(ctx: Context, directory: str | None) -> None:
 @handle_errors
 def status(ctx: Context, as_json: bool) -> None:
     """Cells per route and batches in flight (read-only; works while a writer runs)."""
-    from .status import status_data
+    from .run.status import status_data
 
     config = ctx.config()
     note_rehearsal(config)
@@ -440,7 +440,7 @@ def status(ctx: Context, as_json: bool) -> None:
 @handle_errors
 def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_lock: bool) -> None:
     """Cancel a batch, a route's batches, or all."""
-    from .status import cancel as do_cancel
+    from .run.status import cancel as do_cancel
 
     config = ctx.config()
     with writer(ctx, "cancel", config, wait_lock=wait_lock) as store:
@@ -593,7 +593,7 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 @handle_errors
 def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write: bool, precision: str, as_json: bool) -> None:
     """Measure ROUTE's real context window and suggest its caps in characters (spec §3: a new model is probed)."""
-    from . import probe as probing
+    from .run import probe as probing
 
     config = ctx.config()
     if write and config.rehearsal:

@@ -296,7 +296,7 @@ class _Lib:
     def __init__(self) -> None:
         from batchrun.base import jsonl
         from batchrun.protocol.caps import CJK_WINDOW, is_cjk
-        from batchrun.collect import CollectResult, collect_batch
+        from batchrun.run.collect import CollectResult, collect_batch
         from batchrun.protocol.config import fingerprint
         from batchrun.ledger.cost import request_cost
         from batchrun.protocol.prompts import generation_prompt, judge_prompt

@@ -8,7 +8,7 @@
    exactly one request file just under the provider's file limit (OpenAI 200,000,000 bytes;
    Anthropic 255,000,000, the 256 MB create body minus framing). The file is planned by
    `batchrun plan` in a child process (not measured).
-3. A child process per provider runs the library's submit path, `batchrun.submit.submit(store,
+3. A child process per provider runs the library's submit path, `batchrun.run.submit.submit(store,
    config)` on that state.db with the planned batch (nothing left to plan, so it goes straight to
    checking the file's checksum (BLAKE3), the upload (OpenAI) and the create: for Anthropic the create body
    is the request file itself, streamed). Its peak RSS is that child's ru_maxrss. The batch must
@@ -159,7 +159,7 @@ def child(config_path: Path, url: str, idle: bool, profile: bool) -> int:
     from batchrun.providers.clients import make_client
     from batchrun.protocol.config_file import load_config
     from batchrun.ledger.store import Store
-    from batchrun.submit import submit
+    from batchrun.run.submit import submit
 
     config = load_config(config_path).with_emulator(url)
     route = next(iter(config.routes.values()))

@@ -34,7 +34,7 @@ from typing import Any
 # Imported once in the fork server, so no child pays for them. Anything a command imports lazily
 # and is not listed here is imported by the child itself: slower, never wrong.
 PRELOAD = [
-    "cliproc", "batchrun.cli", "batchrun.refresh", "batchrun.publish.report", "batchrun.status", "batchrun.emulator",
+    "cliproc", "batchrun.cli", "batchrun.run.refresh", "batchrun.publish.report", "batchrun.run.status", "batchrun.emulator",
     "batchrun.providers.openai", "batchrun.providers.anthropic", "batchrun.providers.gemini",
     "openai", "anthropic", "google.genai", "numpy",
 ]

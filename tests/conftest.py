@@ -22,7 +22,7 @@ from batchrun.emulator import Emulator
 from batchrun.ledger.store import Store
 
 KEY_ENV = "BATCHRUN_TEST_KEY"
-# The custom_id of a preflight's online request (batchrun.preflight.CUSTOM_ID): submit and refresh
+# The custom_id of a preflight's online request (batchrun.run.preflight.CUSTOM_ID): submit and refresh
 # send one per route whose policy has not passed a preflight, before anything of it is uploaded.
 PREFLIGHT_ID = "batchrun-preflight"
 

@@ -226,7 +226,7 @@ def test_event_lines_show_batchruns_state_word_not_the_providers_raw_one(project
 
 
 def test_state_words_keep_the_providers_word_where_it_says_more() -> None:
-    from batchrun.poll import state_words
+    from batchrun.run.poll import state_words
     from batchrun.providers import BatchStatus
 
     def words(state: str, raw: str) -> str:

@@ -508,7 +508,7 @@ def test_actual_cost_from_usage_matches_hand_computation(project: Project) -> No
     batches = {b["id"]: b for b in project.sql("SELECT * FROM batches")}
     # Each route's preflight (one tiny online request before its first upload), at the online rate:
     # no batch discount. Its bound: the prompt's estimated tokens with a margin of 16, and its budget.
-    from batchrun.preflight import MAX_TOKENS, PROMPT
+    from batchrun.run.preflight import MAX_TOKENS, PROMPT
 
     preflights = project.sql("SELECT * FROM preflights")
     assert sorted(p["route"] for p in preflights) == sorted(routes) and {p["outcome"] for p in preflights} == {"ok"}

@@ -13,7 +13,7 @@ import pytest
 from batchrun.protocol.caps import is_cjk
 from batchrun.protocol.dataset import load_dataset
 from batchrun.base.errors import DataError
-from batchrun.plan import plan as do_plan
+from batchrun.run.plan import plan as do_plan
 
 from conftest import Project, route, small_project, task
 

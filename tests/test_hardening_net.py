@@ -29,7 +29,7 @@ import pytest
 
 import cliproc
 from batchrun.emulator import Emulator
-from batchrun.preflight import AT_THE_LIMIT
+from batchrun.run.preflight import AT_THE_LIMIT
 from conftest import KEY_ENV, Project, batch_requests, resent, route, task
 
 SECRET = "sk-NET-7d1e0b93c2-SECRET"

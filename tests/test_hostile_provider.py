@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from batchrun.collect import MAX_STORED_CHARS
+from batchrun.run.collect import MAX_STORED_CHARS
 from batchrun.emulator import Emulator
-from batchrun.poll import MAX_DOWNLOAD_ATTEMPTS
+from batchrun.run.poll import MAX_DOWNLOAD_ATTEMPTS
 from conftest import batch_requests, Project, route, task
 
 JUDGE_JSON = '{"points_awarded":[60,40],"total":100}'

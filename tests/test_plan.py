@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from batchrun.base.errors import DataError
-from batchrun.plan import plan as do_plan
+from batchrun.run.plan import plan as do_plan
 
 from conftest import Project, route, small_project, task
 
@@ -427,7 +427,7 @@ def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_
         project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    monkeypatch.setattr("batchrun.plan._WRITEBACK_BYTES", 1)  # a write-back in flight when it fails
+    monkeypatch.setattr("batchrun.run.plan._WRITEBACK_BYTES", 1)  # a write-back in flight when it fails
 
     project.doc("a-small.txt", "word " * 20)  # written first (documents go in name order)
     project.doc("b-big.txt", "word " * 400)
@@ -459,7 +459,7 @@ def test_a_failed_write_back_fails_the_plan_by_name_and_the_next_plan_recovers(p
 
     small_project(project)
     project.config(routes={"one": route("openai", "gpt-5.5")}, panel=[])
-    monkeypatch.setattr("batchrun.plan._WRITEBACK_BYTES", 1)  # a write-back after every line
+    monkeypatch.setattr("batchrun.run.plan._WRITEBACK_BYTES", 1)  # a write-back after every line
     failures = []
 
     def fail_once(fd: int) -> None:
@@ -468,7 +468,7 @@ def test_a_failed_write_back_fails_the_plan_by_name_and_the_next_plan_recovers(p
             raise OSError(errno.EIO, "Input/output error")
         os.fsync(fd)
 
-    monkeypatch.setattr("batchrun.plan._DATASYNC", fail_once)
+    monkeypatch.setattr("batchrun.run.plan._DATASYNC", fail_once)
     r = project.run("plan")
     assert r.exit_code == 1 and failures, r.output
     assert "The disk failed while reading or writing" in r.output and "requests.jsonl.partial" in r.output
@@ -484,7 +484,7 @@ def test_the_closer_keeps_few_files_waiting_and_records_them_in_order(monkeypatc
     holds a descriptor), and the batch rows still follow in the order the files were finished."""
     import time
 
-    from batchrun import plan as plan_module
+    from batchrun.run import plan as plan_module
 
     monkeypatch.setattr(plan_module, "_sync_and_place", lambda *args: time.sleep(0.005))
     closer = plan_module._Closer()
@@ -710,7 +710,7 @@ def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project,
     import blake3
 
     if writeback_bytes is not None:
-        monkeypatch.setattr("batchrun.plan._WRITEBACK_BYTES", writeback_bytes)
+        monkeypatch.setattr("batchrun.run.plan._WRITEBACK_BYTES", writeback_bytes)
     _golden_corpus(project)
     routes = dict(ALL_PROVIDER_ROUTES)
     routes["oa-chat"] = route("openai", "gpt-5.5", max_requests_per_file=2)

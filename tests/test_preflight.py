@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from batchrun.emulator import Emulator, builtin_responder
-from batchrun.preflight import MAX_TOKENS, PROMPT
+from batchrun.run.preflight import MAX_TOKENS, PROMPT
 from conftest import KEY_ENV, PREFLIGHT_ID, Project, batch_requests, preflight_requests, route, small_project
 
 

@@ -114,7 +114,7 @@ def test_progress_is_one_line_per_event_off_a_terminal_and_live_on_one(project: 
     import io
 
     from batchrun.base.progress import Progress
-    from batchrun.refresh import refresh
+    from batchrun.run.refresh import refresh
 
     class Seen(Exception):
         pass
@@ -174,7 +174,7 @@ def test_progress_reports_per_batch_counts_and_time_left(project: Project) -> No
     import re
 
     from batchrun.base.progress import Progress
-    from batchrun.refresh import refresh
+    from batchrun.run.refresh import refresh
 
     small_project(project, panel=[], routes={"gpt": DEFAULT_ROUTES["gpt"]})
     # 4 s for 4 requests: one finishes about every second, and polls every 0.3 s see it happen.

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import cliproc
-from batchrun import faults as fault_points
+from batchrun.run import faults as fault_points
 from conftest import KEY_ENV, PREFLIGHT_ID, Project, route, small_project
 
 ROUTES_ALL = {

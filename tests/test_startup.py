@@ -46,7 +46,7 @@ def test_help_imports_no_sdk_numpy_sqlite_utils_or_metadata(tmp_path: Path) -> N
     code, modules, out = imported_by(["--help"], tmp_path)
     assert code == 0 and "Commands:" in out and "status" in out
     assert sorted(m for m in HEAVY if m in modules) == []
-    assert not [m for m in modules if m in ("batchrun.plan", "batchrun.collect", "batchrun.ledger.store")]
+    assert not [m for m in modules if m in ("batchrun.run.plan", "batchrun.run.collect", "batchrun.ledger.store")]
 
 
 def test_version_still_reads_the_installed_version(tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def test_no_preflight_is_sent_for_a_deleted_state_db(project: Project, emulator:
     """A preflight is a paid request: never sent for a state.db that is gone (nothing could record
     it, and the next run would pay for it again)."""
     from batchrun.base.errors import StateError
-    from batchrun.preflight import preflight
+    from batchrun.run.preflight import preflight
     from batchrun.ledger.store import Store
 
     small_project(project, routes={"gpt": route("openai", "gpt-5.5")}, panel=[])
@@ -168,7 +168,7 @@ def test_a_preflight_answered_after_state_db_was_replaced_is_not_recorded_in_eit
     file this run opened (nobody reads it any more; the new one it never opened), and it stops."""
     from batchrun.emulator import Emulator, builtin_responder
     from batchrun.base.errors import StateError
-    from batchrun.preflight import preflight
+    from batchrun.run.preflight import preflight
     from batchrun.ledger.store import Store
 
     arrived, go = threading.Event(), threading.Event()

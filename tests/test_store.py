@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from batchrun.collect import collect
+from batchrun.run.collect import collect
 from batchrun.ledger.store import Store
 from conftest import Project, small_project
 

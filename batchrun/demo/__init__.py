@@ -98,7 +98,7 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
              interval: float = 0.2) -> int:
     from ..emulator import Emulator
     from ..publish.end_of_run import publish
-    from ..refresh import refresh
+    from ..run.refresh import refresh
     from ..publish.report import render
 
     folder = Path(directory).resolve()

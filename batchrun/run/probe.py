@@ -47,13 +47,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .base.errors import BatchrunError, ConfigError, DataError
-from .ledger.cost import fmt_money, online_cost
-from .ledger.store import Store
-from .protocol.config import Config, Route
-from .protocol.corpus import read_document, scan_corpus
-from .protocol.prompts import generation_prompt
-from .providers import Adapter, ProbeAnswer, get_adapter
+from ..base.errors import BatchrunError, ConfigError, DataError
+from ..ledger.cost import fmt_money, online_cost
+from ..ledger.store import Store
+from ..protocol.config import Config, Route
+from ..protocol.corpus import read_document, scan_corpus
+from ..protocol.prompts import generation_prompt
+from ..providers import Adapter, ProbeAnswer, get_adapter
 
 Script = Literal["en", "cjk"]
 SCRIPTS: tuple[Script, ...] = ("en", "cjk")
@@ -260,7 +260,7 @@ def probe(
     if dry_run:
         return replace(base, dry_run=True, plan=tuple(_plan(route, adapter, found, absent, precision)))
     if client is None:
-        from .providers.clients import make_client
+        from ..providers.clients import make_client
 
         client = make_client(route)
     if adapter.reports_window:
@@ -438,7 +438,7 @@ def _search_script(route: Route, adapter: Adapter, client: Any, texts: _Texts, s
 def _send(adapter: Adapter, client: Any, route: Route, prompt: str) -> ProbeAnswer:
     """One step, tried again after a transient failure (429, 5xx, no answer): those are not
     answers about the length. A failed attempt is not billed."""
-    from .base.backoff import backoff, retry_base
+    from ..base.backoff import backoff, retry_base
 
     for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
         answer = adapter.probe_call(client, route, prompt)
@@ -571,7 +571,7 @@ def missing_caps(result: ProbeResult) -> list[str]:
 def write_caps(config: Config, result: ProbeResult) -> tuple[int | None, int | None]:
     """Put the suggested caps into the route's table of the config file (config_write), with a
     comment naming the date and the method; refused while a script with a document has no cap."""
-    from .protocol.config_write import write_route_caps
+    from ..protocol.config_write import write_route_caps
 
     route = _route_for(config, result.route)
     missing = missing_caps(result)

@@ -19,10 +19,10 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from .ledger.cost import fmt_money
-from .ledger.lifecycle import QUEUED, SPENDING, STARTED, Status
-from .ledger.store import Store, sql_list
-from .protocol.config import Config
+from ..ledger.cost import fmt_money
+from ..ledger.lifecycle import QUEUED, SPENDING, STARTED, Status
+from ..ledger.store import Store, sql_list
+from ..protocol.config import Config
 
 
 def night_start(now: float | None = None) -> float:

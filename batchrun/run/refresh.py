@@ -20,18 +20,18 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from .base import netguard
-from .base.errors import ProviderError
-from .base.progress import SILENT, Progress
+from ..base import netguard
+from ..base.errors import ProviderError
+from ..base.progress import SILENT, Progress
+from ..ledger.lifecycle import LIVE, TO_FOLLOW
+from ..ledger.pending import scan_pending
+from ..ledger.store import Store, sql_list
+from ..protocol.config import Config
+from ..providers.clients import is_transient
+from ..publish.outputs import write_results
 from .collect import collect
-from .ledger.lifecycle import LIVE, TO_FOLLOW
-from .ledger.pending import scan_pending
-from .ledger.store import Store, sql_list
 from .poll import poll_once
 from .preflight import Check
-from .protocol.config import Config
-from .providers.clients import is_transient
-from .publish.outputs import write_results
 from .submit import submit
 
 # Rounds in a row with nothing but provider errors before refresh says the failure is persistent.
@@ -167,7 +167,7 @@ def _refresh(store: Store, config: Config, *, deadline: float | None, interval: 
 
 
 def _stuck_reason(store: Store, config: Config, backing_off: int, blocked_routes: dict[str, str]) -> str:
-    from .ledger.diagnosis import open_problems
+    from ..ledger.diagnosis import open_problems
 
     problems = open_problems(store, config)
     parts = []

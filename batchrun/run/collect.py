@@ -31,17 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..base import jsonl
+from ..base.progress import SILENT, Progress
+from ..base.redaction import Keys, known_keys, redact, redact_json_line
+from ..ledger.cost import billed_output, request_cost
+from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
+from ..ledger.store import Store
+from ..ledger.sync import queue_judgments, sync_state
+from ..protocol.config import Config
+from ..protocol.grading import Verdict, parse_verdict, points_json, score
+from ..providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
 from . import faults
-from .base import jsonl
-from .base.progress import SILENT, Progress
-from .base.redaction import Keys, known_keys, redact, redact_json_line
-from .ledger.cost import billed_output, request_cost
-from .ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
-from .ledger.store import Store
-from .ledger.sync import queue_judgments, sync_state
-from .protocol.config import Config
-from .protocol.grading import Verdict, parse_verdict, points_json, score
-from .providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
 DUPLICATE = "duplicate"  # results.error_type of a request its result file answers with different lines (_conflicts)
@@ -81,7 +81,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     store.check_same_file()  # a phase of its own: never begun on a state.db deleted or replaced under the run
     # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
     judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
-    from .ledger.resume import refuse_changed_result_files
+    from ..ledger.resume import refuse_changed_result_files
 
     # First, before the sync and before any line is read: a refusal leaves state.db as it was.
     refuse_changed_result_files(store, config)
@@ -90,8 +90,8 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     # naming the input (read before the sync, which records the new inputs).
     stale: dict[str, Any] = {}
     if store.scalar("SELECT 1 FROM batches WHERE status = ? LIMIT 1", [Status.DOWNLOADED]):
-        from .protocol.corpus import scan_corpus
-        from .ledger.resume import changed_inputs
+        from ..protocol.corpus import scan_corpus
+        from ..ledger.resume import changed_inputs
 
         corpus = scan_corpus(store, config)
         stale = changed_inputs(store, config, corpus, statuses=(Status.DOWNLOADED,))
@@ -114,7 +114,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     result.new_judge_requests = (store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0) - judge_requests_before
     if result.new_judge_requests:
         progress.event(f"queued {result.new_judge_requests} judge request(s)")
-    from .publish.outputs import leaderboard, write_results
+    from ..publish.outputs import leaderboard, write_results
 
     result.leaderboard = leaderboard(store)  # evaluates the views once (cells_now), for write_results too
     result.complete = bool(result.leaderboard) and all(r["complete"] for r in result.leaderboard)

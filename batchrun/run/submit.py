@@ -30,24 +30,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults
-from .base import jsonl, netguard
-from .base.backoff import backoff, retry_base
-from .base.checksums import RequestChecksum
-from .base.errors import ProviderError, StateError
-from .base.progress import SILENT, Progress
-from .base.redaction import redact_file
-from .base.safepath import safe_component
-from .ledger.cost import fmt_money
-from .ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
-from .ledger.pending import supersede_stale_batches
-from .ledger.store import Store, sql_list
-from .plan import PlanResult, plan
-from .preflight import Check, needing
-from .preflight import preflight as run_preflight
-from .protocol.config import Config, Route
-from .providers import Adapter, BatchStatus, get_adapter
-from .providers.clients import (
+from ..base import jsonl, netguard
+from ..base.backoff import backoff, retry_base
+from ..base.checksums import RequestChecksum
+from ..base.errors import ProviderError, StateError
+from ..base.progress import SILENT, Progress
+from ..base.redaction import redact_file
+from ..base.safepath import safe_component
+from ..ledger.cost import fmt_money
+from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
+from ..ledger.pending import supersede_stale_batches
+from ..ledger.store import Store, sql_list
+from ..protocol.config import Config, Route
+from ..providers import Adapter, BatchStatus, get_adapter
+from ..providers.clients import (
     Classified,
     blocks_route,
     classify,
@@ -59,6 +55,10 @@ from .providers.clients import (
     provider_error,
     require_keys,
 )
+from . import faults
+from .plan import PlanResult, plan
+from .preflight import Check, needing
+from .preflight import preflight as run_preflight
 from .quota import Gate, submission_order
 
 # How far before our recorded create intent a provider's clock may place the batch.

@@ -27,17 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..base import jsonl, netguard
+from ..base.checksums import file_digest
+from ..base.errors import ProviderError
+from ..base.progress import SILENT, Progress
+from ..base.redaction import redact, redact_file, redact_json_line
+from ..ledger.lifecycle import TO_FOLLOW, Status, move, record
+from ..ledger.store import Store, sql_list
+from ..protocol.config import Config, Route
+from ..providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
+from ..providers.clients import Classified, classify, client_host, is_transient, make_client
 from . import faults
-from .base import jsonl, netguard
-from .base.checksums import file_digest
-from .base.errors import ProviderError
-from .base.progress import SILENT, Progress
-from .base.redaction import redact, redact_file, redact_json_line
-from .ledger.lifecycle import TO_FOLLOW, Status, move, record
-from .ledger.store import Store, sql_list
-from .protocol.config import Config, Route
-from .providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
-from .providers.clients import Classified, classify, client_host, is_transient, make_client
 from .submit import verify_request_file
 
 DOWNLOAD_ATTEMPTS = 3  # fetches of a truncated result file per poll
@@ -140,8 +140,8 @@ def poll_once(store: Store, config: Config, *, progress: Progress = SILENT, skip
     if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
         # poll sends a sync batch's lines itself: an input changed since they were built is
         # refused here too, before any line goes out (resume.py).
-        from .protocol.corpus import scan_corpus
-        from .ledger.resume import refuse_changed_inputs
+        from ..protocol.corpus import scan_corpus
+        from ..ledger.resume import refuse_changed_inputs
 
         refuse_changed_inputs(store, config, scan_corpus(store, config))
     for b in following:
@@ -178,7 +178,7 @@ def _block(store: Store, config: Config, route: Route, b: dict[str, Any], c: Cla
            progress: Progress) -> None:
     """The provider refused to show or hand over a batch of this route: the route is blocked for
     this run (the others go on); the batch stays in flight at the provider, for the next run."""
-    from .ledger.diagnosis import refused_call
+    from ..ledger.diagnosis import refused_call
 
     what = "downloaded" if b["status"] == Status.ENDED else "checked"
     cause, fix = refused_call(route.name, c.failure, e.message, config, batch_id=b["id"], host=b["endpoint_host"])

@@ -23,19 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .base import jsonl
-from .base.checksums import REQUEST_ALGORITHM, Hasher, new_hasher
-from .base.errors import DataError
-from .ledger.cost import ExpectedOutput, expected_output, online_cost, request_cost
-from .ledger.lifecycle import Status, move, new_batch
-from .ledger.pending import Pending, pending_requests
-from .ledger.store import Store
-from .ledger.sync import sync_state
-from .protocol.config import Config, Route
-from .protocol.corpus import Corpus, EscapedDocument
-from .protocol.dataset import RubricItem
-from .protocol.prompts import generation_prompt, judge_prompt
-from .providers import Adapter, RequestSpec, get_adapter
+from ..base import jsonl
+from ..base.checksums import REQUEST_ALGORITHM, Hasher, new_hasher
+from ..base.errors import DataError
+from ..ledger.cost import ExpectedOutput, expected_output, online_cost, request_cost
+from ..ledger.lifecycle import Status, move, new_batch
+from ..ledger.pending import Pending, pending_requests
+from ..ledger.store import Store
+from ..ledger.sync import sync_state
+from ..protocol.config import Config, Route
+from ..protocol.corpus import Corpus, EscapedDocument
+from ..protocol.dataset import RubricItem
+from ..protocol.prompts import generation_prompt, judge_prompt
+from ..providers import Adapter, RequestSpec, get_adapter
 
 # Stands in for the document while a line is serialised; the escaped document replaces it.
 _DOC_SENTINEL = "\x01BATCHRUN-DOCUMENT-9f1c2e\x01"

@@ -36,18 +36,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from .base import netguard
-from .base.backoff import backoff, retry_base
-from .base.errors import ConfigError, ProviderError
-from .base.progress import SILENT, Progress
-from .base.redaction import redact
-from .ledger.cost import billed_output, request_cost
-from .ledger.diagnosis import diagnose
-from .ledger.store import Store
-from .ledger.sync import estimate_tokens
-from .protocol.config import Config, Route, fingerprint
-from .providers import RequestSpec, Usage, get_adapter
-from .providers.clients import classify, client_host, make_client, provider_error, require_keys
+from ..base import netguard
+from ..base.backoff import backoff, retry_base
+from ..base.errors import ConfigError, ProviderError
+from ..base.progress import SILENT, Progress
+from ..base.redaction import redact
+from ..ledger.cost import billed_output, request_cost
+from ..ledger.diagnosis import diagnose
+from ..ledger.store import Store
+from ..ledger.sync import estimate_tokens
+from ..protocol.config import Config, Route, fingerprint
+from ..providers import RequestSpec, Usage, get_adapter
+from ..providers.clients import classify, client_host, make_client, provider_error, require_keys
 
 Outcome = Literal["ok", "refused", "unavailable"]
 
@@ -132,7 +132,7 @@ class Check:
 
 
 def _money(value: float | None) -> str:
-    from .ledger.cost import fmt_money
+    from ..ledger.cost import fmt_money
 
     # A preflight costs micro-dollars: shown to the millionth, never as "$0.0000".
     return f"${value:.6f}" if value is not None and 0 < value < 0.0001 else fmt_money(value)

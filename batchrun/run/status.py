@@ -5,17 +5,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .base.errors import BatchrunError
-from .ledger.diagnosis import open_problems
-from .ledger.lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, SPENDING, Status, move, record
-from .ledger.store import Store, sql_list
-from .protocol.config import Config
-from .providers import get_adapter
-from .providers.clients import make_client
+from ..base.errors import BatchrunError
+from ..ledger.diagnosis import open_problems
+from ..ledger.lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, SPENDING, Status, move, record
+from ..ledger.store import Store, sql_list
+from ..protocol.config import Config
+from ..providers import get_adapter
+from ..providers.clients import make_client
 
 
 def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
-    from .publish.outputs import snapshot_cells
+    from ..publish.outputs import snapshot_cells
 
     snapshot_cells(store)  # the views, evaluated once: cells_now and requests_now below
     cells = store.rows("SELECT route, status, count(*) AS n FROM cells_now GROUP BY route, status ORDER BY route, status")
