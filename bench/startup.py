@@ -5,7 +5,7 @@
 Issue 15's start-up target: `batchrun --help` and `batchrun status` on a fresh project within 3x of
 `python -c "import click, sqlite3"` (the interpreter plus the two libraries every command needs).
 
-The project is the built-in demo's (batchrun/demo: 5 contestant routes and a 3-judge panel, 30
+The project is the built-in demo's (batchrun/cli/demo: 5 contestant routes and a 3-judge panel, 30
 tasks) copied to a temporary folder, after one `batchrun plan` (not timed): state.db exists and
 nothing has been sent, so `status` opens state.db read-only and prints every route's cells and the
 planned batches, as on the morning after a first plan. No network, no keys.
@@ -48,7 +48,7 @@ def batchrun_argv() -> list[str]:
 
 
 def make_project(work: Path) -> Path:
-    demo = REPO_ROOT / "batchrun" / "demo"
+    demo = REPO_ROOT / "batchrun" / "cli" / "demo"
     project = work / "project"
     (project / "data").mkdir(parents=True)
     shutil.copy(demo / "batchrun.toml", project / "batchrun.toml")

@@ -178,7 +178,7 @@ def test_panel_routes_may_say_role_judge(project: Project) -> None:
     assert roles == {"gpt": "contestant", "claude": "contestant", "gemini": "contestant", "judge-a": "judge", "judge-g": "judge"}
 
 
-@pytest.mark.parametrize("path", ["batchrun.toml", "batchrun/demo/batchrun.toml"])
+@pytest.mark.parametrize("path", ["batchrun.toml", "batchrun/cli/demo/batchrun.toml"])
 def test_shipped_configs_declare_their_judges(path: str) -> None:
     config = load_config(ROOT / path)
     assert config.judging.panel and all(config.routes[j].role == "judge" for j in config.judging.panel)

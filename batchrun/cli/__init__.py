@@ -1,8 +1,12 @@
-"""The command line: each command opens the store, calls one library function, prints.
+"""cli: the command line. Each command opens the store, calls one library function, prints.
 
 Data goes to stdout, progress to stderr. A `BatchrunError` (a user's mistake, a provider refusal)
 prints its message and hint and exits 1 without a traceback. `collect` and `refresh` exit 2 while
-any route is incomplete.
+any route is incomplete. The commands' shared plumbing (errors and exit codes, the writer and
+reader stores, the inputs each command resolves once, options) is in support.py; the demo (the
+shipped project and `batchrun demo`) in demo/.
+
+May import: base, providers, protocol, ledger, publish, run, emulator.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .base.errors import BatchrunError
-from .base.redaction import redact
-from .cli_support import (  # the plumbing the commands share
+from ..base.errors import BatchrunError
+from ..base.redaction import redact
+from .support import (  # the plumbing the commands share
     EXIT_INCOMPLETE,
     BatchrunGroup,
     Context,
@@ -39,7 +43,7 @@ from .cli_support import (  # the plumbing the commands share
 )
 
 if TYPE_CHECKING:
-    from .protocol.config import Config
+    from ..protocol.config import Config
 
 # Nothing heavy is imported at the top of this module: `batchrun --help` loads click and this
 # file (each command imports what it runs), and the package __init__ is lazy too. SDKs, numpy and
@@ -51,7 +55,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     # (importlib.metadata, ~20 ms) would then happen on every command, not only on --version.
     if not value or ctx.resilient_parsing:
         return
-    from .base.version import __version__
+    from ..base.version import __version__
 
     click.echo(f"batchrun, version {__version__}")
     ctx.exit()
@@ -83,7 +87,7 @@ def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet
 @handle_errors
 def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json: bool, wait_lock: bool) -> None:
     """Write the request files for everything missing, under jobs/ (no network)."""
-    from .run.plan import plan as do_plan
+    from ..run.plan import plan as do_plan
 
     config = ctx.config()
     with writer(ctx, "plan", config, wait_lock=wait_lock) as store:
@@ -99,7 +103,7 @@ def _sum_known(values: list[float | None]) -> float | None:
 
 def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = False,
                 unsent: list[dict[str, Any]] | None = None) -> None:
-    from .ledger.cost import EXPECTED_OUTPUT_PRIOR, fmt_money
+    from ..ledger.cost import EXPECTED_OUTPUT_PRIOR, fmt_money
 
     rows = [vars(r).copy() for r in result.routes]
     if as_json:
@@ -159,7 +163,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
 
     Exit 2 when a route did not pass its preflight (it sent nothing; the others went on).
     """
-    from .run.submit import submit as do_submit
+    from ..run.submit import submit as do_submit
 
     config = ctx.config()
     with writer(ctx, "submit", config, wait_lock=wait_lock) as store:
@@ -186,7 +190,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
 @handle_errors
 def poll(ctx: Context, wait: bool, interval: float, timeout: float | None, wait_lock: bool) -> None:
     """Check batches in flight and download the results of those that ended."""
-    from .run.poll import poll as do_poll
+    from ..run.poll import poll as do_poll
 
     config = ctx.config()
     with writer(ctx, "poll", config, wait_lock=wait_lock) as store:
@@ -210,7 +214,7 @@ def collect(ctx: Context, wait_lock: bool) -> None:
 
     Exits 0 when every route is complete, 2 otherwise (after writing what it has).
     """
-    from .run.collect import collect as do_collect
+    from ..run.collect import collect as do_collect
 
     config = ctx.config()
     with writer(ctx, "collect", config, wait_lock=wait_lock) as store:
@@ -239,8 +243,8 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
     Exit 0: complete. Exit 2: incomplete (time limit, budget, a route that did not pass its
     preflight, or nothing can progress). Exit 1: a user error (bad config or data).
     """
-    from .run.refresh import deadline_from
-    from .run.refresh import refresh as do_refresh
+    from ..run.refresh import deadline_from
+    from ..run.refresh import refresh as do_refresh
 
     config = ctx.config()
     deadline = deadline_from(parse_duration(timeout_) if timeout_ else None, check_until(until))
@@ -248,8 +252,8 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
         outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, preflight=not no_preflight,
                              progress=ctx.progress())
         announce_warnings(ctx, store, config)
-        from .publish.end_of_run import publish
-        from .publish.report import render
+        from ..publish.end_of_run import publish
+        from ..publish.report import render
 
         published = publish(store, config, command="refresh")
         click.echo(render(published.data, "md"))
@@ -278,8 +282,8 @@ def retry(ctx: Context, route: str, task: str | None, status_: str | None, reaso
     For example after fixing a key, or when the provider was at fault. The next submit or refresh
     sends them. Refusals and empty answers are the model's answer and are never retried.
     """
-    from .ledger.decisions import reopen
-    from .ledger.sync import sync_state
+    from ..ledger.decisions import reopen
+    from ..ledger.sync import sync_state
 
     config = ctx.config()
     with writer(ctx, "retry", config, wait_lock=wait_lock) as store:
@@ -301,8 +305,8 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
     The route's headline can then be published; the report and the route's provenance show the
     decision and its reason. Changing the route's config undoes it; `retry` reopens cells.
     """
-    from .ledger.decisions import accept_failures as do_accept
-    from .ledger.sync import sync_state
+    from ..ledger.decisions import accept_failures as do_accept
+    from ..ledger.sync import sync_state
 
     config = ctx.config()
     with writer(ctx, "accept-failures", config, wait_lock=wait_lock) as store:
@@ -324,7 +328,7 @@ def preflight(ctx: Context, routes: tuple[str, ...], as_json: bool, wait_lock: b
     Exit 1 when any route does not pass. submit and refresh run it for each route whose policy has
     not passed one.
     """
-    from .run.preflight import preflight as do_preflight
+    from ..run.preflight import preflight as do_preflight
 
     config = ctx.config()
     names = list(routes) or list(config.routes)
@@ -361,15 +365,15 @@ def verify(ctx: Context, directory: str | None) -> None:
     """
     from pathlib import Path
 
-    from .publish.manifest import MANIFEST_NAME
-    from .publish.verify import verify as do_verify
+    from ..publish.manifest import MANIFEST_NAME
+    from ..publish.verify import verify as do_verify
 
     config = ctx.config()
     folder = Path(directory) if directory else config.paths.results
     manifest_path = folder / MANIFEST_NAME
     if not manifest_path.is_file():
         raise BatchrunError(f"No {MANIFEST_NAME} in {folder}.", "It is written by `batchrun collect` and `batchrun refresh` beside the results files.")
-    from .ledger.store import Store
+    from ..ledger.store import Store
 
     # Either kind of store: verify only compares checksums, and says below if it was a rehearsal.
     # Any schema: verify reads only what every version has (verify.py checks for the one
@@ -400,7 +404,7 @@ def verify(ctx: Context, directory: str | None) -> None:
 @handle_errors
 def status(ctx: Context, as_json: bool) -> None:
     """Cells per route and batches in flight (read-only; works while a writer runs)."""
-    from .run.status import status_data
+    from ..run.status import status_data
 
     config = ctx.config()
     note_rehearsal(config)
@@ -440,7 +444,7 @@ def status(ctx: Context, as_json: bool) -> None:
 @handle_errors
 def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_lock: bool) -> None:
     """Cancel a batch, a route's batches, or all."""
-    from .run.status import cancel as do_cancel
+    from ..run.status import cancel as do_cancel
 
     config = ctx.config()
     with writer(ctx, "cancel", config, wait_lock=wait_lock) as store:
@@ -455,7 +459,7 @@ MAX_RESAMPLES = 100_000
 
 
 def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    from .publish.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+    from ..publish.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
     # numpy seeds from any non-negative integer; the bound keeps it an SQLite and JSON integer.
     fn = click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=DEFAULT_SEED, show_default=True,
@@ -478,8 +482,8 @@ def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @handle_errors
 def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples: int, seed: int) -> None:
     """The leaderboard (read-only), sorted by All-tasks, with intervals, paired comparisons and provenance."""
-    from .publish.analysis import Settings, full_report
-    from .publish.report import render
+    from ..publish.analysis import Settings, full_report
+    from ..publish.report import render
 
     config = ctx.config()
     if fmt == "html" and not out:
@@ -489,7 +493,7 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
         data = full_report(store, config, Settings(resamples=resamples, seed=seed, provisional=provisional),
                            with_tasks=fmt in ("json", "html"))
         if fmt == "html":
-            from .publish.site import write_site
+            from ..publish.site import write_site
 
             try:
                 index = write_site(store, config, data, Path(str(out)))
@@ -528,10 +532,10 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
     Both routes must have finished every task (exit 2 naming what is open) and have no accepted
     failures (exit 1); --provisional compares the tasks both have finished, and says so.
     """
-    from .publish.analysis import Settings
-    from .publish.analysis import compare as do_compare
-    from .publish.report import render_comparison
-    from .ledger.store import Store
+    from ..publish.analysis import Settings
+    from ..publish.analysis import compare as do_compare
+    from ..publish.report import render_comparison
+    from ..ledger.store import Store
 
     config = ctx.config()
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
@@ -549,7 +553,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
 @handle_errors
 def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     """Spend per route and per night: estimate vs actual (read-only)."""
-    from .ledger.cost import cost_report, fmt_money
+    from ..ledger.cost import cost_report, fmt_money
 
     config = ctx.config()
     note_rehearsal(config)
@@ -593,7 +597,7 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 @handle_errors
 def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write: bool, precision: str, as_json: bool) -> None:
     """Measure ROUTE's real context window and suggest its caps in characters (spec §3: a new model is probed)."""
-    from .run import probe as probing
+    from ..run import probe as probing
 
     config = ctx.config()
     if write and config.rehearsal:
@@ -643,8 +647,8 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
 def emulator(host: str, port: int, latency: float, responder: str | None, faults_: tuple[str, ...], windows_: tuple[str, ...],
              models_: tuple[str, ...], keys_: tuple[str, ...]) -> None:
     """Serve a local emulator of the OpenAI, Anthropic and Gemini batch APIs (for rehearsals and tests)."""
-    from .emulator import normalize_fault, run_emulator
-    from .emulator.server import check_loopback
+    from ..emulator import normalize_fault, run_emulator
+    from ..emulator.server import check_loopback
 
     try:
         check_loopback(host)
@@ -658,14 +662,14 @@ def emulator(host: str, port: int, latency: float, responder: str | None, faults
         except ValueError as e:  # JSONDecodeError is a ValueError too
             raise BatchrunError(f"--fault {f!r} is not a valid fault: {e}",
                                 "Pass a JSON object, e.g. --fault '{\"kind\":\"http_error\",\"status\":500,\"count\":3}'.")
-    from .emulator.windows import parse_window
+    from ..emulator.windows import parse_window
 
     try:
         windows = dict(parse_window(w) for w in windows_)
     except ValueError as e:
         raise BatchrunError(f"{e}.", "Pass --window MODEL=TOKENS, e.g. --window my-model=200000.")
     if responder:
-        from .emulator import load_responder
+        from ..emulator import load_responder
 
         try:
             responder_fn = load_responder(responder)

@@ -1,4 +1,4 @@
-"""The CLI's plumbing, apart from the commands (cli.py): the command context, turning errors into
+"""The CLI's plumbing, apart from the commands: the command context, turning errors into
 messages and exit codes, opening state.db as the one writer or as a reader, shared options, and
 what several commands print (warnings, blocked and waiting routes, retries on stderr)."""
 
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .base.errors import BatchrunError, StateError, environment_error, read_only
-from .base.progress import Progress
-from .base.redaction import redact, short_key_warnings
+from ..base.errors import BatchrunError, StateError, environment_error, read_only
+from ..base.progress import Progress
+from ..base.redaction import redact, short_key_warnings
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
-    from .ledger.store import Store
-    from .protocol.config import Config
+    from ..ledger.store import Store
+    from ..protocol.config import Config
 
 EXIT_INCOMPLETE = 2
 
@@ -34,7 +34,7 @@ class Context:
         self.state_path: Any = None  # known once the config is read: errors from SQLite name no file
 
     def config(self) -> Config:
-        from .protocol.config_file import load_config
+        from ..protocol.config_file import load_config
 
         config = load_config(self.config_path)
         if self.emulator:
@@ -88,10 +88,10 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
     """Open state.db as the one writer: validate inputs first, take the lock, record the run.
     `inputs=False`: a command that reads neither the dataset nor the corpus (preflight) works
     before they are in place."""
-    from .protocol.corpus import scan_corpus
-    from .ledger.sync import check_role_changes
-    from .ledger.lock import WriterLock
-    from .ledger.store import Store
+    from ..protocol.corpus import scan_corpus
+    from ..ledger.sync import check_role_changes
+    from ..ledger.lock import WriterLock
+    from ..ledger.store import Store
 
     _check_writable(config)
     if not config.paths.state.exists() and inputs:
@@ -144,7 +144,7 @@ def _check_writable(config: Config) -> None:
 @contextmanager
 def reader(config: Config) -> Iterator[Store]:
     """state.db opened read-only (works on read-only media and while a writer runs), closed after."""
-    from .ledger.store import Store
+    from ..ledger.store import Store
 
     with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True) as store:
         yield store
@@ -153,7 +153,7 @@ def reader(config: Config) -> Iterator[Store]:
 def note_rehearsal(config: Config) -> None:
     """On stderr, so the data on stdout keeps its shape: these numbers are the emulator's."""
     if config.rehearsal:
-        from .publish.report import rehearsal_title
+        from ..publish.report import rehearsal_title
 
         click.echo(rehearsal_title(config.rehearsal), err=True)
 
@@ -168,7 +168,7 @@ def announce_warnings(ctx: Context, store: Store, config: Config) -> None:
     Called after the command's work, so an error stays the first thing on stderr. With -q nothing
     is printed and nothing is remembered: the next run without -q says it.
     """
-    from .ledger.sync import record_warnings_shown, unshown_warnings
+    from ..ledger.sync import record_warnings_shown, unshown_warnings
 
     if ctx.quiet:
         return
@@ -238,7 +238,7 @@ def log_to_stderr(quiet: bool) -> None:
 def print_problems(store: Store, config: Config, *, requests: str = "request_status") -> None:
     """Blocked and waiting routes, each with its diagnosis and fix (stderr: it is not data).
     `requests`: as for diagnosis.open_problems ("requests_now" right after the views were evaluated)."""
-    from .ledger.diagnosis import open_problems
+    from ..ledger.diagnosis import open_problems
 
     for problem in open_problems(store, config, requests=requests):
         click.echo(f"{problem.state}: {redact(problem.describe())}", err=True)

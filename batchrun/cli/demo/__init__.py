@@ -14,11 +14,11 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from ..base.errors import BatchrunError, DataError
-from ..base.progress import Progress
-from ..ledger.lock import WriterLock
-from ..ledger.store import Store
-from ..protocol.config_file import load_config
+from ...base.errors import BatchrunError, DataError
+from ...base.progress import Progress
+from ...ledger.lock import WriterLock
+from ...ledger.store import Store
+from ...protocol.config_file import load_config
 
 DEMO_KEY_ENV = "BATCHRUN_DEMO_KEY"
 
@@ -66,7 +66,7 @@ def _refuse_another_project(directory: Path, root: Path) -> None:
 
 def prepare(directory: Path) -> Path:
     """Copy the demo files into `directory` (keeping an existing config); return the config path."""
-    src = resources.files("batchrun.demo")
+    src = resources.files("batchrun.cli.demo")
     with resources.as_file(src) as root:
         _refuse_another_project(directory, root)
         (directory / "data").mkdir(parents=True, exist_ok=True)
@@ -96,10 +96,10 @@ def sqlite_utils_command() -> str:
 
 def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
              interval: float = 0.2) -> int:
-    from ..emulator import Emulator
-    from ..publish.end_of_run import publish
-    from ..run.refresh import refresh
-    from ..publish.report import render
+    from ...emulator import Emulator
+    from ...publish.end_of_run import publish
+    from ...run.refresh import refresh
+    from ...publish.report import render
 
     folder = Path(directory).resolve()
     try:
