@@ -297,7 +297,8 @@ class _Lib:
         from batchrun.base import jsonl
         from batchrun.protocol.caps import CJK_WINDOW, is_cjk
         from batchrun.run.collect import CollectResult, collect_batch
-        from batchrun.protocol.config import fingerprint
+        from batchrun.protocol.policy import fingerprint, generation_policy, judge_policy, route_policies
+        from batchrun.ledger.inputs import resolve_inputs
         from batchrun.ledger.cost import request_cost
         from batchrun.protocol.prompts import generation_prompt, judge_prompt
         from batchrun.providers import RequestSpec, get_adapter
@@ -308,13 +309,16 @@ class _Lib:
         load_config, parse_config = (_first_of(("batchrun.protocol.config_file", "batchrun.config_file", "batchrun.config"), name)
                                      for name in ("load_config", "parse_config"))
         estimate_tokens, generation_custom_id, judge_custom_id, sync_state = (
-            _first_of(("batchrun.ledger.sync", "batchrun.ledger.pending", "batchrun.ledger", "batchrun.plan"), name)
+            _first_of(("batchrun.ledger.sync", "batchrun.ledger.ids", "batchrun.ledger", "batchrun.plan"), name)
             for name in ("estimate_tokens", "generation_custom_id", "judge_custom_id", "sync_state"))
 
         self.jsonl = jsonl
         self.CJK_WINDOW, self.is_cjk = CJK_WINDOW, is_cjk
         self.CollectResult, self.collect_batch = CollectResult, collect_batch
         self.fingerprint, self.load_config, self.parse_config = fingerprint, load_config, parse_config
+        # A route's policy and the command's resolved inputs (issue 28: built once per command).
+        self.generation_policy, self.judge_policy, self.route_policies = generation_policy, judge_policy, route_policies
+        self.resolve_inputs = resolve_inputs
         self.request_cost = request_cost
         self.generation_prompt, self.judge_prompt = generation_prompt, judge_prompt
         self.RequestSpec, self.get_adapter = RequestSpec, get_adapter

@@ -231,6 +231,7 @@ def run_cookbook(work: Path, config_path: Path, stage: str, items: list[tuple], 
     for item in items:
         by_route[item[0]].append(item)
     adapters = {name: L.get_adapter(r.provider) for name, r in config.routes.items()}
+    policies = L.route_policies(config)  # what each route's requests carry (temperature, budget)
     docs: dict[str, str] = {}
     timed = cpu = 0.0
     n = nbytes = 0
@@ -248,13 +249,13 @@ def run_cookbook(work: Path, config_path: Path, stage: str, items: list[tuple], 
                         with open(config.paths.corpus / name, encoding="utf-8") as d:
                             docs[name] = d.read()
                     prompt = L.generation_prompt(task["question_text"], docs[name])
-                    spec = L.RequestSpec(f"{route_name}-{item[1]}", route.model, prompt, config.generation_max_tokens(route),
-                                         config.generation_temperature(route))
+                    spec = L.RequestSpec(f"{route_name}-{item[1]}", route.model, prompt, policies[route_name].max_tokens,
+                                         policies[route_name].temperature)
                 else:
                     rubric = [_Item(r["points"], r["correct_criterion"]) for r in task["ground_truth"]["scoring_rubric"]]
                     prompt = L.judge_prompt(task["question_text"], rubric, item[2] or "")
-                    spec = L.RequestSpec(f"{route_name}-{item[1]}-{n}", route.model, prompt, config.judging.max_tokens,
-                                         config.judge_temperature(route))
+                    spec = L.RequestSpec(f"{route_name}-{item[1]}-{n}", route.model, prompt, policies[route_name].max_tokens,
+                                         policies[route_name].temperature)
                 f.write(json.dumps(adapters[route_name].build_line(route, spec)) + "\n")
                 n += 1
             f.flush()

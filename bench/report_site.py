@@ -108,6 +108,7 @@ def write_inputs(root: Path, n_routes: int, rng: random.Random) -> Path:
 
 def prepare(root: Path, n_routes: int, seed: int) -> dict[str, Any]:
     from batchrun.protocol.config_file import load_config
+    from batchrun.ledger.inputs import resolve_inputs
     from batchrun.ledger.sync import queue_judgments, sync_state
     from batchrun.ledger.store import Store
 
@@ -116,7 +117,7 @@ def prepare(root: Path, n_routes: int, seed: int) -> dict[str, Any]:
     config = load_config(config_path)
     store = Store(config.paths.state)
     store.start_run("bench-setup")
-    sync_state(store, config)
+    sync_state(store, resolve_inputs(store, config))
     db = store.db
     now = time.time()
     pool = []

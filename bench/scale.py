@@ -411,7 +411,7 @@ class Builder:
         remove_tree(real.paths.jobs)
         remove_tree(real.paths.results)
         self.store = store = L.Store(real.paths.state)
-        L.sync_state(store, real)  # tasks, documents, policies, config_routes, cells, generation requests: batchrun's own
+        L.sync_state(store, L.resolve_inputs(store, real))  # tasks, documents, policies, config_routes, cells, generation requests: batchrun's own
         self.real = real
 
         tasks = {r["task_id"]: r for r in store.rows("SELECT task_id, question, rubric_json, graded_sha256, task_sha256, doc_sha256 FROM tasks")}
@@ -463,7 +463,7 @@ class Builder:
         old_panel_size = 3 * len(answered)
         if 0 < old_panel_size <= budget:
             for name, _, _ in JUDGES:
-                policy = {**real.judge_policy(real.routes[name]), "max_tokens": 8192}
+                policy = {**L.judge_policy(real, real.routes[name]), "max_tokens": 8192}
                 fp = L.fingerprint(policy)
                 store.db.execute("INSERT OR IGNORE INTO policies VALUES (?, 'judge', ?, ?, ?, ?, 0)",
                                  [fp, name, real.routes[name].provider, real.routes[name].model, json.dumps(policy, sort_keys=True)])
@@ -481,14 +481,14 @@ class Builder:
                 k = unit // 2
                 name = [n for n in self.cfg.routes if n.startswith(f"retired-{k:03d}-")][0]
                 route = self.cfg.routes[name]
-                policy = self.cfg.generation_policy(route)
+                policy = L.generation_policy(self.cfg, route)
                 what = f"retired route {name}"
             else:  # an older policy of a current route (each a different completion budget)
                 k = unit // 2 - 1
                 name = routes[k % len(routes)]
                 route = self.cfg.routes[name]
                 max_tokens = 4096 - 64 * (k // len(routes))
-                policy = {**self.cfg.generation_policy(route), "max_tokens": max_tokens}
+                policy = {**L.generation_policy(self.cfg, route), "max_tokens": max_tokens}
                 what = f"older policy of {name} (max_tokens {max_tokens})"
             fp = L.fingerprint(policy)
             night = f"H{unit:03d}"

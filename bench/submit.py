@@ -57,6 +57,7 @@ def build_project(root: Path, provider: str, n_requests: int, fraction: float = 
     """A one-document project whose single request file lands just under the provider's limit."""
     from batchrun.base import jsonl
     from batchrun.protocol.config_file import parse_config
+    from batchrun.protocol.policy import generation_decoding
     from batchrun.protocol.prompts import generation_prompt
     from batchrun.providers import RequestSpec, get_adapter
 
@@ -74,8 +75,8 @@ def build_project(root: Path, provider: str, n_requests: int, fraction: float = 
     cfg = parse_config(config, config_path)
     route = cfg.routes[route_name]
     # Every line has the same overhead (fixed-width question, 42-character custom_id).
-    spec = RequestSpec("g-" + "0" * 40, model, generation_prompt(_question(0), ""), cfg.generation_max_tokens(route),
-                       cfg.generation_temperature(route))
+    temperature, max_tokens = generation_decoding(cfg, route)
+    spec = RequestSpec("g-" + "0" * 40, model, generation_prompt(_question(0), ""), max_tokens, temperature)
     overhead = len(jsonl.dumps(get_adapter(provider).build_line(route, spec)).encode()) + 1
     target = int((limit - MARGIN) * fraction) // n_requests - overhead  # escaped document bytes per line
     # ~1 MB of ASCII prose with a newline every few sentences; trimmed to the exact escaped size.

@@ -118,7 +118,6 @@ def test_measurements_made_under_the_old_reading_are_not_reused(project: Project
     # A cap between the two counts: the scope decision depends on which one is used.
     project.config(routes={"gpt": route("openai", "gpt-5.5", caps={"en": new_len, "cjk": new_len})}, panel=[])
     plan_module = sys.modules["batchrun.protocol.corpus"]
-    monkeypatch.setattr(plan_module, "_measured", {})
     ok(project.run("plan"))
 
     # state.db as a batchrun before this reading left it (then migrated): the file cache and the
@@ -140,7 +139,6 @@ def test_measurements_made_under_the_old_reading_are_not_reused(project: Project
         return real(name, path, where=where)
 
     monkeypatch.setattr(plan_module, "measure_file", counting)
-    monkeypatch.setattr(plan_module, "_measured", {})
     ok(project.run("plan"))
     assert measured == ["crlf.txt"]  # measured again, once (the CLI's check and plan share it)
     (cell,) = project.sql("SELECT * FROM cells")
@@ -150,7 +148,6 @@ def test_measurements_made_under_the_old_reading_are_not_reused(project: Project
         {"reading": "utf-8/universal-newlines/bom-kept", "chars": new_len}]
 
     # From then on the cache answers.
-    monkeypatch.setattr(plan_module, "_measured", {})
     ok(project.run("plan"))
     assert measured == ["crlf.txt"]
 

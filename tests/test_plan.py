@@ -632,11 +632,11 @@ def test_a_first_plan_reads_and_hashes_each_document_once(project: Project, monk
         return real(name, path, where=where)
 
     monkeypatch.setattr(module, "measure_file", counting)
-    monkeypatch.setattr(module, "_measured", {})
-    # The CLI validates the corpus before it opens state.db, then plan syncs it: once each file.
+    # The CLI resolves the command's inputs once (validating the corpus before it opens state.db),
+    # and plan syncs that same measurement: once each file.
     ok(project.run("plan"))
     assert sorted(measured) == ["harbor.txt", "lab.txt", "zh.txt"]
-    ok(project.run("plan"))  # state.db's cache (and this process's) answer now
+    ok(project.run("plan"))  # state.db's cache answers now
     assert sorted(measured) == ["harbor.txt", "lab.txt", "zh.txt"]
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from batchrun.protocol.caps import is_cjk
 from batchrun.protocol.config_file import load_config
+from batchrun.protocol.policy import generation_max_tokens
 from batchrun.emulator import Emulator
 from batchrun.emulator.wire import count_input_tokens
 from batchrun.protocol.prompts import generation_prompt
@@ -97,8 +98,8 @@ def test_search_finds_the_window_within_the_precision_en_and_cjk(project: Projec
         assert s["largest_accepted"] <= truth < s["smallest_rejected"], (script, truth, s)
         assert s["smallest_rejected"] - s["largest_accepted"] <= 0.02 * s["smallest_rejected"]
         # OpenAI counts max_tokens against the window: the cap leaves the route's answer budget free.
-        answer_chars = math.ceil(load_config(project.config_path).generation_max_tokens(
-            load_config(project.config_path).routes["new"]) * s["chars_per_token"])
+        config = load_config(project.config_path)
+        answer_chars = math.ceil(generation_max_tokens(config, config.routes["new"]) * s["chars_per_token"])
         assert s["reserved_chars"] == answer_chars > 0
         assert s["cap"] == s["largest_accepted"] - answer_chars and data["suggested_caps"][script] == s["cap"]
     # Every step was a real online request with a minimal budget, and each refusal stated the window.

@@ -102,16 +102,18 @@ def test_deep_nesting_renders_as_json_dumps() -> None:
 def test_the_route_files_of_a_real_state_db_render_as_json_dumps(tmp_path: Path) -> None:
     from batchrun.protocol.config_file import load_config
     from batchrun.publish.outputs import judge_details, judge_scores, leaderboard, provenance_sources, route_responses, route_scores
+    from batchrun.ledger.inputs import resolve_inputs
     from batchrun.ledger.store import Store
 
     for name in ("batchrun.json", "state.db"):
         shutil.copyfile(FIXTURE / name, tmp_path / name)
     config = load_config(tmp_path / "batchrun.json")
+    inputs = resolve_inputs(None, config, corpus=False)
     with Store(tmp_path / "state.db") as store:
         board = leaderboard(store)
         details, sources = judge_details(judge_scores(store)), provenance_sources(store)
         files = [f(row) for row in board if row["route"] in config.routes
-                 for f in (lambda r: route_responses(store, config, r["route"]), lambda r: route_scores(store, config, r, details, sources))]
+                 for f in (lambda r: route_responses(store, config, r["route"]), lambda r: route_scores(store, inputs, r, details, sources))]
     assert len(files) >= 4
     for data in files:
         assert render(data) == (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")

@@ -302,7 +302,7 @@ def test_a_route_policy_changed_under_batches_in_flight_names_the_route_and_sett
 def test_batches_planned_by_a_batchrun_with_another_prompt_template_are_refused(project: Project, emu: EmulatorProcess) -> None:
     make(project)
     # Another batchrun (a different generation template) plans and sends the batches.
-    other = ("import batchrun.protocol.config as c; c.GENERATION_TEMPLATE_SHA256 = '0' * 64; "
+    other = ("import batchrun.protocol.policy as c; c.GENERATION_TEMPLATE_SHA256 = '0' * 64; "
              "from batchrun.cli import cli; cli(prog_name='batchrun')")
     env = {**__import__("os").environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001"}
     r = subprocess.run([sys.executable, "-c", other, "--config", str(project.config_path), "--emulator", emu.url, "submit"],

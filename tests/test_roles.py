@@ -15,6 +15,7 @@ import pytest
 from batchrun.protocol.config_file import load_config
 from batchrun.emulator import Emulator
 from batchrun.base.errors import ConfigError
+from batchrun.ledger.inputs import resolve_inputs
 from batchrun.ledger.sync import sync_state
 
 from conftest import DEFAULT_ROUTES, Project, route, small_project
@@ -61,7 +62,7 @@ def test_the_flip_check_runs_inside_the_sync_transaction_and_rolls_back(project:
     store = project.store()
     try:
         with pytest.raises(ConfigError, match="'judge-a' was a judge"):
-            sync_state(store, load_config(project.config_path))
+            sync_state(store, resolve_inputs(store, load_config(project.config_path)))
         assert not store.db.conn.in_transaction
     finally:
         store.close()

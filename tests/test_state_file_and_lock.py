@@ -148,6 +148,7 @@ def test_no_preflight_is_sent_for_a_deleted_state_db(project: Project, emulator:
     """A preflight is a paid request: never sent for a state.db that is gone (nothing could record
     it, and the next run would pay for it again)."""
     from batchrun.base.errors import StateError
+    from batchrun.ledger.inputs import resolve_inputs
     from batchrun.run.preflight import preflight
     from batchrun.ledger.store import Store
 
@@ -157,7 +158,7 @@ def test_no_preflight_is_sent_for_a_deleted_state_db(project: Project, emulator:
     try:
         project.state_path.unlink()
         with pytest.raises(StateError, match="was deleted"):
-            preflight(store, config, ["gpt"])
+            preflight(store, resolve_inputs(None, config, corpus=False), ["gpt"])
     finally:
         store.close()
     assert emulator.requests == [] and emulator.calls == []
@@ -168,6 +169,7 @@ def test_a_preflight_answered_after_state_db_was_replaced_is_not_recorded_in_eit
     file this run opened (nobody reads it any more; the new one it never opened), and it stops."""
     from batchrun.emulator import Emulator, builtin_responder
     from batchrun.base.errors import StateError
+    from batchrun.ledger.inputs import resolve_inputs
     from batchrun.run.preflight import preflight
     from batchrun.ledger.store import Store
 
@@ -187,7 +189,7 @@ def test_a_preflight_answered_after_state_db_was_replaced_is_not_recorded_in_eit
 
     def run() -> None:
         try:
-            preflight(store, config, ["gpt"])
+            preflight(store, resolve_inputs(None, config, corpus=False), ["gpt"])
         except BaseException as e:  # noqa: BLE001 - handed to the test
             raised.append(e)
 

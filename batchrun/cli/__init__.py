@@ -90,8 +90,8 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
     from ..run.plan import plan as do_plan
 
     config = ctx.config()
-    with writer(ctx, "plan", config, wait_lock=wait_lock) as store:
-        result = do_plan(store, config, routes=set(routes) or None, stages=set(stages) or None)
+    with writer(ctx, "plan", config, wait_lock=wait_lock) as (store, inputs):
+        result = do_plan(store, inputs, routes=set(routes) or None, stages=set(stages) or None)
         announce_warnings(ctx, store, config)
         _print_plan(config, result, as_json, quiet=ctx.quiet)
 
@@ -166,8 +166,8 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
     from ..run.submit import submit as do_submit
 
     config = ctx.config()
-    with writer(ctx, "submit", config, wait_lock=wait_lock) as store:
-        result = do_submit(store, config, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
+    with writer(ctx, "submit", config, wait_lock=wait_lock) as (store, inputs):
+        result = do_submit(store, inputs, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
                            budget=budget, preflight=not no_preflight, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         if dry_run:
@@ -193,8 +193,8 @@ def poll(ctx: Context, wait: bool, interval: float, timeout: float | None, wait_
     from ..run.poll import poll as do_poll
 
     config = ctx.config()
-    with writer(ctx, "poll", config, wait_lock=wait_lock) as store:
-        r = do_poll(store, config, wait=wait, interval=interval, timeout=timeout, progress=ctx.progress())
+    with writer(ctx, "poll", config, wait_lock=wait_lock) as (store, inputs):
+        r = do_poll(store, inputs, wait=wait, interval=interval, timeout=timeout, progress=ctx.progress())
         click.echo(f"{r.in_flight} batch(es) in flight, {len(r.downloaded)} downloaded")
     for text in r.blocked.values():
         click.echo(f"blocked: {redact(text)}", err=True)
@@ -217,8 +217,8 @@ def collect(ctx: Context, wait_lock: bool) -> None:
     from ..run.collect import collect as do_collect
 
     config = ctx.config()
-    with writer(ctx, "collect", config, wait_lock=wait_lock) as store:
-        r = do_collect(store, config, progress=ctx.progress())
+    with writer(ctx, "collect", config, wait_lock=wait_lock) as (store, inputs):
+        r = do_collect(store, inputs, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         click.echo(f"collected {len(r.batches)} batch(es), {r.lines} result line(s); {r.new_judge_requests} judge request(s) queued")
         if not r.complete:
@@ -248,14 +248,14 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
 
     config = ctx.config()
     deadline = deadline_from(parse_duration(timeout_) if timeout_ else None, check_until(until))
-    with writer(ctx, "refresh", config, wait_lock=wait_lock) as store:
-        outcome = do_refresh(store, config, deadline=deadline, interval=interval, budget=budget, preflight=not no_preflight,
+    with writer(ctx, "refresh", config, wait_lock=wait_lock) as (store, inputs):
+        outcome = do_refresh(store, inputs, deadline=deadline, interval=interval, budget=budget, preflight=not no_preflight,
                              progress=ctx.progress())
         announce_warnings(ctx, store, config)
         from ..publish.end_of_run import publish
         from ..publish.report import render
 
-        published = publish(store, config, command="refresh")
+        published = publish(store, inputs, command="refresh")
         click.echo(render(published.data, "md"))
         if not outcome.complete:
             for text in outcome.blocked:  # batches the provider refused to show in this run
@@ -286,8 +286,8 @@ def retry(ctx: Context, route: str, task: str | None, status_: str | None, reaso
     from ..ledger.sync import sync_state
 
     config = ctx.config()
-    with writer(ctx, "retry", config, wait_lock=wait_lock) as store:
-        sync_state(store, config)
+    with writer(ctx, "retry", config, wait_lock=wait_lock) as (store, inputs):
+        sync_state(store, inputs)
         done = reopen(store, config, route=route, task=task, status=status_, reason=reason)
         click.echo(f"reopened {done.requests} request(s) of route {route!r} ("
                    + ", ".join(f"{k} {v}" for k, v in sorted(done.by_state.items())) + "); the next submit or refresh sends them")
@@ -309,8 +309,8 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
     from ..ledger.sync import sync_state
 
     config = ctx.config()
-    with writer(ctx, "accept-failures", config, wait_lock=wait_lock) as store:
-        sync_state(store, config)
+    with writer(ctx, "accept-failures", config, wait_lock=wait_lock) as (store, inputs):
+        sync_state(store, inputs)
         done = do_accept(store, config, route=route, reason=reason)
         click.echo(f"accepted {done.cells} cell(s) of route {route!r} as failures (scored 0): {done.reason}")
 
@@ -336,8 +336,8 @@ def preflight(ctx: Context, routes: tuple[str, ...], as_json: bool, wait_lock: b
     if unknown:
         raise BatchrunError(f"No route {', '.join(repr(n) for n in unknown)} in {config.path}.",
                             f"Routes: {', '.join(config.routes)}.")
-    with writer(ctx, "preflight", config, wait_lock=wait_lock, inputs=False) as store:
-        checks = do_preflight(store, config, names, each=False, progress=ctx.progress())
+    with writer(ctx, "preflight", config, wait_lock=wait_lock, inputs=False) as (store, inputs):
+        checks = do_preflight(store, inputs, names, each=False, progress=ctx.progress())
     skipped = [name for name in names if name not in {c.route for c in checks}]
     if as_json:
         click.echo(json.dumps({"ok": all(c.ok for c in checks), "routes": [c.as_json() for c in checks], "skipped_idle": skipped},
@@ -447,7 +447,7 @@ def cancel(ctx: Context, batch: str | None, route: str | None, all_: bool, wait_
     from ..run.status import cancel as do_cancel
 
     config = ctx.config()
-    with writer(ctx, "cancel", config, wait_lock=wait_lock) as store:
+    with writer(ctx, "cancel", config, wait_lock=wait_lock) as (store, _):
         cancelled = do_cancel(store, config, batch=batch, route=route, all_=all_)
         for bid in cancelled:
             click.echo(f"cancelled {bid}")
@@ -597,13 +597,16 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 @handle_errors
 def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write: bool, precision: str, as_json: bool) -> None:
     """Measure ROUTE's real context window and suggest its caps in characters (spec §3: a new model is probed)."""
+    from ..ledger.inputs import resolve_inputs
     from ..run import probe as probing
 
     config = ctx.config()
     if write and config.rehearsal:
         raise BatchrunError("--write with --emulator would put the emulator's window into the real config.",
                             "Probe the real provider to write caps, or copy the suggestion by hand.")
-    result = probing.probe(config, route, max_cost=max_cost, precision=probing.parse_precision(precision), dry_run=dry_run,
+    probing.route_for(config, route)  # an unknown route is said before the dataset is read
+    inputs = resolve_inputs(None, config)
+    result = probing.probe(inputs, route, max_cost=max_cost, precision=probing.parse_precision(precision), dry_run=dry_run,
                            progress=ctx.progress().event)
     target = config.routes[route]
     if not as_json:
@@ -612,7 +615,7 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
         click.echo("\n".join(probing.describe(result, target)))
     written = None
     if not result.dry_run:
-        with writer(ctx, "probe", config) as store:
+        with writer(ctx, "probe", config, resolved=inputs) as (store, _):
             written = probing.write_caps(config, result) if write and not probing.missing_caps(result) else None
             probing.record(store, result, written=written is not None)
             if written:

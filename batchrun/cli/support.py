@@ -20,6 +20,7 @@ from ..base.progress import Progress
 from ..base.redaction import redact, short_key_warnings
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
+    from ..ledger.inputs import Inputs
     from ..ledger.store import Store
     from ..protocol.config import Config
 
@@ -84,26 +85,35 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextmanager
-def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False, inputs: bool = True) -> Iterator[Store]:
-    """Open state.db as the one writer: validate inputs first, take the lock, record the run.
-    `inputs=False`: a command that reads neither the dataset nor the corpus (preflight) works
-    before they are in place."""
-    from ..protocol.corpus import scan_corpus
-    from ..ledger.sync import check_role_changes
+def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False, inputs: bool = True,
+           resolved: Inputs | None = None) -> Iterator[tuple[Store, Inputs]]:
+    """Open state.db as the one writer: resolve the command's inputs first (which validates them),
+    take the lock, record the run. Yields the store and the inputs, resolved once for the whole
+    command (ledger/inputs.py): with the dataset and corpus for the commands that read them, and
+    on a first run for every writer (a bad dataset is found before state.db exists); the policies
+    alone otherwise. `inputs=False`: a command that reads neither the dataset nor the corpus
+    (preflight) works before they are in place. `resolved`: inputs the command resolved itself,
+    before taking the lock (probe)."""
+    from ..ledger.inputs import resolve_inputs
     from ..ledger.lock import WriterLock
     from ..ledger.store import Store
+    from ..ledger.sync import check_role_changes
 
     _check_writable(config)
-    if not config.paths.state.exists() and inputs:
+    if resolved is not None:
+        found = resolved
+    elif not config.paths.state.exists() and inputs:
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
-        scan_corpus(None, config)
+        found = resolve_inputs(None, config)
     elif command in _READS_DATASET:
         # Likewise before recording a run in an existing state.db: a bad dataset, or a judge the
         # config would silently turn into a contestant, changes nothing (not even the runs table).
         # (Read-only: the document cache makes this a stat per unchanged document.)
         with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True) as ro:
             check_role_changes(ro, config)
-            scan_corpus(ro, config)
+            found = resolve_inputs(ro, config)
+    else:
+        found = resolve_inputs(None, config, corpus=False)
     lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
     store: Store | None = None
     try:
@@ -113,7 +123,7 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
             raise StateError(f"The state database {config.paths.state} was replaced by another file while this run was starting.",
                              "Run the command again. Never replace or delete state.db while a writer runs.")
         store.start_run(command)
-        yield store
+        yield store, found
         store.end_run("ok")
     except BaseException:
         if store is not None and store.run_id is not None:

@@ -1,7 +1,8 @@
 """ledger: state.db, everything batchrun knows, and what the current inputs still need.
 
 Opening it (store: one writer at a time, lock), its schema (schema: the migrations and views;
-schema_doc writes docs/schema.md from them), a local batch's lifecycle (lifecycle), the
+schema_doc writes docs/schema.md from them), a local batch's lifecycle (lifecycle), a command's
+inputs resolved once with state.db's cache of document measurements (inputs), the
 deterministic custom_ids (ids), recording the current inputs and queueing judgments (sync), the
 requests the current config wants and which are pending (pending), refusing a resume over a
 changed input (resume), the maintainer's recorded decisions (decisions), why a route cannot

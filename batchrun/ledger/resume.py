@@ -17,7 +17,8 @@ input and the batches built from it, with the two ways forward: put the input ba
 (the batches go on), or `batchrun cancel --batch ID` each of them to take the new inputs.
 
 Read-only: it compares the requests of such batches with the ids the current inputs make
-(`ids.generation_custom_id`, `prompts.judge_graded_sha256`, the current policy fingerprints),
+(`ids.generation_custom_id`, `prompts.judge_graded_sha256`, the current policy fingerprints: the
+command's resolved inputs, ledger/inputs.py),
 and names the change from what state.db recorded at the last sync (`tasks`, `policies`). It runs
 at the start of every sync (`ledger.sync_state`, inside its transaction) and in `poll` before a
 sync batch's lines are sent. Batches of a route no longer in the config (or now idle) are left
@@ -38,9 +39,9 @@ from typing import Any
 
 from ..base.checksums import file_digest
 from ..base.errors import StateError
-from ..protocol.config import Config, fingerprint
-from ..protocol.corpus import Corpus
+from ..protocol.config import Config
 from .ids import generation_custom_id
+from .inputs import Inputs
 from .lifecycle import CANCEL_REQUESTED, Status
 from .store import Store, sql_list
 
@@ -83,21 +84,19 @@ def _flatten(policy: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-class _Inputs:
-    """The current inputs, and what state.db recorded of them at the last sync."""
+class _Changes:
+    """What changed: the command's inputs against what state.db recorded of them at the last sync."""
 
-    def __init__(self, store: Store, config: Config, corpus: Corpus):
+    def __init__(self, store: Store, inputs: Inputs):
+        config, corpus = inputs.config, inputs.require_corpus()
         self.store, self.config, self.corpus = store, config, corpus
         self.root = config.path.resolve().parent
         self.tasks = {t.task_id: t for t in corpus.dataset.tasks}
         self.old_tasks = {r["task_id"]: r for r in store.rows("SELECT task_id, question, corpus_file, doc_sha256, graded_sha256 FROM tasks")}
-        self.policies: dict[str, tuple[str, dict[str, Any]]] = {}
-        for route in config.contestants:
-            p = config.generation_policy(route)
-            self.policies[route.name] = ("gen", p)
-        for route in config.judges:
-            self.policies[route.name] = ("judge", config.judge_policy(route))
-        self.fps = {name: fingerprint(p) for name, (_, p) in self.policies.items()}
+        # The routes that send (an idle judge sends nothing): their stage and current policy.
+        self.policies: dict[str, tuple[str, dict[str, Any]]] = {
+            name: (p.stage, p.policy) for name, p in inputs.policies.items() if p.role != "idle"}
+        self.fps = {name: inputs.policy(name).fingerprint for name in self.policies}
         self._policy_changes: dict[tuple[str, str], Change] = {}
         # Asked once per request in flight (thousands): each path resolved, each task's graded
         # sha256 computed, once.
@@ -194,7 +193,7 @@ class _Inputs:
                       f"restore task {task_id} in {dataset}")
 
 
-def changed_inputs(store: Store, config: Config, corpus: Corpus,
+def changed_inputs(store: Store, inputs: Inputs,
                    statuses: tuple[Status, ...] = STARTED) -> dict[str, tuple[dict[str, Any], list[Change]]]:
     """For each batch in `statuses` (not cancelled by the user) that holds requests built from
     inputs that changed since: the batch and the changes (each input once), in batch order."""
@@ -205,7 +204,7 @@ def changed_inputs(store: Store, config: Config, corpus: Corpus,
             WHERE status IN {sql_list(statuses)} AND coalesce(provider_state, '') != ? ORDER BY seq""", [CANCEL_REQUESTED])}
     if not batches:
         return {}
-    inputs = _Inputs(store, config, corpus)
+    known = _Changes(store, inputs)
     found: dict[str, dict[str, Change]] = defaultdict(dict)
     rows = store.db.execute(
         f"""SELECT br.batch_id, q.custom_id, q.stage, q.route, q.task_id, q.policy_fp, q.graded_sha256,
@@ -214,25 +213,25 @@ def changed_inputs(store: Store, config: Config, corpus: Corpus,
             LEFT JOIN requests p ON p.custom_id = q.parent_custom_id
             WHERE br.batch_id IN {sql_list(tuple(batches))}""")
     for batch_id, cid, stage, route, task_id, fp, graded, parent_id, parent_route, parent_fp in rows:
-        if route not in inputs.policies:
+        if route not in known.policies:
             continue  # no longer in the config, or idle: poll and cancel deal with it, as before
-        changes: list[Change | None] = [inputs.policy_change(route, stage, fp)]
+        changes: list[Change | None] = [known.policy_change(route, stage, fp)]
         if stage == "gen" and changes[0] is None:
-            changes.append(inputs.generation_change(route, task_id, cid))
+            changes.append(known.generation_change(route, task_id, cid))
         elif stage == "judge":
-            if parent_id is not None and parent_route in inputs.policies:
-                parent_policy = inputs.policy_change(parent_route, "gen", parent_fp)
-                changes.append(parent_policy or inputs.generation_change(parent_route, task_id, parent_id))
-            changes.append(inputs.judge_change(task_id, graded))
+            if parent_id is not None and parent_route in known.policies:
+                parent_policy = known.policy_change(parent_route, "gen", parent_fp)
+                changes.append(parent_policy or known.generation_change(parent_route, task_id, parent_id))
+            changes.append(known.judge_change(task_id, graded))
         for c in changes:
             if c is not None:
                 found[batch_id].setdefault(c.input, c)
     return {bid: (batches[bid], list(found[bid].values())) for bid in batches if bid in found}
 
 
-def refuse_changed_inputs(store: Store, config: Config, corpus: Corpus) -> None:
+def refuse_changed_inputs(store: Store, inputs: Inputs) -> None:
     """StateError naming every input that changed under a started batch, and the fix."""
-    stale = changed_inputs(store, config, corpus)
+    stale = changed_inputs(store, inputs)
     if not stale:
         return
     changes: dict[str, Change] = {}

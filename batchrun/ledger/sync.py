@@ -19,11 +19,11 @@ from typing import Any
 
 from ..base.errors import ConfigError
 from ..protocol.caps import CJK_WINDOW, is_cjk
-from ..protocol.config import Config, ConfigWarning, Route, fingerprint
-from ..protocol.corpus import READING, Corpus, cacheable, scan_corpus
+from ..protocol.config import Config, ConfigWarning, Route
 from ..protocol.dataset import RubricItem
 from ..protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
 from .ids import digest, generation_custom_id, judge_custom_id
+from .inputs import Inputs, record_documents
 from .pending import supersede_stale_batches
 from .resume import refuse_changed_inputs
 from .store import Store
@@ -81,10 +81,10 @@ def record_warnings_shown(store: Store, warnings: list[ConfigWarning]) -> None:
                 store.set_meta(w.meta_key(f), str(time.time()))
 
 
-def sync_state(store: Store, config: Config, corpus: Corpus | None = None, *, queue: bool = True) -> Corpus:
-    """Record the current dataset, corpus and config in state.db; queue judgments. Idempotent.
-    `queue=False`: the caller queues them itself, later (collect, after reading new answers)."""
-    corpus = corpus or scan_corpus(store, config)
+def sync_state(store: Store, inputs: Inputs, *, queue: bool = True) -> None:
+    """Record the command's inputs (its dataset, corpus and config) in state.db; queue judgments.
+    Idempotent. `queue=False`: the caller queues them itself, later (collect, after reading new answers)."""
+    config, corpus = inputs.config, inputs.require_corpus()
     now = time.time()
     db = store.db
     ds = corpus.dataset
@@ -92,21 +92,11 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None, *, qu
         # First, before anything is written: a refusal rolls the transaction back untouched.
         check_role_changes(store, config)
         # Likewise an input changed under work already sent (resume.py): refused, naming it.
-        refuse_changed_inputs(store, config, corpus)
+        refuse_changed_inputs(store, inputs)
         db.execute("INSERT OR IGNORE INTO datasets (sha256, path, n_tasks, first_seen) VALUES (?, ?, ?, ?)",
                    [ds.sha256, str(ds.path), len(ds.tasks), now])
         store.set_meta("dataset_sha256", ds.sha256)
-        for cf, info in corpus.docs.items():
-            db.execute("INSERT OR IGNORE INTO documents (sha256, name, chars, bytes, cjk) VALUES (?, ?, ?, ?, ?)",
-                       [info.sha256, info.name, info.chars, info.nbytes, int(info.cjk)])
-            db.execute("""INSERT OR IGNORE INTO document_readings (sha256, reading, chars, cjk, measured_at, newlines_translated)
-                          VALUES (?, ?, ?, ?, ?, ?)""", [info.sha256, READING, info.chars, int(info.cjk), now, int(info.newlines_translated)])
-            st = corpus.paths[cf].stat()
-            if cacheable(st):  # see corpus._measured: a racy file is not cached
-                db.execute("INSERT OR REPLACE INTO document_files (path, size, mtime_ns, sha256) VALUES (?, ?, ?, ?)",
-                           [str(corpus.paths[cf]), st.st_size, st.st_mtime_ns, info.sha256])
-            else:
-                db.execute("DELETE FROM document_files WHERE path = ?", [str(corpus.paths[cf])])
+        record_documents(store, corpus, now)
         db.execute("DELETE FROM tasks")
         for t in ds.tasks:
             db.execute(
@@ -119,11 +109,10 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None, *, qu
             )
         db.execute("DELETE FROM config_routes")
         for route in config.contestants:
-            policy = config.generation_policy(route)
-            fp = fingerprint(policy)
-            _record_policy(store, fp, "gen", route, policy, now)
+            p = inputs.policy(route.name)
+            fp, max_tokens = p.fingerprint, p.max_tokens
+            _record_policy(store, fp, "gen", route, p.policy, now)
             _record_config_route(store, route, "contestant", fp, None, config.generation.max_retries, config.generation.max_resubmits)
-            max_tokens = config.generation_max_tokens(route)
             cells, requests = [], []  # one executemany each per route (30 routes x 481 tasks per collect)
             for t in ds.tasks:
                 info = corpus.docs[t.corpus_file]
@@ -144,18 +133,17 @@ def sync_state(store: Store, config: Config, corpus: Corpus | None = None, *, qu
                    prompt_chars, est_input_tokens, est_output_tokens, created_at) VALUES (?, 'gen', ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 requests)
         for position, route in enumerate(config.judges):
-            policy = config.judge_policy(route)
-            fp = fingerprint(policy)
-            _record_policy(store, fp, "judge", route, policy, now)
-            _record_config_route(store, route, "judge", fp, position, config.judging.max_retries_per_run, config.generation.max_resubmits)
+            p = inputs.policy(route.name)
+            _record_policy(store, p.fingerprint, "judge", route, p.policy, now)
+            _record_config_route(store, route, "judge", p.fingerprint, position, config.judging.max_retries_per_run,
+                                 config.generation.max_resubmits)
         # Idle judges are remembered as 'idle' (every view reads only 'contestant' and 'judge'
         # rows), so deleting their role line later is caught as a flip too (check_role_changes).
         for route in config.idle:
-            _record_config_route(store, route, "idle", fingerprint(config.judge_policy(route)), None, 0, 0)
+            _record_config_route(store, route, "idle", inputs.policy(route.name).fingerprint, None, 0, 0)
         if queue:
             queue_judgments(store, config)
         supersede_stale_batches(store)  # reads no judge request that is not in a batch already
-    return corpus
 
 
 def _record_config_route(store: Store, route: Route, role: str, fp: str, panel_position: int | None,

@@ -1,16 +1,11 @@
 """The config: paths, protocol defaults, the judge panel and the routes (config_file.py reads it).
 
-A route's *policy* (everything that changes what is sent or how a result is judged) is hashed
-into a fingerprint; results are only ever aggregated under the fingerprint of the current config.
-Base URLs and key variables are deliberately not part of it: they say where a request goes, not
-what it is.
+What each route's settings make of its requests (its policy and fingerprint) is policy.py's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +13,6 @@ from typing import Any, Literal
 from ..base.errors import ConfigError
 from ..providers import get_adapter
 from . import caps as capslib
-from .prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 
 Transport = Literal["batch", "sync"]
 Role = Literal["contestant", "judge"]
@@ -210,48 +204,6 @@ class Config:
         """Judge routes out of the panel: kept in the config, never sent anything."""
         return [r for name, r in self.routes.items() if self.role_of(name) == "idle"]
 
-    # -- policies ---------------------------------------------------------------------------
-
-    def generation_max_tokens(self, route: Route) -> int:
-        if route.max_tokens is not None:
-            return route.max_tokens
-        return self.generation.reasoning_max_tokens if route.reasoning else self.generation.max_tokens
-
-    def generation_temperature(self, route: Route) -> float | None:
-        return self.generation.temperature if route.send_temperature else None
-
-    def judge_temperature(self, route: Route) -> float | None:
-        return self.judging.temperature if route.send_temperature else None
-
-    def generation_policy(self, route: Route) -> dict[str, Any]:
-        """Everything that decides what a generation request is and how its result counts."""
-        return {
-            "stage": "gen",
-            "route": route.name,
-            "provider": route.provider,
-            "model": route.model,
-            "endpoint": get_adapter(route.provider).policy_endpoint(route),
-            "api_version": route.api_version,
-            "caps": {"en": route.caps.en, "cjk": route.caps.cjk},
-            "temperature": self.generation_temperature(route),
-            "max_tokens": self.generation_max_tokens(route),
-            "prompt_template_sha256": GENERATION_TEMPLATE_SHA256,
-            "retry_policy": {"max_retries": self.generation.max_retries, "max_resubmits": self.generation.max_resubmits},
-        }
-
-    def judge_policy(self, route: Route) -> dict[str, Any]:
-        return {
-            "stage": "judge",
-            "route": route.name,
-            "provider": route.provider,
-            "model": route.model,
-            "endpoint": get_adapter(route.provider).policy_endpoint(route),
-            "api_version": route.api_version,
-            "temperature": self.judge_temperature(route),
-            "max_tokens": self.judging.max_tokens,
-            "prompt_template_sha256": JUDGE_TEMPLATE_SHA256,
-        }
-
     def with_emulator(self, url: str, *, own_paths: bool = True) -> "Config":
         """A rehearsal: every route sent to a local emulator (rehearsals, the demo, tests).
 
@@ -272,11 +224,6 @@ class Config:
             paths = replace(paths, state=rehearsal_path(paths.state), jobs=rehearsal_path(paths.jobs),
                             results=rehearsal_path(paths.results))
         return replace(self, routes=routes, paths=paths, rehearsal=url)
-
-
-def fingerprint(policy: dict[str, Any]) -> str:
-    blob = json.dumps(policy, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
 def base_url_problem(url: str, *, allow_insecure: bool) -> tuple[str, str] | None:

@@ -51,6 +51,7 @@ from .config import (
     Route,
     base_url_problem,
 )
+from .policy import decoding
 
 # File limits of the sync transport (requests, bytes): it sends its lines online, one by one, so
 # only the local file is bounded. A batch route's limits are its provider's (Adapter.file_limits).
@@ -421,7 +422,7 @@ def _check_sampling(c: _Checker, config: Config) -> None:
         adapter = get_adapter(route.provider)
         where = f'routes."{name}"'
         section = "generation" if role == "contestant" else "judging"
-        temperature = config.generation_temperature(route) if role == "contestant" else config.judge_temperature(route)
+        temperature, budget = decoding(config, name)
         low, high = adapter.temperature_range
         if temperature is not None and not low <= temperature <= high:
             c.problems.append(c.fail(
@@ -429,7 +430,6 @@ def _check_sampling(c: _Checker, config: Config) -> None:
                 f"that {route.provider} accepts",
                 f"Set [{section}].temperature to at most {high:g} (the protocol's is 0.1), or send_temperature = false under "
                 f"[{where}] if this model takes none (spec §2)."))
-        budget = config.generation_max_tokens(route) if role == "contestant" else config.judging.max_tokens
         least = adapter.min_output_tokens(route)
         if budget < least:
             key = "max_tokens" if role == "contestant" and route.max_tokens is not None else f"[{section}] max_tokens"

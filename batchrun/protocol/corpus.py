@@ -16,14 +16,13 @@ import hashlib
 import io
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..base.errors import DataError
 from ..base.jsonl import escape_str
 from ..base.userfiles import NotRegularFile, open_regular
-from ..ledger.store import Store
 from .caps import CJK_WINDOW, is_cjk
 from .config import Config
 from .dataset import Dataset, load_dataset
@@ -71,12 +70,15 @@ def resolve(corpus_dir: Path, corpus_file: str, *, where: str) -> tuple[str, Pat
     return candidate.relative_to(root).as_posix(), candidate
 
 
-def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
+def _decoded_chunks(path: Path, *, where: str, stamp: tuple[int, int] | None = None) -> Iterator[tuple[bytes, str]]:
     """(raw piece, text) pairs for a document, read as the harness reads it (module docstring).
 
     The newline decoder holds back a `\r` that ends a piece until the next piece shows whether a
     `\n` follows, so a CRLF split across pieces still becomes one `\n`: the text of a piece may be
-    one character short, and the next (or the final, empty) piece carries it."""
+    one character short, and the next (or the final, empty) piece carries it.
+
+    `stamp`: the (size, mtime_ns) the file had when it was measured; the file opened must still
+    have them (`Corpus.stamps`)."""
     decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")("strict"), translate=True)
     offset = 0
     try:
@@ -88,6 +90,15 @@ def _decoded_chunks(path: Path, *, where: str) -> Iterator[tuple[bytes, str]]:
     except OSError as e:
         raise DataError(f"{where}: cannot read corpus file {path}: {e.strerror}.", "Check the file's permissions.")
     with f:
+        st = os.fstat(f.fileno())
+        if stamp is not None and (st.st_size, st.st_mtime_ns) != stamp:
+            # Its ids were made from the measurement (the sha256 of the old bytes): the new text
+            # must not go out under them. The next command measures it afresh.
+            raise DataError(
+                f"{where}: corpus file {path} changed while this command ran ({stamp[0]:,} bytes when it was measured, "
+                f"{st.st_size:,} now, or modified since). Nothing of it was sent.",
+                "Run the command again: it reads the document afresh (batches already built from the old text are refused "
+                "until they end or are cancelled, as after any edit).")
         while True:
             piece = f.read(CHUNK_BYTES)
             try:
@@ -145,8 +156,11 @@ class EscapedDocument:
 
     __slots__ = ("data",)
 
-    def __init__(self, path: Path, *, where: str):
-        self.data = b"".join([escape_str(text).encode() for _, text in _decoded_chunks(path, where=where) if text])
+    def __init__(self, path: Path, *, where: str, stamp: tuple[int, int] | None = None):
+        """`stamp`: the file's (size, mtime_ns) when the command measured it (Corpus.stamps): a
+        document edited since is refused, not escaped into lines that carry the old one's ids."""
+        chunks = _decoded_chunks(path, where=where, stamp=stamp)
+        self.data = b"".join([escape_str(text).encode() for _, text in chunks if text])
 
     def __len__(self) -> int:
         return len(self.data)
@@ -157,41 +171,45 @@ class EscapedDocument:
 
 @dataclass(frozen=True)
 class Corpus:
+    """The dataset and every document it names, measured: part of what a command resolves once
+    (ledger.inputs) and passes down."""
+
     dataset: Dataset
     docs: dict[str, DocumentInfo]  # by corpus_file as written in the dataset
     paths: dict[str, Path]  # by corpus_file
+    # Each file's (size, mtime_ns) when it was measured, or found measured in state.db: sync
+    # caches the measurement under it, and plan refuses a document that changed since
+    # (EscapedDocument), whose text would go out under the old checksum's ids.
+    stamps: dict[str, tuple[int, int]]
 
 
-# Documents measured by this process, by (path, size, mtime_ns): a command validates the corpus
-# before it opens state.db and then syncs it, and a first run has no state.db cache yet; without
-# this it would read and hash every document twice.
-_measured: dict[tuple[str, int, int], DocumentInfo] = {}
-# Neither this nor state.db's document_files cache keeps a file modified in the last 2 s: file
-# systems stamp mtimes with a coarse clock (a few ms on ext4), so a same-size edit in the same
-# tick would keep the key and serve the old checksum ("racily clean", as git calls it).
+# What state.db already measured, by file path (ledger.inputs.cached_measurements): the file's
+# (size, mtime_ns) then, and the measurement.
+Measured = Mapping[str, tuple[int, int, DocumentInfo]]
+
+# state.db's document_files cache keeps no file modified in the last 2 s: file systems stamp
+# mtimes with a coarse clock (a few ms on ext4), so a same-size edit in the same tick would keep
+# the key and serve the old checksum ("racily clean", as git calls it).
 _RACY_NS = 2_000_000_000
 
 
-def cacheable(st: os.stat_result) -> bool:
-    return st.st_mtime_ns < time.time_ns() - _RACY_NS
+def cacheable(mtime_ns: int) -> bool:
+    return mtime_ns < time.time_ns() - _RACY_NS
 
 
-def scan_corpus(store: Store | None, config: Config) -> Corpus:
+def scan_corpus(config: Config, measured: Measured | None = None) -> Corpus:
     """Load the dataset and measure every document it names (validating all, writing nothing).
 
-    `store` supplies the document cache; None (no state.db yet) measures every document."""
+    `measured`: state.db's measurements; a document found there with the same size and mtime is
+    not read again. Without (no state.db yet) every document is measured."""
     dataset = load_dataset(config.paths.dataset)
     corpus_dir = config.paths.corpus
     if not corpus_dir.is_dir():
         raise DataError(f"Corpus folder {corpus_dir} does not exist.", "Set [paths] corpus in the config, or put the documents in corpus/.")
-    tables = store.db.table_names() if store is not None else []
-    cache = {r["path"]: r for r in store.rows("SELECT * FROM document_files")} if store is not None and "document_files" in tables else {}
-    # Only measurements made under the current reading rule count (m009_document_readings).
-    known = {r["sha256"]: r for r in store.rows(
-        """SELECT d.sha256, d.bytes, r.chars, r.cjk, r.newlines_translated FROM document_readings r JOIN documents d ON d.sha256 = r.sha256
-           WHERE r.reading = ?""", [READING])} if store is not None and "document_readings" in tables else {}
+    cache = measured or {}
     docs: dict[str, DocumentInfo] = {}
     paths: dict[str, Path] = {}
+    stamps: dict[str, tuple[int, int]] = {}
     for task in dataset.tasks:
         if task.corpus_file in docs:
             continue
@@ -202,21 +220,13 @@ def scan_corpus(store: Store | None, config: Config) -> Corpus:
         except FileNotFoundError:
             raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
         hit = cache.get(str(path))
-        if hit and hit["size"] == st.st_size and hit["mtime_ns"] == st.st_mtime_ns and hit["sha256"] in known:
-            row = known[hit["sha256"]]
-            info = DocumentInfo(name=name, sha256=row["sha256"], chars=row["chars"], nbytes=row["bytes"], cjk=bool(row["cjk"]),
-                                newlines_translated=bool(row["newlines_translated"]))
+        if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns):
+            info = replace(hit[2], name=name)
         else:
             if not os.access(path, os.R_OK):
                 raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
-            key = (str(path), st.st_size, st.st_mtime_ns)
-            measured = _measured.get(key)
-            if measured is not None and measured.name == name:
-                info = measured
-            else:
-                info = measure_file(name, path, where=where)
-                if cacheable(st):
-                    _measured[key] = info
+            info = measure_file(name, path, where=where)
         docs[task.corpus_file] = info
         paths[task.corpus_file] = path
-    return Corpus(dataset=dataset, docs=docs, paths=paths)
+        stamps[task.corpus_file] = (st.st_size, st.st_mtime_ns)
+    return Corpus(dataset=dataset, docs=docs, paths=paths, stamps=stamps)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.errors import BatchrunError, ConfigError, Incomplete
+from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.store import Store
 from ..protocol.config import Config
 from . import stats
@@ -559,13 +560,16 @@ def statistics(store: Store, config: Config, board: list[dict[str, Any]], settin
     }
 
 
-def full_report(store: Store, config: Config, settings: Settings = Settings(), *,
+def full_report(store: Store, config: Config | Inputs, settings: Settings = Settings(), *,
                 judgments: list[dict[str, Any]] | None = None, board: list[dict[str, Any]] | None = None,
                 with_tasks: bool = True) -> dict[str, Any]:
     """report_data (leaderboard, per-task scores, provenance) plus its statistics. `board`: the
     leaderboard just read (outputs.leaderboard, which filled cells_now), if the caller has it.
-    `with_tasks=False`: without each route's per-task rows (for Markdown and CSV, which print none)."""
+    `with_tasks=False`: without each route's per-task rows (for Markdown and CSV, which print none).
+    `config`: the command's resolved inputs (a Config's policies are resolved here)."""
     from .outputs import leaderboard
+
+    inputs = as_inputs(store, config, corpus=False)
 
     # The report is ~100,000 small dicts and lists, none in a cycle: the cyclic garbage collector's
     # passes over them found nothing and cost ~0.09 s at 32 routes x 100k results (issue 15).
@@ -574,9 +578,9 @@ def full_report(store: Store, config: Config, settings: Settings = Settings(), *
     try:
         board = board if board is not None else leaderboard(store)  # fills cells_now
         judgments = judgments if judgments is not None else judge_scores(store)
-        data = report_data(store, config, board, judgments, with_tasks=with_tasks)
+        data = report_data(store, inputs, board, judgments, with_tasks=with_tasks)
         # The report's routes carry every leaderboard column the statistics read.
-        data["statistics"] = statistics(store, config, data["routes"], settings, judgments=judgments)
+        data["statistics"] = statistics(store, inputs.config, data["routes"], settings, judgments=judgments)
     finally:
         if was_enabled:
             gc.enable()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..ledger.inputs import Inputs
 from ..ledger.store import Store
 from ..protocol.config import Config
 from . import snapshots
@@ -28,12 +29,14 @@ def site_dir(config: Config) -> Path:
     return config.paths.results / "site"
 
 
-def publish(store: Store, config: Config, *, command: str, settings: Settings = Settings()) -> Published:
+def publish(store: Store, inputs: Inputs, *, command: str, settings: Settings = Settings()) -> Published:
+    """`inputs`: the command's (refresh's, demo's), resolved at its top."""
     from .site import write_site
 
+    config = inputs.config
     store.check_same_file()  # never publish from a state.db deleted or replaced under the run
     board = leaderboard(store)  # fills cells_now, read by everything below
     snapshots.take(store, command, snapshots.current_state(store, board))
     judgments = judge_scores(store, with_text=True)
-    data = full_report(store, config, settings, judgments=judgments, board=board)
+    data = full_report(store, inputs, settings, judgments=judgments, board=board)
     return Published(data, write_site(store, config, data, site_dir(config), judgments=judgments))

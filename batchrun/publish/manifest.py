@@ -26,7 +26,8 @@ from typing import Any
 
 from ..base.checksums import RequestChecksum
 from ..ledger.store import Store, sql_list
-from ..protocol.config import Config, fingerprint
+from ..protocol.config import Config
+from ..protocol.policy import fingerprint
 from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 
 MANIFEST_NAME = "manifest.json"

@@ -16,9 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.pending import evaluate_requests, view_sql
 from ..ledger.store import Store
 from ..protocol.config import Config
+from ..protocol.policy import generation_decoding
 from ..protocol.grading import score as normalised_score
 from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 
@@ -162,6 +164,10 @@ def judge_details(judgments: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
     return out
 
 
+def _sent(temperature: float | None) -> float | str:
+    return temperature if temperature is not None else "omitted"
+
+
 def _iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds") if ts else None
 
@@ -201,14 +207,19 @@ def provenance_sources(store: Store, route_name: str | None = None) -> dict[str,
     return out
 
 
-def provenance(store: Store, config: Config, route_name: str, sources: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """`sources`: provenance_sources(store) for every route, if the caller has it."""
-    route = config.routes[route_name]
+def provenance(store: Store, inputs: Inputs, route_name: str, sources: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`sources`: provenance_sources(store) for every route, if the caller has it. The decoding
+    settings are the route's resolved policy's (what its requests carry)."""
+    config = inputs.config
+    policy = inputs.policy(route_name)
+    route = policy.route
     src = (sources if sources is not None else provenance_sources(store, route_name))[route_name]
     dates = {"first": src["first"], "last": src["last"]}
     hosts = _hosts(src["hosts"])
     judge_hosts = src["judge_hosts"]
-    temperature = config.generation_temperature(route)
+    # A route state.db still lists as a contestant that the config has made a judge since (a
+    # report before the next sync): the generation settings its answers were asked with.
+    temperature, max_tokens = (policy.temperature, policy.max_tokens) if policy.role == "contestant" else generation_decoding(config, route)
     return {
         "route": route.name,
         "model": route.model,
@@ -227,7 +238,7 @@ def provenance(store: Store, config: Config, route_name: str, sources: dict[str,
                            "cjk_rule": ">20 ideographs U+4E00-U+9FFF in the first 4000 characters"},
         "decoding": {"temperature": temperature if temperature is not None else "omitted",
                      "temperature_source": route.send_temperature_source,
-                     "max_tokens": config.generation_max_tokens(route), "reasoning": route.reasoning},
+                     "max_tokens": max_tokens, "reasoning": route.reasoning},
         "retry_policy": {"max_retries": config.generation.max_retries, "max_resubmits": config.generation.max_resubmits},
         # The maintainer's decisions to zero-fill infrastructure failures (batchrun accept-failures),
         # for the route's current policy only.
@@ -238,8 +249,8 @@ def provenance(store: Store, config: Config, route_name: str, sources: dict[str,
                    JOIN config_routes cr ON cr.route = a.route AND cr.policy_fp = a.policy_fp WHERE a.route = ? ORDER BY a.id""",
                 [route_name])],
         "judge_panel": [{"route": j.name, "model": j.model, "provider": j.provider,
-                         "temperature": config.judge_temperature(j) if config.judge_temperature(j) is not None else "omitted",
-                         "max_tokens": config.judging.max_tokens, "endpoint_hosts": _hosts(judge_hosts[j.name])}
+                         "temperature": _sent(inputs.policy(j.name).temperature),
+                         "max_tokens": inputs.policy(j.name).max_tokens, "endpoint_hosts": _hosts(judge_hosts[j.name])}
                         for j in config.judges],
         "prompt_templates": {"generation_sha256": GENERATION_TEMPLATE_SHA256, "judge_sha256": JUDGE_TEMPLATE_SHA256},
         "dataset_sha256": store.meta("dataset_sha256"),
@@ -247,7 +258,7 @@ def provenance(store: Store, config: Config, route_name: str, sources: dict[str,
     }
 
 
-def route_scores(store: Store, config: Config, board_row: dict[str, Any],
+def route_scores(store: Store, inputs: Inputs, board_row: dict[str, Any],
                  details: dict[str, dict[str, dict[str, Any]]] | None = None,
                  sources: dict[str, dict[str, Any]] | None = None, *, with_tasks: bool = True) -> dict[str, Any]:
     """`details`: judge_details(), `sources`: provenance_sources(), if the caller has them for every
@@ -265,11 +276,11 @@ def route_scores(store: Store, config: Config, board_row: dict[str, Any],
             tasks.append({"task_id": task_id, "status": status, "score": score, "judges": judges.get(task_id, {})})
     keys = ("overall", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks", "out_of_context_n", "failed_n", "pending_n",
             "waiting_n", "blocked_n", "accepted_n", "complete", "accepted_overall")
-    reasons = non_protocol(config, board_row)
+    reasons = non_protocol(inputs.config, board_row)
     return {"route": route, "model": board_row["model"], "provider": board_row["provider"], "score_scale": "0-1",
             **{k: board_row[k] for k in keys}, "protocol_number": not reasons, "non_protocol": reasons,
             **({"tasks": tasks} if with_tasks else {}),
-            "provenance": provenance(store, config, route, sources)}
+            "provenance": provenance(store, inputs, route, sources)}
 
 
 def route_responses(store: Store, config: Config, route: str) -> dict[str, Any]:
@@ -299,11 +310,13 @@ def route_responses(store: Store, config: Config, route: str) -> dict[str, Any]:
     return {"route": route, "model": r.model, "provider": r.provider, "protocol": config.protocol, "tasks": tasks}
 
 
-def write_results(store: Store, config: Config, board: list[dict[str, Any]] | None = None) -> list[Path]:
+def write_results(store: Store, inputs: Inputs, board: list[dict[str, Any]] | None = None) -> list[Path]:
     """Bring results/<route>.{responses,scores}.json and the manifest up to date, writing only the
     files whose bytes change (results_files.publish). `board`: the leaderboard as `leaderboard()`
     just read it, with nothing written since (its `cells_now` is then current and not evaluated again)."""
     from .results_files import publish
+
+    config = inputs.config
 
     shas: dict[Path, str] = {}
     board = board if board is not None else leaderboard(store)
@@ -315,21 +328,24 @@ def write_results(store: Store, config: Config, board: list[dict[str, Any]] | No
         base = config.paths.results / row["route"].replace("/", "_")
         responses, scores = Path(f"{base}.responses.json"), Path(f"{base}.scores.json")
         shas[responses] = publish(store, responses, route_responses(store, config, row["route"]))
-        shas[scores] = publish(store, scores, route_scores(store, config, row, details, sources))
+        shas[scores] = publish(store, scores, route_scores(store, inputs, row, details, sources))
     from . import manifest
 
     return [*shas, manifest.write(store, config, shas)]
 
 
-def report_data(store: Store, config: Config, board: list[dict[str, Any]] | None = None,
+def report_data(store: Store, config: Config | Inputs, board: list[dict[str, Any]] | None = None,
                 judgments: list[dict[str, Any]] | None = None, *, with_tasks: bool = True) -> dict[str, Any]:
     """The same keys as the scores files (tasks included unless `with_tasks=False`: Markdown and
     CSV print no per-task rows), plus the matched panel. `board`: as for write_results (fills
-    `cells_now` when not given); `judgments`: judge_scores() if already read."""
+    `cells_now` when not given); `judgments`: judge_scores() if already read. `config`: the
+    command's resolved inputs (a Config's policies are resolved here; no dataset is read)."""
+    inputs = as_inputs(store, config, corpus=False)
+    config = inputs.config
     board = board if board is not None else leaderboard(store)
     details = judge_details(judgments if judgments is not None else judge_scores(store)) if with_tasks else None
     sources = provenance_sources(store)
-    routes = [route_scores(store, config, row, details, sources, with_tasks=with_tasks)
+    routes = [route_scores(store, inputs, row, details, sources, with_tasks=with_tasks)
               for row in board if row["route"] in config.routes]
     from ..ledger.diagnosis import open_problems
 

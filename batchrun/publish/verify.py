@@ -21,7 +21,8 @@ from ..base.checksums import file_digest
 from ..base.errors import DataError
 from ..ledger.schema import applied_names, known_migrations
 from ..ledger.store import Store
-from ..protocol.config import Config, fingerprint
+from ..protocol.config import Config
+from ..protocol.policy import fingerprint
 from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .manifest import FORMAT, FORMAT_1, MANIFEST_NAME, READABLE, canonical_config, recorded_provider_files, relative
 from .outputs import ZERO_FILLED, leaderboard

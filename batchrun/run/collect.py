@@ -37,6 +37,7 @@ from ..base.redaction import Keys, known_keys, redact, redact_json_line
 from ..ledger.cost import billed_output, request_cost
 from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
 from ..ledger.store import Store
+from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.sync import queue_judgments, sync_state
 from ..protocol.config import Config
 from ..protocol.grading import Verdict, parse_verdict, points_json, score
@@ -74,9 +75,12 @@ class CollectResult:
     leaderboard: list[dict[str, Any]] = field(default_factory=list)
 
 
-def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_outputs: bool = True,
+def collect(store: Store, config: Config | Inputs, *, progress: Progress = SILENT, write_outputs: bool = True,
             sync: bool = True) -> CollectResult:
-    """`sync=False` when the caller has just synced config and dataset into state.db (refresh's submit)."""
+    """`config`: the command's resolved inputs (a Config is resolved here, once). `sync=False` when
+    the caller has just synced them into state.db (refresh's submit)."""
+    inputs = as_inputs(store, config)
+    config = inputs.config
     result = CollectResult()
     store.check_same_file()  # a phase of its own: never begun on a state.db deleted or replaced under the run
     # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
@@ -90,15 +94,11 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     # naming the input (read before the sync, which records the new inputs).
     stale: dict[str, Any] = {}
     if store.scalar("SELECT 1 FROM batches WHERE status = ? LIMIT 1", [Status.DOWNLOADED]):
-        from ..protocol.corpus import scan_corpus
         from ..ledger.resume import changed_inputs
 
-        corpus = scan_corpus(store, config)
-        stale = changed_inputs(store, config, corpus, statuses=(Status.DOWNLOADED,))
-        if sync:
-            sync_state(store, config, corpus, queue=False)
-    elif sync:
-        sync_state(store, config, queue=False)
+        stale = changed_inputs(store, inputs, statuses=(Status.DOWNLOADED,))
+    if sync:
+        sync_state(store, inputs, queue=False)
     ingest(store, config, result, progress=progress)
     for bid, (_, changes) in stale.items():
         if bid in result.batches:
@@ -119,7 +119,7 @@ def collect(store: Store, config: Config, *, progress: Progress = SILENT, write_
     result.leaderboard = leaderboard(store)  # evaluates the views once (cells_now), for write_results too
     result.complete = bool(result.leaderboard) and all(r["complete"] for r in result.leaderboard)
     if write_outputs:
-        write_results(store, config, result.leaderboard)
+        write_results(store, inputs, result.leaderboard)
     return result
 
 

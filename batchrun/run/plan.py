@@ -30,10 +30,10 @@ from ..ledger.cost import ExpectedOutput, expected_output, online_cost, request_
 from ..ledger.lifecycle import Status, move, new_batch
 from ..ledger.pending import Pending, pending_requests
 from ..ledger.store import Store
+from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.sync import sync_state
 from ..protocol.config import Config, Route
-from ..protocol.corpus import Corpus, EscapedDocument
-from ..protocol.dataset import RubricItem
+from ..protocol.corpus import EscapedDocument
 from ..protocol.prompts import generation_prompt, judge_prompt
 from ..providers import Adapter, RequestSpec, get_adapter
 
@@ -448,16 +448,12 @@ def _line_parts(adapter: Adapter, route: Route, spec: RequestSpec, document_esca
     return [head.encode(), document_escaped.data, tail.encode() + b"\n"]
 
 
-@dataclass(frozen=True, slots=True)
-class _TaskText:
-    question: str
-    corpus_file: str
-    rubric: tuple[RubricItem, ...]
-
-
-def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
-         write: bool = True, corpus: Corpus | None = None) -> PlanResult:
-    """Sync state, then write request files for everything pending (unless write=False)."""
+def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = None, stages: set[str] | None = None,
+         write: bool = True) -> PlanResult:
+    """Sync state, then write request files for everything pending (unless write=False).
+    `config`: the command's resolved inputs (a Config is resolved here, once)."""
+    inputs = as_inputs(store, config)
+    config = inputs.config
     for name in routes or ():
         if name not in config.routes:
             raise DataError(f"--route {name!r} is not a route of {config.path}.", f"Known routes: {', '.join(config.routes)}.")
@@ -466,22 +462,13 @@ def plan(store: Store, config: Config, *, routes: set[str] | None = None, stages
     # would only fill with them and add to the plan's peak memory (which must not grow with the
     # corpus).
     with store.page_cache(kib=256):
-        tasks, dataset_path, doc_paths = _sync_for_writing(store, config, corpus)
-        return _plan_pending(store, config, tasks, dataset_path, doc_paths, routes=routes, stages=stages, write=write)
+        sync_state(store, inputs)
+        return _plan_pending(store, inputs, routes=routes, stages=stages, write=write)
 
 
-def _sync_for_writing(store: Store, config: Config, corpus: Corpus | None) -> tuple[dict[str, _TaskText], Path, dict[str, Path]]:
-    """Sync state; keep only what writing needs: each task's question, document and rubric, and
-    each document's path. The rest of the dataset (ground truths, metadata: most of its memory) is
-    let go before the files are written."""
-    synced = sync_state(store, config, corpus)
-    tasks = {t.task_id: _TaskText(t.question, t.corpus_file, t.rubric) for t in synced.dataset.tasks}
-    return tasks, synced.dataset.path, synced.paths
-
-
-def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dataset_path: Path, doc_paths: dict[str, Path], *,
-                  routes: set[str] | None, stages: set[str] | None, write: bool) -> PlanResult:
+def _plan_pending(store: Store, inputs: Inputs, *, routes: set[str] | None, stages: set[str] | None, write: bool) -> PlanResult:
     """Summarise what is pending per route and write it into request files."""
+    config = inputs.config
     result = PlanResult(warnings=[w.message for w in config.warnings])
     summaries = _route_summaries(store, config)
     result.routes = list(summaries.values())
@@ -493,10 +480,10 @@ def _plan_pending(store: Store, config: Config, tasks: dict[str, _TaskText], dat
             summaries[(p.route, p.stage)].to_send += 1
         return result
     if pending:
-        files = _Files(store, config, result, summaries, expected)
+        files = _Files(store, inputs, result, summaries, expected)
         try:
-            _write_judge_requests(files, tasks, [p for p in pending if p.stage == "judge"])
-            _write_generation_requests(files, tasks, dataset_path, doc_paths, [p for p in pending if p.stage == "gen"])
+            _write_judge_requests(files, [p for p in pending if p.stage == "judge"])
+            _write_generation_requests(files, [p for p in pending if p.stage == "gen"])
             files.closer.settle(wait=True)
         except BaseException:
             files.abort()  # each 'writing' batch row and partial file is cleared by the next plan
@@ -564,12 +551,16 @@ class _Files:
     file to the disk."""
 
     store: Store
-    config: Config
+    inputs: Inputs
     result: PlanResult
     summaries: dict[tuple[str, str], RouteSummary]
     expected: ExpectedOutput
     opened: list[ShardWriter] = field(default_factory=list)
     closer: _Closer = field(default_factory=_Closer)
+
+    @property
+    def config(self) -> Config:
+        return self.inputs.config
 
     def writer(self, route: Route, stage: str) -> ShardWriter:
         writer = ShardWriter(self.store, self.config, route, stage, self.result, self.summaries[(route.name, stage)], self.expected,
@@ -582,25 +573,26 @@ class _Files:
             writer.abort()
 
 
-def _write_judge_requests(files: _Files, tasks: dict[str, _TaskText], pending: list[Pending]) -> None:
+def _write_judge_requests(files: _Files, pending: list[Pending]) -> None:
     """Judge requests: small, built from the answer in state.db; one judge route at a time."""
     by_judge: dict[str, list[Pending]] = defaultdict(list)
     for p in pending:
         by_judge[p.route].append(p)
-    config, store = files.config, files.store
+    store = files.store
+    tasks = {t.task_id: t for t in files.inputs.require_corpus().dataset.tasks}
     for judge_name, reqs in by_judge.items():
-        route = config.routes[judge_name]
+        policy = files.inputs.policy(judge_name)
+        route = policy.route
         adapter = get_adapter(route.provider)
         writer = files.writer(route, "judge")
-        temperature = config.judge_temperature(route)
         for start in range(0, len(reqs), _ANSWERS_PER_QUERY):
             chunk = reqs[start:start + _ANSWERS_PER_QUERY]
             answers = _answer_texts(store, [p.parent_result_id for p in chunk if p.parent_result_id is not None])
             for p in chunk:
                 task = tasks[p.task_id]
                 answer = answers.get(p.parent_result_id or 0) or ""
-                spec = RequestSpec(p.custom_id, route.model, judge_prompt(task.question, task.rubric, answer), config.judging.max_tokens,
-                                   temperature)
+                spec = RequestSpec(p.custom_id, route.model, judge_prompt(task.question, task.rubric, answer), policy.max_tokens,
+                                   policy.temperature)
                 writer.write(p.custom_id, _line_parts(adapter, route, spec, None), p.est_input_tokens, p.est_output_tokens)
         writer.finish()
 
@@ -620,26 +612,27 @@ def _answer_texts(store: Store, ids: list[int]) -> dict[int, str | None]:
     return dict(rows.fetchall())
 
 
-def _write_generation_requests(files: _Files, tasks: dict[str, _TaskText], dataset_path: Path, doc_paths: dict[str, Path],
-                               pending: list[Pending]) -> None:
+def _write_generation_requests(files: _Files, pending: list[Pending]) -> None:
     """Generation requests: one document at a time, escaped once, for every route that needs it."""
+    corpus = files.inputs.require_corpus()
+    tasks = {t.task_id: t for t in corpus.dataset.tasks}
     by_doc: dict[str, list[Pending]] = defaultdict(list)
     for p in pending:
         by_doc[tasks[p.task_id].corpus_file].append(p)
-    config = files.config
     writers: dict[str, ShardWriter] = {}
     for corpus_file in sorted(by_doc):
-        escaped = EscapedDocument(doc_paths[corpus_file], where=f"{dataset_path} (corpus_file {corpus_file})")
+        # The document as the command measured it (its ids carry that checksum): refused if it changed since.
+        escaped = EscapedDocument(corpus.paths[corpus_file], where=f"{corpus.dataset.path} (corpus_file {corpus_file})",
+                                  stamp=corpus.stamps[corpus_file])
         for p in by_doc[corpus_file]:
-            route = config.routes[p.route]
+            policy = files.inputs.policy(p.route)
+            route = policy.route
             writer = writers.get(route.name)
             if writer is None:
                 writer = writers[route.name] = files.writer(route, "gen")
             task = tasks[p.task_id]
-            spec = RequestSpec(
-                p.custom_id, route.model, generation_prompt(task.question, _DOC_SENTINEL),
-                config.generation_max_tokens(route), config.generation_temperature(route),
-            )
+            spec = RequestSpec(p.custom_id, route.model, generation_prompt(task.question, _DOC_SENTINEL), policy.max_tokens,
+                               policy.temperature)
             writer.write(p.custom_id, _line_parts(get_adapter(route.provider), route, spec, escaped), p.est_input_tokens, p.est_output_tokens)
         del escaped  # one document in memory at a time
     for writer in writers.values():

@@ -32,6 +32,7 @@ from ..base.checksums import file_digest
 from ..base.errors import ProviderError
 from ..base.progress import SILENT, Progress
 from ..base.redaction import redact, redact_file, redact_json_line
+from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.lifecycle import TO_FOLLOW, Status, move, record
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config, Route
@@ -132,18 +133,26 @@ _BLOCKING = ("auth", "redirect", "not_found", "client")
 BLOCKED_PREFIX = "blocked: "
 
 
-def poll_once(store: Store, config: Config, *, progress: Progress = SILENT, skip: set[str] | frozenset[str] = frozenset()) -> PollResult:
-    """Check every batch in flight once (`skip`: routes already blocked in this run, not checked again)."""
+def _sends_online(store: Store, config: Config) -> bool:
+    """Whether a poll would send a sync batch's lines (and so must read the dataset and corpus
+    first, to refuse lines built from inputs changed since)."""
+    return any(route in config.routes for (route,) in store.db.execute(
+        f"SELECT route FROM batches WHERE status IN {sql_list(TO_FOLLOW)} AND transport = 'sync'"))
+
+
+def poll_once(store: Store, inputs: Inputs, *, progress: Progress = SILENT, skip: set[str] | frozenset[str] = frozenset()) -> PollResult:
+    """Check every batch in flight once (`skip`: routes already blocked in this run, not checked
+    again). `inputs`: the command's, with the corpus if a sync batch's lines may be sent."""
+    config = inputs.config
     result = PollResult()
     store.check_same_file()
     following = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq")
     if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
         # poll sends a sync batch's lines itself: an input changed since they were built is
         # refused here too, before any line goes out (resume.py).
-        from ..protocol.corpus import scan_corpus
         from ..ledger.resume import refuse_changed_inputs
 
-        refuse_changed_inputs(store, config, scan_corpus(store, config))
+        refuse_changed_inputs(store, inputs)
     for b in following:
         route = config.routes.get(b["route"])
         if route is None:
@@ -412,21 +421,25 @@ def _truncate_partial_line(path: Path) -> None:
         path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
-def poll(store: Store, config: Config, *, wait: bool = False, interval: float = 30.0, timeout: float | None = None,
+def poll(store: Store, config: Config | Inputs, *, wait: bool = False, interval: float = 30.0, timeout: float | None = None,
          progress: Progress = SILENT) -> PollResult:
     """Check the batches in flight; with `wait`, until none is left or `timeout` seconds have
-    passed. Every provider call is bounded by that timeout too (netguard.time_limit)."""
+    passed. Every provider call is bounded by that timeout too (netguard.time_limit). `config`:
+    the command's resolved inputs (a Config is resolved here); the dataset and corpus are read
+    only when a sync batch's lines are to be sent (a poll keeps working on a broken dataset)."""
+    plain = config if isinstance(config, Config) else config.config
+    inputs = as_inputs(store, config, corpus=_sends_online(store, plain))
     with netguard.time_limit(time.time() + timeout if wait and timeout is not None else None):
-        return _poll(store, config, wait=wait, interval=interval, timeout=timeout, progress=progress)
+        return _poll(store, inputs, wait=wait, interval=interval, timeout=timeout, progress=progress)
 
 
-def _poll(store: Store, config: Config, *, wait: bool, interval: float, timeout: float | None, progress: Progress) -> PollResult:
+def _poll(store: Store, inputs: Inputs, *, wait: bool, interval: float, timeout: float | None, progress: Progress) -> PollResult:
     start = time.monotonic()
     ended: list[str] = []
     downloaded: list[str] = []
     blocked: dict[str, str] = {}
     while True:
-        result = poll_once(store, config, progress=progress, skip=set(blocked))
+        result = poll_once(store, inputs, progress=progress, skip=set(blocked))
         # Report what this whole call ended, downloaded and blocked, not only its last round.
         ended += result.ended
         downloaded += result.downloaded

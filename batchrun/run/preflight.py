@@ -43,9 +43,11 @@ from ..base.progress import SILENT, Progress
 from ..base.redaction import redact
 from ..ledger.cost import billed_output, request_cost
 from ..ledger.diagnosis import diagnose
+from ..ledger.inputs import Inputs
 from ..ledger.store import Store
 from ..ledger.sync import estimate_tokens
-from ..protocol.config import Config, Route, fingerprint
+from ..protocol.config import Config, Route
+from ..protocol.policy import fingerprint
 from ..providers import RequestSpec, Usage, get_adapter
 from ..providers.clients import classify, client_host, make_client, provider_error, require_keys
 
@@ -141,36 +143,30 @@ def _money(value: float | None) -> str:
 # -- what a route sends, and where ------------------------------------------------------------
 
 
-def target(config: Config, name: str) -> Target | None:
+def target(inputs: Inputs, name: str) -> Target | None:
     """The route as its requests would go (None for an idle route: it sends nothing). Builds the
     route's client, so its key must be set."""
-    route = config.routes[name]
-    role = config.role_of(name)
-    if role == "idle":
+    p = inputs.policy(name)
+    if p.role == "idle":
         return None
-    stage: Literal["gen", "judge"] = "gen" if role == "contestant" else "judge"
-    if stage == "gen":
-        policy, temperature = config.generation_policy(route), config.generation_temperature(route)
-    else:
-        policy, temperature = config.judge_policy(route), config.judge_temperature(route)
-    policy_fp = fingerprint(policy)
+    route, policy_fp = p.route, p.fingerprint
     # The route's own client (shared with its uploads: building one costs ~25 ms, issue 15).
     client = make_client(route)
     base_url = get_adapter(route.provider).client_base_url(client) or route.endpoint_host
     key = fingerprint({"policy": policy_fp, "base_url": base_url, "api_key_env": route.api_key_env, "transport": route.transport})
-    return Target(route, stage, policy_fp, temperature, base_url, client_host(client, route), key)
+    return Target(route, p.stage, policy_fp, p.temperature, base_url, client_host(client, route), key)
 
 
 def passed(store: Store, t: Target) -> bool:
     return store.scalar("SELECT 1 FROM preflights WHERE preflight_key = ? AND outcome = 'ok' LIMIT 1", [t.key]) is not None
 
 
-def needing(store: Store, config: Config, names: Iterable[str]) -> list[str]:
+def needing(store: Store, inputs: Inputs, names: Iterable[str]) -> list[str]:
     """The routes (of `names`, their keys set) whose current preflight key has no pass: what
     `preflight(..., only_new=True)` would check."""
     out = []
     for name in dict.fromkeys(names):
-        t = target(config, name)
+        t = target(inputs, name)
         if t is not None and not passed(store, t):
             out.append(name)
     return out
@@ -192,13 +188,15 @@ def _refused_in_this_run(store: Store, t: Target) -> Check | None:
 # -- running them -----------------------------------------------------------------------------
 
 
-def preflight(store: Store, config: Config, names: Iterable[str], *, only_new: bool = False, each: bool = True,
+def preflight(store: Store, inputs: Inputs, names: Iterable[str], *, only_new: bool = False, each: bool = True,
               progress: Progress = SILENT) -> list[Check]:
     """Preflight these routes (idle routes are skipped: they send nothing), record each, and
     return the checks in the order given. `only_new` (submit's use): skip the routes whose current
     preflight key has passed already, report a refusal earlier in this run without sending, and
     raise the ProviderError of a base URL where nothing answers (as an upload would).
-    `each`: a progress line per route (the preflight command prints them as data instead)."""
+    `each`: a progress line per route (the preflight command prints them as data instead).
+    `inputs`: the command's (the policies are what a preflight proves; no dataset is read)."""
+    config = inputs.config
     checks: dict[str, Check] = {}
     to_send: list[Target] = []
     for name in dict.fromkeys(names):
@@ -211,7 +209,7 @@ def preflight(store: Store, config: Config, names: Iterable[str], *, only_new: b
             # Nothing can be sent without the key; said as this route's problem (the others go on).
             checks[name] = _record(store, _unsent_check(config, name, e), None, time.time())
             continue
-        t = target(config, name)
+        t = target(inputs, name)
         if t is None or (only_new and passed(store, t)):
             continue
         earlier = _refused_in_this_run(store, t) if only_new else None

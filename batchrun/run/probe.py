@@ -49,9 +49,11 @@ from typing import Any, Literal
 
 from ..base.errors import BatchrunError, ConfigError, DataError
 from ..ledger.cost import fmt_money, online_cost
+from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.store import Store
 from ..protocol.config import Config, Route
-from ..protocol.corpus import read_document, scan_corpus
+from ..protocol.corpus import Corpus, read_document
+from ..protocol.policy import generation_max_tokens
 from ..protocol.prompts import generation_prompt
 from ..providers import Adapter, ProbeAnswer, get_adapter
 
@@ -178,12 +180,11 @@ def cjk_share(text: str) -> float:
     return len(_CJK_TEXT.findall(text)) / solid if solid else 0.0
 
 
-def samples(config: Config) -> tuple[dict[Script, Sample], dict[Script, str]]:
+def samples(corpus: Corpus) -> tuple[dict[Script, Sample], dict[Script, str]]:
     """The document each script is probed with, with the first question asked of it, and for a
     script without one, why: en, the longest document the CJK rule reads as en; cjk, among the
     documents it reads as cjk, the one whose text is most CJK (share to the percent, the longest
     among equals), if mostly CJK (MIN_CJK_SHARE)."""
-    corpus = scan_corpus(None, config)
     best: dict[Script, Sample] = {}
     rank: dict[str, tuple[float, int]] = {}
     candidates = 0
@@ -229,7 +230,7 @@ class _Texts:
         return generation_prompt(self.sample.question, self.document(chars))
 
 
-def _route_for(config: Config, name: str) -> Route:
+def route_for(config: Config, name: str) -> Route:
     route = config.routes.get(name)
     if route is None:
         known = ", ".join(sorted(config.routes)) or "none"
@@ -238,7 +239,7 @@ def _route_for(config: Config, name: str) -> Route:
 
 
 def probe(
-    config: Config,
+    config: Config | Inputs,
     route_name: str,
     *,
     max_cost: float | None = None,
@@ -248,10 +249,13 @@ def probe(
     client: Any = None,
 ) -> ProbeResult:
     """Measure the route's model and suggest caps (see the module docstring). Sends nothing with
-    `dry_run`; never spends more than `max_cost` (required when the search must send)."""
-    route = _route_for(config, route_name)
+    `dry_run`; never spends more than `max_cost` (required when the search must send). `config`:
+    the command's resolved inputs (a Config is resolved here, measuring every document)."""
+    route = route_for(config if isinstance(config, Config) else config.config, route_name)
+    inputs = as_inputs(None, config)
+    config = inputs.config
     adapter = get_adapter(route.provider)
-    found, absent = samples(config)
+    found, absent = samples(inputs.require_corpus())
     if not found:
         raise DataError(f"The dataset {config.paths.dataset} names no document to probe with.",
                         "Probe from a project whose dataset has at least one English or CJK document.")
@@ -355,7 +359,7 @@ def _leave_room_for_the_answer(config: Config, route: Route, adapter: Adapter, r
     max_tokens x (characters per token) free."""
     if not adapter.completion_in_window:
         return result
-    answer_tokens = config.generation_max_tokens(route)
+    answer_tokens = generation_max_tokens(config, route)
     scripts = []
     for r in result.scripts:
         if r.cap is None or not r.chars_per_token:
@@ -573,7 +577,7 @@ def write_caps(config: Config, result: ProbeResult) -> tuple[int | None, int | N
     comment naming the date and the method; refused while a script with a document has no cap."""
     from ..protocol.config_write import write_route_caps
 
-    route = _route_for(config, result.route)
+    route = route_for(config, result.route)
     missing = missing_caps(result)
     if missing:
         raise BatchrunError(f"Not written: the probe measured no {' / '.join(missing)} cap for route {result.route!r}.",

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from ..base import netguard
 from ..base.errors import ProviderError
 from ..base.progress import SILENT, Progress
+from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.lifecycle import LIVE, TO_FOLLOW
 from ..ledger.pending import scan_pending
 from ..ledger.store import Store, sql_list
@@ -66,19 +67,24 @@ def deadline_from(timeout: float | None, until: str | None) -> float | None:
     return min(limits) if limits else None
 
 
-def refresh(store: Store, config: Config, *, deadline: float | None = None, interval: float = 30.0,
+def refresh(store: Store, config: Config | Inputs, *, deadline: float | None = None, interval: float = 30.0,
             budget: float | None = None, preflight: bool = True, progress: Progress = SILENT) -> RefreshOutcome:
     """Submit (preflighting each route whose policy has not passed one, see submit), poll and
-    collect until done, stuck or out of time; every provider call ends by the deadline."""
+    collect until done, stuck or out of time; every provider call ends by the deadline.
+
+    `config`: the command's resolved inputs (a Config is resolved here): every round works from
+    them, as the inputs were when the refresh started; an edit made meanwhile is the next run's."""
+    inputs = as_inputs(store, config)
     failed: dict[str, Check] = {}
     with netguard.time_limit(deadline):
-        outcome = _refresh(store, config, deadline=deadline, interval=interval, budget=budget, preflight=preflight,
+        outcome = _refresh(store, inputs, deadline=deadline, interval=interval, budget=budget, preflight=preflight,
                            progress=progress, failed=failed)
     return replace(outcome, preflight_failed=list(failed.values()))
 
 
-def _refresh(store: Store, config: Config, *, deadline: float | None, interval: float, budget: float | None,
+def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: float, budget: float | None,
              preflight: bool, progress: Progress, failed: dict[str, Check]) -> RefreshOutcome:
+    config = inputs.config
     created = 0
     started = time.time()
     stalled = 0  # consecutive rounds where the providers only answered with errors
@@ -95,13 +101,13 @@ def _refresh(store: Store, config: Config, *, deadline: float | None, interval: 
     while True:
         store.check_same_file()  # between rounds: a state.db deleted or replaced mid-run stops it
         try:
-            s = submit(store, config, budget=budget, preflight=preflight, progress=progress)
+            s = submit(store, inputs, budget=budget, preflight=preflight, progress=progress)
             for check in s.preflight:
                 if check.ok:
                     failed.pop(check.route, None)
                 else:
                     failed[check.route] = check
-            p = poll_once(store, config, progress=progress, skip=set(blocked))
+            p = poll_once(store, inputs, progress=progress, skip=set(blocked))
         except ProviderError as e:
             if not is_transient(e):
                 raise
@@ -110,7 +116,7 @@ def _refresh(store: Store, config: Config, *, deadline: float | None, interval: 
             last_error = e.message
             progress.event(f"provider error: {e.message}")
             if out_of_time() or stalled >= MAX_STALLED_ROUNDS or (deadline is not None and time.time() + interval > deadline):
-                c = collect(store, config, progress=progress)
+                c = collect(store, inputs, progress=progress)
                 reason = "time limit reached; the next run resumes" if out_of_time() else f"persistent infrastructure failure: {last_error}"
                 return outcome(False, reason, c.leaderboard)
             time.sleep(interval)
@@ -119,9 +125,9 @@ def _refresh(store: Store, config: Config, *, deadline: float | None, interval: 
         created += len(s.created) + len(s.adopted)
         # results/ changes only when something was collected (or, on the first round, when the
         # config changed since the last run): rewriting ~2 files per route every tick is waste.
-        c = collect(store, config, progress=progress, write_outputs=False, sync=False)  # submit just synced
+        c = collect(store, inputs, progress=progress, write_outputs=False, sync=False)  # submit just synced
         if first_round or c.batches:
-            write_results(store, config, c.leaderboard)
+            write_results(store, inputs, c.leaderboard)
         first_round = False
         progressed = bool(s.created or s.adopted or p.ended or p.downloaded or c.batches)
         if s.provider_errors or p.provider_errors:

@@ -38,6 +38,7 @@ from ..base.progress import SILENT, Progress
 from ..base.redaction import redact_file
 from ..base.safepath import safe_component
 from ..ledger.cost import fmt_money
+from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
 from ..ledger.pending import supersede_stale_batches
 from ..ledger.store import Store, sql_list
@@ -136,7 +137,7 @@ def _in_flight(store: Store, batch_id: str, seen: BatchStatus, client: Any, rout
          run_id=store.run_id, error=None, endpoint_host=client_host(client, route))
 
 
-def submit(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
+def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = None, stages: set[str] | None = None,
            dry_run: bool = False, budget: float | None = None, preflight: bool = True,
            progress: Progress = SILENT) -> SubmitResult:
     """Plan what is pending, then upload and create every planned batch that may go now.
@@ -144,8 +145,11 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
     With `preflight` (the default), every route about to upload or send something whose current
     policy has not passed a preflight is checked first (preflight.py); a route that does not pass
     sends nothing in this submit (its batches are held, said with the provider's message and the
-    fix), and the other routes go on."""
-    result_plan = plan(store, config, routes=routes, stages=stages, write=not dry_run)
+    fix), and the other routes go on. `config`: the command's resolved inputs (a Config is
+    resolved here, once)."""
+    inputs = as_inputs(store, config)
+    config = inputs.config
+    result_plan = plan(store, inputs, routes=routes, stages=stages, write=not dry_run)
     result = SubmitResult(plan=result_plan)
     for bid in result_plan.batches:
         progress.counters["files_written"] += 1
@@ -167,7 +171,7 @@ def submit(store: Store, config: Config, *, routes: set[str] | None = None, stag
 
     batches = submission_order(batches, store)
     gate = Gate(store, config, budget if budget is not None else config.budget)
-    checks = _Preflights(store, config, result, progress) if preflight else None
+    checks = _Preflights(store, inputs, result, progress) if preflight else None
     if checks is not None:
         # The routes with a batch the budget and queues let through now, checked together.
         checks.run(_would_go(gate, batches))
@@ -237,8 +241,8 @@ class _Preflights:
     """A submit's preflights (preflight.py): each route checked at most once per submit, only when
     it has a batch about to go, and the routes known up front together (concurrently)."""
 
-    def __init__(self, store: Store, config: Config, result: SubmitResult, progress: Progress):
-        self.store, self.config, self.result, self.progress = store, config, result, progress
+    def __init__(self, store: Store, inputs: Inputs, result: SubmitResult, progress: Progress):
+        self.store, self.inputs, self.result, self.progress = store, inputs, result, progress
         self.stopping: dict[str, Check | None] = {}  # route -> the check that stops it, or None
 
     def run(self, batches: list[dict[str, Any]]) -> None:
@@ -247,7 +251,7 @@ class _Preflights:
         if not names:
             return
         self.stopping.update(dict.fromkeys(names))
-        need = needing(self.store, self.config, names)
+        need = needing(self.store, self.inputs, names)
         if not need:
             return
         for b in batches:
@@ -255,7 +259,7 @@ class _Preflights:
                 # A submit refused for an edited request file sends nothing, preflights included
                 # (checked again right before each upload; a night with no preflight hashes once).
                 verify_request_file(b)
-        checks = run_preflight(self.store, self.config, need, only_new=True, progress=self.progress)
+        checks = run_preflight(self.store, self.inputs, need, only_new=True, progress=self.progress)
         self.result.preflight += checks
         # (A base URL where nothing answers raises, as an upload that cannot connect does.)
         for check in checks:

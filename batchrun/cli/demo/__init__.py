@@ -97,6 +97,7 @@ def sqlite_utils_command() -> str:
 def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
              interval: float = 0.2) -> int:
     from ...emulator import Emulator
+    from ...ledger.inputs import resolve_inputs
     from ...publish.end_of_run import publish
     from ...run.refresh import refresh
     from ...publish.report import render
@@ -123,8 +124,9 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
             raise
         store.start_run("demo")
         try:
-            outcome = refresh(store, config, interval=interval, progress=progress)
-            published = publish(store, config, command="demo")
+            inputs = resolve_inputs(store, config)  # once, for the refresh and what it publishes
+            outcome = refresh(store, inputs, interval=interval, progress=progress)
+            published = publish(store, inputs, command="demo")
             store.end_run("ok")
             echo(render(published.data, "md"))
         finally:
