@@ -20,6 +20,12 @@ the SDKs' own request types) and ``models.py`` (the model ids each provider serv
 ``wire.py``: ids, usage and outcomes the shapes share; ``httpio.py``: bodies, requests, responses,
 routes; ``responder.py``: the built-in deterministic responder; ``faults.py``: fault injection;
 ``windows.py``: per-model context windows. CLI: ``python -m batchrun.emulator``.
+
+It models the providers, not batchrun's client, so it stands beside the pipeline: of batchrun it
+uses only the protocol's model tables (``protocol.caps``) and its loopback rule
+(``protocol.config.is_loopback``); only the CLI (``batchrun emulator``, the demo) imports it.
+
+May import: base, protocol.
 """
 
 from .faults import normalize_fault
