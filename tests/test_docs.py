@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from batchrun.cli import cli
-from batchrun.ledger.schema import schema_markdown
+from batchrun.ledger.schema_doc import schema_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,8 +23,8 @@ it (see submit), so a crash anywhere leaves a state the next run can finish. The
   sends itself); its unanswered requests are planned again.
 
 `TRANSITIONS` lists every move; `move` refuses any other, so a bug (or a second writer, which the
-lock prevents) cannot silently put a batch where no step expects it. The views in schema.py's
-migrations spell these states as literals, frozen with the migration that created them; new code
+lock prevents) cannot silently put a batch where no step expects it. The views in the
+migrations (migrations/) spell these states as literals, frozen with the migration that created them; new code
 uses the names here.
 """
 

@@ -1,9 +1,9 @@
 """state.db: everything batchrun knows, in SQLite, auditable with plain SQL.
 
 `Store` opens it (read-only for readers, which then work on read-only media and while a writer
-runs; for writing, with the pending migrations of schema.py applied) and refuses a damaged file,
+runs; for writing, with the pending migrations (migrations/) applied) and refuses a damaged file,
 a newer batchrun's schema, or a store of the other kind (real run vs rehearsal). What the tables
-and views hold is described in schema.py and docs/schema.md.
+and views hold is described in the migrations and docs/schema.md.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..base.errors import StateError, damaged_database
-from .schema import applied_names, database, known_migrations, migrations
+from .migrations import applied_names, database, known_migrations, migrations
 
 if TYPE_CHECKING:
     from sqlite_utils import Database

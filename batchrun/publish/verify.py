@@ -19,7 +19,7 @@ from typing import Any
 
 from ..base.checksums import file_digest
 from ..base.errors import DataError
-from ..ledger.schema import applied_names, known_migrations
+from ..ledger.migrations import applied_names, known_migrations
 from ..ledger.store import Store
 from ..protocol.config import Config
 from ..protocol.policy import fingerprint
