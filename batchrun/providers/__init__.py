@@ -15,8 +15,9 @@ raised by the I/O halves, classified by `clients.call` so callers know whether t
 have acted anyway ("uncertain": a dropped connection on a create).
 
 The package: this module (the interface, its values and the registry), `clients.py` (the one
-place SDK clients are built, keys read, and calls classified and retried), `probing.py` (a
-context window probed online), and one adapter module per provider (`openai.py` also serves the
+place SDK clients are built, keys read, and calls classified and retried), `reading.py`
+(provider output read without trusting its shape), `probing.py` (a context window probed
+online), and one adapter module per provider (`openai.py` also serves the
 OpenAI-compatible batch APIs). A route is known here only as a `RouteView`: providers/ sits
 below the config.
 
@@ -27,10 +28,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
-import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
@@ -178,209 +177,6 @@ class MalformedResponse(Exception):
     def __init__(self, message: str, status: int | None = 200):
         super().__init__(message)
         self.status = status
-
-
-# -- reading batch objects that may not have the documented shape ----------------------------
-#
-# A batch's status and a listing's entries are provider output too. The id is what every later
-# call names, so a batch object without a non-empty string id is a malformed answer
-# (MalformedResponse: the call is retried, then the batch waits for a later round; so is
-# a listing with such an entry: listed_batches). Any other field of the wrong type reads as
-# absent: an unknown state stays "running", unknown counts give no progress, never a traceback.
-
-
-def batch_object(obj: Any, id_field: str) -> tuple[dict[str, Any], str]:
-    """A provider's batch object (an SDK model or a dict) as plain JSON values, and its id."""
-    # warnings=False: the SDKs build models from the answer without validating it, so a field of
-    # the wrong type is kept as sent and pydantic would warn while dumping it.
-    raw = obj.model_dump(mode="json", warnings=False) if hasattr(obj, "model_dump") else obj
-    if not isinstance(raw, dict):
-        raise MalformedResponse(f"a batch was answered as a JSON {json_type(raw)}, not an object")
-    batch_id = raw.get(id_field)
-    if not isinstance(batch_id, str) or not batch_id.strip():
-        raise MalformedResponse(f"a batch was answered without its id ({id_field} is a JSON {json_type(batch_id)})")
-    return raw, batch_id
-
-
-def listed_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -> Iterator[BatchStatus]:
-    """A listing's entries read as batches (`read`: the adapter's).
-
-    A listing is read to find out whether an uncertain create made a batch (submit's adoption),
-    so an entry batchrun cannot fully read is not skipped: one without an id, or whose tag or
-    request count (what adoption tells a batch by) it cannot read, could be that batch, and
-    reading it as absent would create it a second time, paid twice. Such a listing is a malformed answer
-    (MalformedResponse: retried, then the batch waits for a later round)."""
-    for entry in entries:
-        status = read(entry)  # MalformedResponse without an id
-        if status.unreadable:
-            raise MalformedResponse(f"a listed batch ({status.provider_batch_id}) has {', '.join(status.unreadable)} of the wrong type")
-        yield status
-
-
-def answered_for(status: BatchStatus, asked: str) -> BatchStatus:
-    """The status of the batch asked for; a status of another batch is a malformed answer (its
-    results downloaded for this one would leave this one's requests missing, sent again)."""
-    if status.provider_batch_id != asked:
-        raise MalformedResponse(f"asked for batch {asked}, the answer is about batch {status.provider_batch_id}")
-    return status
-
-
-def wrong_types(raw: dict[str, Any], **expected: type | tuple[type, ...]) -> tuple[str, ...]:
-    """The fields of `raw` present (not null) but not of the expected type."""
-    return tuple(k for k, t in expected.items() if raw.get(k) is not None and not isinstance(raw.get(k), t))
-
-
-def object_field(raw: dict[str, Any], key: str) -> dict[str, Any]:
-    value = raw.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def text_field(raw: dict[str, Any], key: str) -> str | None:
-    value = raw.get(key)
-    return value if isinstance(value, str) else None
-
-
-def number_field(raw: dict[str, Any], key: str) -> float | None:
-    """A finite number (a timestamp), or None: 10**400 or NaN reads as absent, never an OverflowError."""
-    value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, int):
-        return float(value) if abs(value) < 2**63 else None
-    return value if math.isfinite(value) else None
-
-
-# -- reading result lines that may not have the documented shape ------------------------------
-#
-# A result line is provider output: a broken or hostile provider can send any JSON value
-# (`[1,2,3]`, `null`, a `result` that is a string). Such a line is a per-request infrastructure
-# failure ("transient", error_type "malformed": retried, never a zero) of the custom_id it names,
-# if it names one; it must never raise and stop the other lines of the batch. The adapters read
-# fields through these helpers, which raise `Malformed` on a wrong type; `parse_total` turns that
-# into the LineResult.
-
-# Longest provider label (finish reason, error type) and error message kept per line: real ones
-# are a few words or sentences; a provider sending megabytes there must not fill state.db.
-MAX_LABEL_CHARS = 200
-MAX_MESSAGE_CHARS = 16_384
-
-
-class Malformed(ValueError):
-    """A result line (or a field of it) without the shape the provider documents."""
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a parsed value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def as_object(value: Any, what: str) -> dict[str, Any]:
-    """An object field; absent/null reads as {} (the adapters treat missing parts as before)."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise Malformed(f"{what} is a JSON {json_type(value)}, not an object")
-    return value
-
-
-def as_array(value: Any, what: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise Malformed(f"{what} is a JSON {json_type(value)}, not an array")
-    return value
-
-
-def as_text(value: Any, what: str) -> str | None:
-    """Answer text: a string or absent; anything else is malformed (never silently empty)."""
-    if value is None or isinstance(value, str):
-        return value
-    raise Malformed(f"{what} is a JSON {json_type(value)}, not a string")
-
-
-def as_count(value: Any) -> int | None:
-    """A token count, or None (unknown) when it is not a non-negative integer SQLite can hold:
-    a bad usage figure makes the cost unknown, it does not discard the answer."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and 0 <= value < 2**63:
-        return value
-    return None
-
-
-def as_label(value: Any) -> str | None:
-    """A finish reason, error type or code, as short text (numbers kept: Gemini codes are ints)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value[:MAX_LABEL_CHARS]
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)[:MAX_LABEL_CHARS]
-    return _compact(value)[:MAX_LABEL_CHARS]
-
-
-def as_message(value: Any) -> str | None:
-    """A provider's error message, as text of bounded length."""
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else _compact(value)
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + " [cut]"
-
-
-def _compact(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)
-
-
-def malformed(custom_id: str | None, why: str) -> LineResult:
-    """A line that names a request but cannot be read: an infrastructure failure of that request
-    (retried). With no readable custom_id the LineResult names no request and collect skips it."""
-    return LineResult(custom_id or "", "transient", error_type="malformed", error_message=as_message(why))
-
-
-def parse_total(custom_id_of: Callable[[Any], str | None], parse: Callable[[str, dict[str, Any]], LineResult], obj: Any) -> LineResult:
-    """Run an adapter's parser on one decoded line so that no JSON value makes it raise.
-
-    `Malformed` is the expected way out; the other exception types are what a field of an
-    unexpected type can still raise in a parser (a missed check is then a malformed line, not a
-    crash of the collect)."""
-    custom_id = custom_id_of(obj)
-    if not isinstance(obj, dict):
-        return malformed(custom_id, f"result line is a JSON {json_type(obj)}, not an object")
-    try:
-        return parse(custom_id or "", obj)
-    except Malformed as e:
-        return malformed(custom_id, str(e))
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as e:
-        return malformed(custom_id, f"unexpected result line shape ({type(e).__name__}: {e})")
-
-
-def custom_id_field(obj: Any, *names: str) -> str | None:
-    """The first of `names` that holds a string in a line object; None if the line names none.
-    Our custom_ids are strings: a number or an object there is not one of ours."""
-    if not isinstance(obj, dict):
-        return None
-    for name in names:
-        value = obj.get(name)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 _WINDOW = re.compile(r"([1-9][0-9]{0,5})([hd])")

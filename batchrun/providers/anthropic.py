@@ -25,7 +25,6 @@ from . import (
     BatchState,
     BatchStatus,
     LineResult,
-    Malformed,
     MalformedResponse,
     ProbeAnswer,
     RequestSpec,
@@ -33,6 +32,11 @@ from . import (
     RouteView,
     SdkError,
     Usage,
+    only_24h,
+    stainless_error,
+)
+from .reading import (
+    Malformed,
     answered_for,
     as_array,
     as_count,
@@ -45,9 +49,7 @@ from . import (
     listed_batches,
     malformed,
     object_field,
-    only_24h,
     parse_total,
-    stainless_error,
     text_field,
     wrong_types,
 )

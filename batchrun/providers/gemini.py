@@ -23,7 +23,6 @@ from . import (
     BatchState,
     BatchStatus,
     LineResult,
-    Malformed,
     MalformedResponse,
     ProbeAnswer,
     RequestSpec,
@@ -31,6 +30,10 @@ from . import (
     RouteView,
     SdkError,
     Usage,
+    only_24h,
+)
+from .reading import (
+    Malformed,
     answered_for,
     as_array,
     as_count,
@@ -41,7 +44,6 @@ from . import (
     batch_object,
     custom_id_field,
     listed_batches,
-    only_24h,
     parse_total,
 )
 from .clients import call

@@ -41,7 +41,8 @@ from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.sync import queue_judgments, sync_state
 from ..protocol.config import Config
 from ..protocol.grading import Verdict, parse_verdict, points_json, score
-from ..providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter, malformed
+from ..providers import RETRY_AFTER_KEY, Adapter, LineResult, get_adapter
+from ..providers.reading import malformed
 from . import faults
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch

@@ -1,0 +1,229 @@
+"""The commands that read: status, report (Markdown, CSV, JSON or the static site), compare, cost
+and verify. Read-only: they work on read-only media and while a writer runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..base.errors import BatchrunError
+from .support import Context, handle_errors, note_rehearsal, pass_ctx, reader
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+@handle_errors
+def status(ctx: Context, as_json: bool) -> None:
+    """Cells per route and batches in flight (read-only; works while a writer runs)."""
+    from ..run.status import status_data
+
+    config = ctx.config()
+    note_rehearsal(config)
+    with reader(config) as store:
+        data = status_data(store, config)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for route, counts in data["cells"].items():
+        words = sorted(counts.items())
+        split = data["pending"].get(route)
+        if split:
+            # "pending" says nothing about whether it was sent: say which.
+            words = [w for w in words if w[0] != "pending"]
+            words += [(k, v) for k, v in (("pending (unsent)", split["unsent"]), ("in flight", split["in_flight"])) if v]
+        click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in words))
+    for p in data["problems"]:
+        click.echo(f"{p['state']}: {p['text']}")
+    for t in data["truncated"]:
+        click.echo(f"truncated: {t['text']}")
+    click.echo(f"{len(data['in_flight'])} batch(es) live")
+    for b in data["in_flight"]:
+        click.echo(f"  {b['id']}: {b['state']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)"
+                   + (f": {b['error']}" if b["error"] else ""))
+    if data["planned"]:
+        click.echo(f"{len(data['planned'])} batch(es) planned (not sent): the next submit sends them")
+        for b in data["planned"]:
+            click.echo(f"  {b['id']}: {b['state']} ({b['n_requests']} requests)" + (f": {b['error']}" if b["error"] else ""))
+
+
+MAX_RESAMPLES = 100_000
+
+
+def statistics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    from ..publish.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+
+    # numpy seeds from any non-negative integer; the bound keeps it an SQLite and JSON integer.
+    fn = click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=DEFAULT_SEED, show_default=True,
+                      help="Seed of the Monte-Carlo permutation draws (0 or more).")(fn)
+    # The Monte-Carlo draws are a resamples x documents matrix: 10**12 would take terabytes
+    # (numpy's _ArrayMemoryError); the p-value's Monte-Carlo error is long negligible before that.
+    fn = click.option("--resamples", type=click.IntRange(min=100, max=MAX_RESAMPLES), default=DEFAULT_RESAMPLES, show_default=True,
+                      help="Monte-Carlo sign flips (of whole documents) for the permutation test, when more than 20 documents "
+                           f"differ ({100}-{MAX_RESAMPLES:,}).")(fn)
+    return fn
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json", "html"]), default="md", show_default=True,
+              help="Output format: Markdown, CSV, JSON (everything), or html: a static site written to --out DIR.")
+@click.option("--out", type=click.Path(), help="Write to this file instead of stdout (html: this folder).")
+@click.option("--provisional", is_flag=True, help="Rank, compare and group routes with accepted failures too (their numbers are marked: not protocol numbers).")
+@statistics_options
+@pass_ctx
+@handle_errors
+def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples: int, seed: int) -> None:
+    """The leaderboard (read-only), sorted by All-tasks, with intervals, paired comparisons and provenance."""
+    from ..publish.analysis import Settings, full_report
+    from ..publish.report import render
+
+    config = ctx.config()
+    if fmt == "html" and not out:
+        raise BatchrunError("--format html writes a folder of pages, not a stream.", "Pass --out DIR, e.g. --out site/.")
+    with reader(config) as store:
+        # Markdown and CSV print no per-task rows: not built for them (~0.1 s at 32 routes x 100k results).
+        data = full_report(store, config, Settings(resamples=resamples, seed=seed, provisional=provisional),
+                           with_tasks=fmt in ("json", "html"))
+        if fmt == "html":
+            from ..publish.site import write_site
+
+            try:
+                index = write_site(store, config, data, Path(str(out)))
+            except OSError as e:
+                # /dev/null, /proc/x, a file, a read-only place: the folder the user named.
+                where = f" ({e.filename})" if e.filename and str(e.filename) != str(out) else ""
+                raise BatchrunError(f"Cannot write the site to --out {out}: {e.strerror or e}{where}.",
+                                    "Pass --out a folder you can create and write (new, empty, or written by an earlier "
+                                    "report), e.g. --out site/.") from None
+            click.echo(f"wrote {index}", err=True)
+            return
+    text = render(data, fmt)
+    if out:
+        try:
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise BatchrunError(f"Cannot write the report to --out {out}: {e.strerror}.",
+                                "Choose a path in a writable folder (or leave out --out to print the report).")
+        click.echo(f"wrote {out}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command()
+@click.argument("route_a", metavar="A")
+@click.argument("route_b", metavar="B")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (differences as fractions 0-1).")
+@click.option("--provisional", is_flag=True, help="Compare the tasks both routes have finished, when the runs are not equal and complete (the result says so).")
+@statistics_options
+@pass_ctx
+@handle_errors
+def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional: bool, resamples: int, seed: int) -> None:
+    """Paired comparison of two routes: mean difference with interval, sign and permutation tests (read-only).
+
+    Both routes must have finished every task (exit 2 naming what is open) and have no accepted
+    failures (exit 1); --provisional compares the tasks both have finished, and says so.
+    """
+    from ..publish.analysis import Settings
+    from ..publish.analysis import compare as do_compare
+    from ..publish.report import render_comparison
+    from ..ledger.store import Store
+
+    config = ctx.config()
+    store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
+    data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed, provisional=provisional))
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        return
+    click.echo(render_comparison(data), nl=False)
+
+
+@click.command()
+@click.option("--since", metavar="YYYY-MM-DD", help="Only nights from this date on.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_ctx
+@handle_errors
+def cost(ctx: Context, since: str | None, as_json: bool) -> None:
+    """Spend per route and per night: estimate vs actual (read-only)."""
+    from ..ledger.cost import cost_report, fmt_money
+
+    config = ctx.config()
+    note_rehearsal(config)
+    with reader(config) as store:
+        data = cost_report(store, since)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    # stage: gen, judge or preflight (each preflight is one online request, counted as a "batch")
+    click.echo(f"{'night':10} {'route':24} {'stage':9} {'batches':>7} {'in tok':>12} {'out tok':>12} {'expected':>10} {'bound':>10} {'actual':>10}")
+    for r in data["rows"]:
+        click.echo(f"{r['night']:10} {r['route'][:24]:24} {r['stage']:9} {r['batches']:>7} {r['input_tokens']:>12,} {r['output_tokens']:>12,} "
+                   f"{fmt_money(r['expected_cost']):>10} {fmt_money(r['estimated_cost']):>10} {fmt_money(r['actual_cost']):>10}")
+    for n in data["nights"]:
+        unpriced = n["unpriced_routes"]
+        click.echo(f"{n['night']:10} {'TOTAL':24} {'':9} {n['batches']:>7} {'':>12} {'':>12} {fmt_money(n['expected_cost']):>10} "
+                   f"{fmt_money(n['estimated_cost']):>10} {fmt_money(n['actual_cost']):>10}"
+                   + (f"  priced routes only: {len(unpriced)} route(s) unpriced ({', '.join(unpriced)})" if unpriced else ""))
+    if data["nights"]:
+        click.echo("Nights run noon to noon, local time (a night is labelled by the date it starts). expected: from the "
+                   "output answers really used (or a prior before any); bound: every answer using its whole max_tokens, "
+                   "what --budget checks.")
+    if data["routes"]:
+        click.echo("")
+        click.echo("Estimate vs actual per route (collected batches):")
+        click.echo(f"{'route':24} {'stage':5} {'batches':>7} {'expected':>10} {'bound':>10} {'actual':>10} {'vs expected':>11}")
+        for r in data["routes"]:
+            error = "—" if r["error"] is None else f"{100 * r['error']:+.0f}%"
+            click.echo(f"{r['route'][:24]:24} {r['stage']:5} {r['batches']:>7} {fmt_money(r['expected_cost']):>10} "
+                       f"{fmt_money(r['estimated_cost']):>10} {fmt_money(r['actual_cost']):>10} {error:>11}")
+
+
+@click.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@pass_ctx
+@handle_errors
+def verify(ctx: Context, directory: str | None) -> None:
+    """Check a published leaderboard against its inputs: every checksum in results/manifest.json.
+
+    Recomputes the dataset's, each document's, the config's, each request file's, each downloaded
+    provider file's and each results file's checksum from the files present, and compares them with
+    the manifest and with state.db (when there is one), which also gives every published number
+    again. Exit 0 when all match; exit 1 naming each mismatch.
+    """
+    from pathlib import Path
+
+    from ..publish.manifest import MANIFEST_NAME
+    from ..publish.verify import verify as do_verify
+
+    config = ctx.config()
+    folder = Path(directory) if directory else config.paths.results
+    manifest_path = folder / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise BatchrunError(f"No {MANIFEST_NAME} in {folder}.", "It is written by `batchrun collect` and `batchrun refresh` beside the results files.")
+    from ..ledger.store import Store
+
+    # Either kind of store: verify only compares checksums, and says below if it was a rehearsal.
+    # Any schema: verify reads only what every version has (verify.py checks for the one
+    # later column it reads), and upgrading it would mean a collect, which rewrites the manifest.
+    store = Store(config.paths.state, readonly=True, any_schema=True) if config.paths.state.exists() else None
+    try:
+        result = do_verify(manifest_path, config, store)
+    finally:
+        if store is not None:
+            store.close()
+    for problem in result.mismatches:
+        click.echo(f"MISMATCH: {problem}")
+    if result.mismatches:
+        raise BatchrunError(f"{len(result.mismatches)} of {result.checked} checks failed against {manifest_path}.",
+                            "The published numbers do not come from these files: see each MISMATCH above.")
+    click.echo(f"verified: {result.checked} checks against {manifest_path}" + ("" if store else " (no state.db here: files only)"))
+    for note in result.notes:
+        click.echo(f"note: {note}.")
+    if result.protocol_note:
+        click.echo(f"note: {result.protocol_note}")
+    if result.rehearsal:
+        click.echo(f"note: these results come from a rehearsal on the emulator at {result.rehearsal}, not from real providers.")
