@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from test_judging import JUDGE_A, JUDGE_G, ORDER, Script, board, refresh, run, script, verdict  # noqa: F401
 
 from batchrun.cli import cli
-from batchrun.publish.site import task_slugs
+from batchrun.publish.html import task_slugs
 from conftest import Project, route, task
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

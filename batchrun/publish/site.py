@@ -8,17 +8,15 @@ rubric, each route's answer or why there is none, and each judge's verdict and s
 No script, no network, no external file: every page carries its CSS and plots (inline SVG) and
 opens from the file system. A Content-Security-Policy forbids scripts and remote loads, as a
 second guard behind escaping: answers and verdicts are untrusted text, and every value that
-comes from data goes through `e()` (html.escape). Scores are shown 0-100 everywhere.
+comes from data goes through `e()` (html.escape). Scores are shown 0-100 everywhere. The page
+frame, stylesheet and number formats are html.py's, the plots svg.py's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,127 +27,11 @@ from ..ledger.store import Store
 from ..protocol.config import Config
 from ..protocol.grading import score as normalised_score
 from .analysis import distinct
-from .stats import format_p
+from .html import STATUS_CLASS, ci_text, p_fmt, page, pct, short_status, signed, task_slugs
 from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour
 
 MARKER = ".batchrun-site"
-STATUS_CLASS = {"ok": "ok", "refusal": "fail", "empty": "fail", "accepted": "accepted", "out_of_context_scope": "ooc",
-                "pending": "open", "judging": "open", "waiting": "open", "blocked": "open"}
 MAX_CHANGED_CELLS_SHOWN = 200
-
-CSS = """
-:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--band:#f6f8fa;--accent:#0969da}
-*{box-sizing:border-box}
-body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC",sans-serif;color:var(--fg);background:#fff}
-a{color:var(--accent)}
-header.top{background:#0d1117;color:#fff;padding:14px 20px}
-header.top h1{margin:0 0 2px;font-size:21px}
-header.top .meta{color:#c9d1d9;font-size:13px}
-header.top a{color:#9ecbff}
-.rehearsal{background:#b60205;color:#fff;padding:8px 20px;font-weight:600}
-.custom{background:#6f42c1;color:#fff;padding:8px 20px;font-weight:600}
-.nonprotocol{display:inline-block;background:#6f42c1;color:#fff;border-radius:3px;padding:0 5px;font-size:12px;margin-left:4px;white-space:nowrap}
-nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:7px 20px;overflow-x:auto;white-space:nowrap;z-index:2}
-nav a{margin-right:16px;text-decoration:none;font-size:14px}
-main{max-width:1240px;margin:0 auto;padding:10px 20px 40px}
-section{margin:26px 0}
-h2{font-size:19px;border-bottom:1px solid var(--line);padding-bottom:4px;margin-bottom:10px}
-h3{font-size:16px;margin:18px 0 6px}
-.scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;max-width:100%}
-table{border-collapse:collapse;font-size:14px}
-th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
-th{background:var(--band);font-weight:600;white-space:nowrap}
-.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.ci{color:var(--muted);font-size:12px;white-space:nowrap;display:block}
-.model{color:var(--muted);font-size:12px;display:block}
-.group{display:inline-block;min-width:1.7em;text-align:center;border-radius:4px;background:#ddf4ff;color:#0550ae;font-weight:600}
-.note{color:var(--muted);font-size:13px;max-width:920px}
-.key{margin-right:14px;font-size:12px;color:var(--muted);white-space:nowrap}
-.swatch{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px;border-radius:2px}
-svg{max-width:none}
-svg text{font:11px system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;fill:#1b1f24}
-svg .axis{stroke:#8c959f;stroke-width:1}
-svg .tick{stroke:#afb8c1}
-svg rect.ci{fill:#54aeff;opacity:.6}
-svg .est{fill:#0550ae}
-svg rect.ci2{fill:#d2a8ff;opacity:.7}
-svg .second{fill:#fff;stroke:#8250df;stroke-width:1.6}
-svg .axislabel{text-anchor:middle;font-size:10px;fill:#57606a}
-svg .rownote{font-size:11px;fill:#57606a}
-svg.axis{display:block;margin-top:2px;overflow:visible}
-td.name a{white-space:nowrap}
-svg .rowlabel{text-anchor:end}
-svg .cell{text-anchor:middle}
-.answer{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--band);border:1px solid var(--line);border-radius:6px;padding:10px;max-height:30em;overflow:auto;font-size:14px;margin:6px 0}
-.verdict{white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;color:var(--muted);margin:4px 0}
-.status{display:inline-block;padding:0 7px;border-radius:10px;font-size:12px;background:#eaeef2;white-space:nowrap}
-.status.ok{background:#dafbe1;color:#116329}.status.fail{background:#ffebe9;color:#a40e26}
-.status.open{background:#fff8c5;color:#7d4e00}.status.ooc{background:#eaeef2;color:#57606a}.status.accepted{background:#f3e8ff;color:#6f42c1}
-.sq{display:inline-block;min-width:2.5em;text-align:center;border-radius:3px;font-size:12px;padding:1px 0}
-.route{border:1px solid var(--line);border-radius:8px;padding:10px 14px;margin:14px 0}
-.route h3{margin:0 0 6px}
-.question{font-size:16px;background:var(--band);border-left:4px solid var(--accent);padding:8px 12px;overflow-wrap:anywhere;white-space:pre-wrap}
-dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:14px}
-dl.kv dt{color:var(--muted)}dl.kv dd{margin:0;overflow-wrap:anywhere}
-td.q{max-width:420px;overflow-wrap:anywhere}
-ul.groups{padding-left:0;list-style:none}ul.groups li{margin:3px 0}
-footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding:10px 20px}
-@media (max-width:700px){
- body{font-size:14px} main{padding:6px 10px 30px}
- header.top,nav,.rehearsal,.custom,footer{padding-left:10px;padding-right:10px}
- header.top h1{font-size:18px}
- th,td{padding:4px 5px}
- .wide{display:none}
- svg.ivbar{width:112px;height:auto}
- th.plot{white-space:normal;min-width:112px}
- td.q{max-width:220px}
-}
-"""
-
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-
-
-def pct(x: float | None) -> float | None:
-    return None if x is None else 100 * x
-
-
-p_fmt = format_p  # p-values to 3 significant digits, never rounded to 0
-
-
-def ci_text(lo: float | None, hi: float | None, *, sep: str = "–", fmt_: Callable[[float | None], str] = fmt) -> str:
-    """An interval on the 0-100 scale, "—" where it is not estimable (too few documents)."""
-    return "—" if lo is None or hi is None else f"{fmt_(lo)}{sep}{fmt_(hi)}"
-
-
-def signed(x: float | None) -> str:
-    return "—" if x is None else f"{x:+.1f}"
-
-
-def task_slugs(task_ids: Iterable[str]) -> dict[str, str]:
-    """A file name per task id: the id where it is a safe name, else a safe form plus a hash
-    (also where two ids differ only in case, for case-insensitive file systems)."""
-    ids = list(task_ids)
-    base = {t: re.sub(r"[^A-Za-z0-9._-]", "_", t)[:80].lstrip(".") or "task" for t in ids}
-    folded: dict[str, int] = defaultdict(int)
-    for t in ids:
-        folded[base[t].lower()] += 1
-    out = {}
-    for t in ids:
-        s = base[t]
-        if s != t or folded[s.lower()] > 1:
-            s = f"{s}-{hashlib.sha256(t.encode()).hexdigest()[:10]}"
-        out[t] = s
-    return out
-
-
-def _page(title: str, body: str, *, rehearsal: str | None, subtitle: str = "", protocol_note: str | None = None) -> str:
-    banner = (f'<div class="rehearsal">Rehearsal on the emulator at {e(rehearsal)} — not real results</div>' if rehearsal else "")
-    banner += f'<div class="custom">{e(protocol_note)}</div>' if protocol_note else ""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>{e(("[rehearsal] " if rehearsal else "") + title)}</title><style>{CSS}</style></head>'
-            f'<body>{banner}<header class="top"><h1>{e(title)}</h1><div class="meta">{subtitle}</div></header>{body}</body></html>\n')
 
 
 # --- index sections ----------------------------------------------------------------------------
@@ -490,7 +372,7 @@ def _tasks_table(data: dict[str, Any], tasks: list[dict[str, Any]], slugs: dict[
                 bg = score_colour(v)
                 tds.append(f'<td class="num"><span class="sq" style="background:{bg};color:{text_colour(bg)}">{fmt(v, 0)}</span></td>')
             else:
-                tds.append(f'<td class="num"><span class="status {STATUS_CLASS.get(c["status"], "")}">{e(_short_status(c["status"]))}</span></td>')
+                tds.append(f'<td class="num"><span class="status {STATUS_CLASS.get(c["status"], "")}">{e(short_status(c["status"]))}</span></td>')
         q = t["question"]
         rows.append(f'<tr class="task-row"><td><a href="tasks/{e(quote(slugs[t["task_id"]]))}.html">{e(t["task_id"])}</a></td>'
                     f'<td class="q">{e(q if len(q) <= 140 else q[:139] + "…")}</td><td>{e(t["lang"])}</td>'
@@ -499,10 +381,6 @@ def _tasks_table(data: dict[str, Any], tasks: list[dict[str, Any]], slugs: dict[
             'Open a task for its question, each answer and each judge\'s verdict.</p>'
             '<div class="scroll"><table class="tasks"><thead><tr><th>Task</th><th>Question</th><th>Lang.</th>'
             f'<th class="num">Doc. chars</th>{head}</tr></thead><tbody>' + "".join(rows) + "</tbody></table></div></section>")
-
-
-def _short_status(status: str) -> str:
-    return {"out_of_context_scope": "out of context"}.get(status, status)
 
 
 # --- task pages ------------------------------------------------------------------------------------
@@ -573,10 +451,10 @@ def _task_page(t: dict[str, Any], data: dict[str, Any], cells: dict[tuple[str, s
                      '<th>Points awarded (P1, P2, …)</th></tr></thead><tbody>' + "".join(jrows) + "</tbody></table></div>")
         anchor = "r-" + quote(route, safe="")
         summary.append(f'<tr><td><a href="#{e(anchor)}">{e(route)}</a></td><td><span class="status {STATUS_CLASS.get(st, "")}">'
-                       f'{e(_short_status(st))}</span></td><td class="num">{fmt(pct(c["score"])) if st == "ok" else "—"}</td></tr>')
+                       f'{e(short_status(st))}</span></td><td class="num">{fmt(pct(c["score"])) if st == "ok" else "—"}</td></tr>')
         sections.append(
             f'<div class="route" id="{e(anchor)}" data-route="{e(route)}"><h3>{e(route)} <span class="status {STATUS_CLASS.get(st, "")}">'
-            f'{e(_short_status(st))}</span> {score}</h3><span class="model">{e(r["provider"])} · {e(r["model"])}</span>{body}</div>')
+            f'{e(short_status(st))}</span> {score}</h3><span class="model">{e(r["provider"])} · {e(r["model"])}</span>{body}</div>')
     doc = (f'{e(t["corpus_file"])} · {"—" if t["doc_chars"] is None else format(t["doc_chars"], ",")} characters · '
            f'{"CJK" if t["cjk"] else "non-CJK"}')
     body = (f'<nav><a href="../index.html">← Leaderboard</a><a href="../index.html#tasks">All tasks</a></nav><main>'
@@ -587,7 +465,7 @@ def _task_page(t: dict[str, Any], data: dict[str, Any], cells: dict[tuple[str, s
             '<section><h2>Scores</h2><div class="scroll"><table class="task-scores"><thead><tr><th>Route</th><th>Status</th>'
             f'<th class="num">Score</th></tr></thead><tbody>{"".join(summary)}</tbody></table></div></section>'
             f'<section><h2>Answers and verdicts</h2>{"".join(sections)}</section></main>')
-    return _page(f"Task {t['task_id']}", body, rehearsal=rehearsal, subtitle=f"{len(data['routes'])} routes · panel: {e(', '.join(panel))}",
+    return page(f"Task {t['task_id']}", body, rehearsal=rehearsal, subtitle=f"{len(data['routes'])} routes · panel: {e(', '.join(panel))}",
                  protocol_note=data.get("protocol_note"))
 
 
@@ -658,7 +536,7 @@ def write_site(store: Store, config: Config, data: dict[str, Any], out: Path, *,
             + f'<footer>Scores are 0–100. Dataset sha256 {e(data["dataset_sha256"])}. Generated {e(generated)} from state.db by '
               f'batchrun {e(data["batchrun_version"])}; no script, no network.</footer>')
     index = out / "index.html"
-    _write(index, _page("WildTrace leaderboard", body, rehearsal=rehearsal, subtitle=subtitle, protocol_note=data.get("protocol_note")))
+    _write(index, page("WildTrace leaderboard", body, rehearsal=rehearsal, subtitle=subtitle, protocol_note=data.get("protocol_note")))
     return index
 
 
