@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from batchrun.publish import stats, student_t
+from batchrun.publish import agreement, stats, student_t
 
 N = None
 
@@ -41,20 +41,20 @@ def units(matrix: list[list[float | None]]) -> list[tuple[float | None, ...]]:
 
 
 def test_krippendorff_alpha_matches_the_published_examples() -> None:
-    assert round(stats.krippendorff_alpha(units(KRIPPENDORFF_2011), "interval"), 3) == 0.849
-    assert round(stats.krippendorff_alpha(units(KRIPPENDORFF_2011), "nominal"), 3) == 0.743
-    assert round(stats.krippendorff_alpha(units(WIKIPEDIA), "nominal"), 3) == 0.691
+    assert round(agreement.krippendorff_alpha(units(KRIPPENDORFF_2011), "interval"), 3) == 0.849
+    assert round(agreement.krippendorff_alpha(units(KRIPPENDORFF_2011), "nominal"), 3) == 0.743
+    assert round(agreement.krippendorff_alpha(units(WIKIPEDIA), "nominal"), 3) == 0.691
 
 
 def test_krippendorff_alpha_small_cases_by_hand() -> None:
-    assert stats.krippendorff_alpha([(1, 1), (2, 2), (3, 3)]) == 1.0
+    assert agreement.krippendorff_alpha([(1, 1), (2, 2), (3, 3)]) == 1.0
     # Two coders, units (0, 1) and (1, 0): D_o = (1/4)(2 + 2) = 1; all four values 0, 0, 1, 1:
     # D_e = 8 / (4 * 3) = 2/3; alpha = 1 - 1 / (2/3) = -0.5.
-    assert stats.krippendorff_alpha([(0, 1), (1, 0)]) == pytest.approx(-0.5)
-    assert stats.krippendorff_alpha([(1, None), (None, 2)]) is None  # nothing pairable
-    assert stats.krippendorff_alpha([(1, 1), (1, 1)]) is None  # no variation: undefined
+    assert agreement.krippendorff_alpha([(0, 1), (1, 0)]) == pytest.approx(-0.5)
+    assert agreement.krippendorff_alpha([(1, None), (None, 2)]) is None  # nothing pairable
+    assert agreement.krippendorff_alpha([(1, 1), (1, 1)]) is None  # no variation: undefined
     with pytest.raises(ValueError):
-        stats.krippendorff_alpha([(1, 2)], "ordinal")
+        agreement.krippendorff_alpha([(1, 2)], "ordinal")
 
 
 # --- the sign test, Holm, correlations ---------------------------------------------------------------
@@ -100,15 +100,15 @@ def test_holm_adjustment_by_hand() -> None:
 
 
 def test_ranks_pearson_spearman_mean_abs_diff_by_hand() -> None:
-    assert stats.ranks([10, 20, 20, 30]) == [1, 2.5, 2.5, 4]
+    assert agreement.ranks([10, 20, 20, 30]) == [1, 2.5, 2.5, 4]
     x, y = [1, 2, 3, 4, 5], [2, 4, 5, 4, 5]
     # dx = -2..2, dy = -2, 0, 1, 0, 1: sxy = 6, sxx = 10, syy = 6.
-    assert stats.pearson(x, y) == pytest.approx(6 / math.sqrt(60))
+    assert agreement.pearson(x, y) == pytest.approx(6 / math.sqrt(60))
     # ranks of y: 1, 2.5, 4.5, 2.5, 4.5 (mean 3): sxy = 7, syy = 9.
-    assert stats.spearman(x, y) == pytest.approx(7 / math.sqrt(90))
-    assert stats.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
-    assert stats.pearson([1, 1, 1], [1, 2, 3]) is None and stats.pearson([1], [2]) is None
-    assert stats.mean_abs_diff([0.5, 1.0], [0.25, 0.5]) == pytest.approx(0.375)
+    assert agreement.spearman(x, y) == pytest.approx(7 / math.sqrt(90))
+    assert agreement.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    assert agreement.pearson([1, 1, 1], [1, 2, 3]) is None and agreement.pearson([1], [2]) is None
+    assert agreement.mean_abs_diff([0.5, 1.0], [0.25, 0.5]) == pytest.approx(0.375)
 
 
 # --- the paired permutation test ------------------------------------------------------------------------
@@ -375,9 +375,9 @@ def test_pure_functions_refuse_nan_and_infinities() -> None:
         stats.permutation_test([0.1, nan, 0.3], resamples=100, seed=1)  # p was 2.0
     with pytest.raises(ValueError, match="value 0 is inf"):
         stats.exact_sign_flip_p([inf, 0.2])
-    for call in (lambda: stats.mean([0.1, nan]), lambda: stats.pearson([1, 2, nan], [1, 2, 3]),
-                 lambda: stats.spearman([1, 2, 3], [1, nan, 3]), lambda: stats.mean_abs_diff([nan], [1]),
-                 lambda: stats.paired_summary([0.1, nan], [0.2, 0.3]), lambda: stats.krippendorff_alpha([(1, nan)]),
+    for call in (lambda: stats.mean([0.1, nan]), lambda: agreement.pearson([1, 2, nan], [1, 2, 3]),
+                 lambda: agreement.spearman([1, 2, 3], [1, nan, 3]), lambda: agreement.mean_abs_diff([nan], [1]),
+                 lambda: stats.paired_summary([0.1, nan], [0.2, 0.3]), lambda: agreement.krippendorff_alpha([(1, nan)]),
                  lambda: stats.Documents(["A", "B", "C"]).interval([0.1, nan, 0.2]),
                  lambda: stats.Documents(["A", "B", "C"]).paired_tests([[0.1, 0.2, nan]], resamples=100, seed=1)):
         with pytest.raises(ValueError, match="nan.*None"):

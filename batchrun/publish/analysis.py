@@ -32,7 +32,7 @@ from ..base.errors import BatchrunError, ConfigError, Incomplete
 from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.store import Store
 from ..protocol.config import Config
-from . import stats
+from . import agreement, stats
 from .outputs import ZERO_FILLED, judge_scores, report_data
 
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
@@ -500,10 +500,11 @@ def judge_health(store: Store, config: Config, cells: Cells, judgments: list[dic
         for b in panel[i + 1:]:
             both = [(s[a], s[b]) for s in by_cell.values() if a in s and b in s]
             xs, ys = [x for x, _ in both], [y for _, y in both]
-            pairs.append({"a": a, "b": b, "n": len(both), "pearson": stats._round(stats.pearson(xs, ys)),
-                          "spearman": stats._round(stats.spearman(xs, ys)), "mean_abs_diff": stats._round(stats.mean_abs_diff(xs, ys))})
+            pairs.append({"a": a, "b": b, "n": len(both), "pearson": stats._round(agreement.pearson(xs, ys)),
+                          "spearman": stats._round(agreement.spearman(xs, ys)),
+                          "mean_abs_diff": stats._round(agreement.mean_abs_diff(xs, ys))})
     units = [[s.get(j) for j in panel] for s in by_cell.values()]
-    alpha = stats.krippendorff_alpha(units, "interval") if len(panel) >= 2 else None
+    alpha = agreement.krippendorff_alpha(units, "interval") if len(panel) >= 2 else None
     # Each route's answers that every judge scored, grouped in one pass (in by_cell's order).
     scored_by_all: dict[str, list[dict[str, float]]] = defaultdict(list)
     for (rt, _), s in by_cell.items():

@@ -90,7 +90,7 @@ def _check_p(p: float) -> None:
         raise ValueError(f"p-value {p!r} is not a number between 0 and 1")
 
 
-def _check(values: Sequence[float | None], what: str) -> None:
+def check_values(values: Sequence[float | None], what: str) -> None:
     """Refuse NaN and infinities (a missing value is None). One sum finds them in the usual case
     (NaN or an infinity anywhere makes it non-finite); only then are the values walked, to name one."""
     try:
@@ -163,7 +163,7 @@ class PairedSummary:
 
 
 def mean(values: Sequence[float | None]) -> float | None:
-    _check(values, "mean")
+    check_values(values, "mean")
     xs = [v for v in values if v is not None]
     return sum(xs) / len(xs) if xs else None
 
@@ -196,8 +196,8 @@ def sign_test(wins: int, losses: int) -> float:
 def paired_summary(a: Sequence[float | None], b: Sequence[float | None]) -> PairedSummary:
     """Pairs where both values exist; a tie is an exact equality (scores are means of judge
     fractions, so equal answers get equal scores)."""
-    _check(a, "paired_summary a")
-    _check(b, "paired_summary b")
+    check_values(a, "paired_summary a")
+    check_values(b, "paired_summary b")
     pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
     wins = sum(1 for x, y in pairs if x > y)
     losses = sum(1 for x, y in pairs if x < y)
@@ -223,87 +223,6 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks, ties given the average of the ranks they span (as Spearman's rho needs)."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    out = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return out
-
-
-def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Pearson's r; None when fewer than 2 pairs or either side is constant."""
-    _check(x, "pearson x")
-    _check(y, "pearson y")
-    n = len(x)
-    if n != len(y) or n < 2:
-        return None
-    mx, my = sum(x) / n, sum(y) / n
-    # Lists, not generators: the same terms added in the same order, faster (12,000 pairs a report).
-    sxy = sum([(a - mx) * (b - my) for a, b in zip(x, y)])
-    sxx = sum([(a - mx) ** 2 for a in x])
-    syy = sum([(b - my) ** 2 for b in y])
-    if sxx == 0 or syy == 0:
-        return None
-    return sxy / math.sqrt(sxx * syy)
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rho: Pearson's r on average ranks."""
-    _check(x, "spearman x")
-    _check(y, "spearman y")
-    return pearson(ranks(x), ranks(y)) if len(x) == len(y) else None
-
-
-def mean_abs_diff(x: Sequence[float], y: Sequence[float]) -> float | None:
-    _check(x, "mean_abs_diff x")
-    _check(y, "mean_abs_diff y")
-    return sum([abs(a - b) for a, b in zip(x, y)]) / len(x) if x and len(x) == len(y) else None
-
-
-def krippendorff_alpha(units: Sequence[Sequence[float | None]], metric: str = "interval") -> float | None:
-    """Krippendorff's alpha for units x coders (None = the coder gave no value).
-
-    alpha = 1 - D_o / D_e over the pairable values (units with at least two values), with
-    delta^2 = (a - b)^2 (interval) or [a != b] (nominal): D_o = (1/n) sum_u (1/(m_u - 1))
-    sum_{i != j in u} delta^2, D_e = (1/(n(n - 1))) sum_{i != j over all n values} delta^2
-    (Krippendorff, "Computing Krippendorff's Alpha-Reliability", 2011). None when there is
-    nothing to compare or no variation at all."""
-    if metric not in ("interval", "nominal"):
-        raise ValueError(f"unknown metric {metric!r}")
-    for u in units:
-        _check(u, "krippendorff_alpha unit")
-    pairable = [[v for v in u if v is not None] for u in units]
-    pairable = [u for u in pairable if len(u) >= 2]
-    n = sum(len(u) for u in pairable)
-    if n < 2:
-        return None
-
-    def pair_sum(values: list[float]) -> float:
-        # sum over ordered pairs i != j of delta^2, in O(len(values))
-        m = len(values)
-        if metric == "interval":
-            s, s2 = sum(values), sum([v * v for v in values])
-            return 2 * (m * s2 - s * s)
-        counts: dict[Any, int] = {}
-        for v in values:
-            counts[v] = counts.get(v, 0) + 1
-        return m * m - sum(c * c for c in counts.values())
-
-    d_o = sum([pair_sum(u) / (len(u) - 1) for u in pairable]) / n
-    d_e = pair_sum([v for u in pairable for v in u]) / (n * (n - 1))
-    if d_e <= 0:
-        return None
-    return 1 - d_o / d_e
-
-
 # --- the paired permutation test --------------------------------------------------------------------
 
 
@@ -323,7 +242,7 @@ def exact_sign_flip_p(diffs: Sequence[float]) -> float:
     """Exact two-sided p of the paired sign-flip test: the share of the 2^n sign assignments
     whose |sum| is at least the observed |sum| (zero differences change nothing and are left
     out). Counted by meet-in-the-middle: the signed sums of each half, one half sorted."""
-    _check(diffs, "exact_sign_flip_p")
+    check_values(diffs, "exact_sign_flip_p")
     d = [x for x in diffs if x != 0]
     if not d:
         return 1.0
@@ -379,7 +298,7 @@ def permutation_tests(columns: Any, *, resamples: int, seed: int, exact_max: int
         if not columns:
             return []
         for col in columns:
-            _check(col, "permutation_tests")
+            check_values(col, "permutation_tests")
         diffs_all = np.array([[0.0 if x is None else x for x in col] for col in columns], dtype=np.float64).T
     n_nonzero = (diffs_all != 0).sum(axis=0)
     out: list[PermutationTest | None] = [None] * diffs_all.shape[1]
@@ -471,7 +390,7 @@ class Documents:
             values = columns.astype(np.float64, copy=False)
         else:
             for col in columns:
-                _check(col, what)
+                check_values(col, what)
             if not columns:
                 return np.empty((self.n_tasks, 0))
             values = np.array([[np.nan if v is None else v for v in col] for col in columns], dtype=np.float64).T
