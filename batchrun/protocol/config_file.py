@@ -3,15 +3,14 @@
 Every key is checked: an unknown or mistyped key is an error naming the file, the key and the
 fix, because a silently ignored setting in an overnight run is a night lost. Relative paths
 resolve against the config file's folder. What a provider needs of a route (its key variable,
-its base URL, its file limits, its API versions) is its adapter's to say.
+its base URL, its file limits, its API versions) is its adapter's to say. Each value is read by
+config_values.Checker.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
-import math
 import os
 import re
 import tomllib
@@ -51,6 +50,7 @@ from .config import (
     Route,
     base_url_problem,
 )
+from .config_values import Checker
 from .policy import decoding
 
 # File limits of the sync transport (requests, bytes): it sends its lines online, one by one, so
@@ -60,7 +60,6 @@ SYNC_LIMITS = (10_000, 2_000_000_000)
 # Every provider accepts temperatures in 0..2 (Anthropic 0..1); anything else is a typo that would
 # be sent to every request. Integers are bounded where they must survive JSON and SQLite.
 MAX_TEMPERATURE = 2.0
-MAX_CONFIG_INT = 2**53
 _NUMBER_FIX = "Write that value with a few digits (every count, size and price in a config fits in 16)."
 # An environment variable's name (POSIX: letters, digits and underscores, not starting with a digit).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -132,125 +131,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     return parse_config(raw, path)
 
 
-class _Checker:
-    """Small helpers that turn type mistakes into errors naming file and key."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        # Problems found so far: a config is read whole and every problem reported at once, so a
-        # night is not lost to fix-rerun-fix. A section stops at its first hard problem (later
-        # checks in it would only repeat it); unknown keys and bad values never stop it.
-        self.problems: list[ConfigError] = []
-
-    def section(self, parse: Callable[[], Any]) -> Any:
-        """Run one section's parse; a problem it raises is noted (None returned) and reading goes on."""
-        try:
-            return parse()
-        except ConfigError as e:
-            self.problems.append(e)
-            return None
-
-    def soft(self, error: ConfigError, default: Any) -> Any:
-        """Note a problem with a value that nothing else depends on, and read on with the default."""
-        self.problems.append(error)
-        return default
-
-    def raise_problems(self) -> None:
-        if len(self.problems) == 1:
-            raise self.problems[0]
-        if self.problems:
-            lines = [f"{self.path}: {len(self.problems)} problems in the config:"]
-            for i, p in enumerate(self.problems, 1):
-                what = p.message.removeprefix(f"{self.path}: ")
-                lines.append(f"  {i}. {what}" + (f" Fix: {p.hint}" if p.hint else ""))
-            raise ConfigError("\n".join(lines), "Fix them all, then run the command again.")
-
-    def fail(self, key: str, problem: str, fix: str) -> ConfigError:
-        return ConfigError(f"{self.path}: `{key.removeprefix('.')}` {problem}.", fix)  # ".budget": a top-level key
-
-    def table(self, raw: Any, key: str) -> dict[str, Any]:
-        if raw is None:
-            return {}
-        if not isinstance(raw, dict):
-            raise self.fail(key, "must be a table", f"Write it as [{key}] with keys below it.")
-        return raw
-
-    def array(self, raw: Any, key: str, example: str) -> list[Any]:
-        if raw is None:
-            return []
-        if not isinstance(raw, list):
-            raise self.fail(key, f"must be a list (got {_short_repr(raw)})", f"Write it as a list, e.g. {example}.")
-        return raw
-
-    def unknown(self, raw: dict[str, Any], allowed: set[str], where: str) -> None:
-        for k in raw:
-            if k not in allowed:
-                near = ", ".join(sorted(allowed))
-                guess = difflib.get_close_matches(str(k), sorted(allowed), n=1)
-                mean = f"Did you mean `{guess[0]}`? " if guess else ""
-                self.problems.append(self.fail(f"{where}.{k}" if where else k, "is not a known key",
-                                               f"{mean}Remove it or correct the spelling; known keys here: {near}."))
-
-    def number(self, raw: dict[str, Any], key: str, where: str, default: Any, *, integer: bool = False, minimum: float | None = 0,
-               maximum: float | None = None, allow_none: bool = False) -> Any:
-        if key not in raw:
-            return default
-        v = raw[key]
-        if v is None and allow_none:
-            return None
-        ok = isinstance(v, int) if integer else isinstance(v, (int, float))
-        if isinstance(v, bool) or not ok:
-            kind = "an integer" if integer else "a number"
-            return self.soft(self.fail(f"{where}.{key}", f"must be {kind} (got {v!r})", f"Set {key} = <{kind}>."), default)
-        # JSON's NaN/Infinity and TOML's nan/inf compare false with every bound, so they would
-        # pass the checks below and poison every estimate and score computed from them.
-        if isinstance(v, float) and not math.isfinite(v):
-            return self.soft(self.fail(f"{where}.{key}", f"must be a finite number (got {v!r})", f"Set {key} to a finite number."), default)
-        if minimum is not None and v < minimum:
-            return self.soft(self.fail(f"{where}.{key}", f"must be at least {minimum} (got {v!r})", f"Use a value >= {minimum}."), default)
-        # Past 2**53 an integer no longer survives a round trip through JSON or a float, and past
-        # 2**63 SQLite cannot store it: no count or size in a config comes near either.
-        limit = maximum if maximum is not None else (MAX_CONFIG_INT if integer else None)
-        if limit is not None and v > limit:
-            return self.soft(self.fail(f"{where}.{key}", f"must be at most {limit:,} (got {v!r})", f"Use a value <= {limit:,}."), default)
-        return v
-
-    def string(self, raw: dict[str, Any], key: str, where: str, default: Any, choices: tuple[str, ...] | None = None) -> Any:
-        if key not in raw:
-            return default
-        v = raw[key]
-
-        def bad(problem: str, fix: str) -> Any:
-            error = self.fail(f"{where}.{key}", problem, fix)
-            if default is None:
-                raise error  # a required value (provider, model): the rest of its section depends on it
-            return self.soft(error, default)
-
-        if not isinstance(v, str) or not v:
-            return bad(f"must be a non-empty string (got {v!r})", f'Set {key} = "...".')
-        if not printable_line(v):
-            # A NUL breaks every path and SQL call it reaches; a line break forges log and table lines.
-            return bad(f"contains a control character or line break ({v!r})", f"Write {key} on one line, without control characters.")
-        if choices and v not in choices:
-            return bad(f"must be one of {', '.join(choices)} (got {v!r})", f"Use one of: {', '.join(choices)}.")
-        return v
-
-    def boolean(self, raw: dict[str, Any], key: str, where: str, default: Any) -> Any:
-        if key not in raw:
-            return default
-        v = raw[key]
-        if not isinstance(v, bool):
-            return self.soft(self.fail(f"{where}.{key}", f"must be true or false (got {v!r})", f"Set {key} = true or {key} = false."), default)
-        return v
-
-
-def _short_repr(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def parse_config(raw: dict[str, Any], path: Path) -> Config:
-    c = _Checker(path)
+    c = Checker(path)
     c.unknown(raw, _TOP_KEYS, "")
     root = path.resolve().parent
     paths = c.section(lambda: _parse_paths(c, raw, root))
@@ -299,7 +181,7 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     return replace(config, warnings=tuple(w for name in routes if (w := _route_warning(config, name)) is not None))
 
 
-def _parse_paths(c: _Checker, raw: dict[str, Any], root: Path) -> Paths:
+def _parse_paths(c: Checker, raw: dict[str, Any], root: Path) -> Paths:
     praw = c.table(raw.get("paths"), "paths")
     c.unknown(praw, set(DEFAULT_PATHS), "paths")
     resolved = {}
@@ -311,7 +193,7 @@ def _parse_paths(c: _Checker, raw: dict[str, Any], root: Path) -> Paths:
     return paths
 
 
-def _parse_generation(c: _Checker, raw: dict[str, Any]) -> Generation:
+def _parse_generation(c: Checker, raw: dict[str, Any]) -> Generation:
     graw = c.table(raw.get("generation"), "generation")
     c.unknown(graw, {"temperature", "max_tokens", "reasoning_max_tokens", "max_retries", "max_resubmits"}, "generation")
     g = Generation()  # the defaults
@@ -324,7 +206,7 @@ def _parse_generation(c: _Checker, raw: dict[str, Any]) -> Generation:
     )
 
 
-def _parse_judging(c: _Checker, raw: dict[str, Any]) -> Judging:
+def _parse_judging(c: Checker, raw: dict[str, Any]) -> Judging:
     jraw = c.table(raw.get("judging"), "judging")
     c.unknown(jraw, {"panel", "temperature", "max_tokens", "max_retries_per_run"}, "judging")
     panel = jraw.get("panel", [])
@@ -341,7 +223,7 @@ def _parse_judging(c: _Checker, raw: dict[str, Any]) -> Judging:
     )
 
 
-def _check_paths(c: _Checker, paths: Paths) -> None:
+def _check_paths(c: Checker, paths: Paths) -> None:
     """What already exists at a configured path must be of the right kind: otherwise the first
     write fails mid-command (a folder where state.db should be, a file where jobs/ should be)."""
     state = paths.state
@@ -358,7 +240,7 @@ def _check_paths(c: _Checker, paths: Paths) -> None:
                          f"Move that file away, or set {key} to a folder path.")
 
 
-def _check_roles(c: _Checker, judging: Judging, routes: dict[str, Route]) -> None:
+def _check_roles(c: Checker, judging: Judging, routes: dict[str, Route]) -> None:
     """The WildTrace protocol's panel is non-contestant. A judge is never a contestant, and no contestant is
     graded by its own model, however the two routes spell it or whoever serves them."""
     for name in judging.panel:
@@ -382,7 +264,7 @@ def _check_roles(c: _Checker, judging: Judging, routes: dict[str, Route]) -> Non
                 ))
 
 
-def _check_panel(c: _Checker, judging: Judging, routes: dict[str, Route], broken: set[str]) -> None:
+def _check_panel(c: Checker, judging: Judging, routes: dict[str, Route], broken: set[str]) -> None:
     """Spec 001 §4: each answer is graded by three judges that are not on the leaderboard. So the
     panel is exactly three judge routes of three distinct models (compared as the caps table
     compares them: caps.same_model), none a contestant (_check_roles). Another panel is a
@@ -411,7 +293,7 @@ def _check_panel(c: _Checker, judging: Judging, routes: dict[str, Route], broken
                     f"Replace {b!r} in judging.panel with a judge route of another model. " + custom))
 
 
-def _check_sampling(c: _Checker, config: Config) -> None:
+def _check_sampling(c: Checker, config: Config) -> None:
     """What each route would send, in the range its provider accepts (Adapter.temperature_range,
     min_output_tokens): a value outside it is refused on every request, found at 2 a.m. otherwise.
     Per route, because the temperature and budget are the [generation] or [judging] ones by role."""
@@ -473,7 +355,7 @@ def _providers_text(capability: Callable[[Adapter], object]) -> str:
     return " or ".join(f'provider = "{name}"' for name in providers_where(capability))
 
 
-def _parse_route(c: _Checker, name: str, r: Any) -> Route:
+def _parse_route(c: Checker, name: str, r: Any) -> Route:
     where = f'routes."{name}"'
     if not isinstance(r, dict):
         raise c.fail(where, "must be a table", f'Write [routes."{name}"] with provider and model keys.')
