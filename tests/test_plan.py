@@ -427,7 +427,7 @@ def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_
         project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    monkeypatch.setattr("batchrun.run.plan._WRITEBACK_BYTES", 1)  # a write-back in flight when it fails
+    monkeypatch.setattr("batchrun.run.request_files._WRITEBACK_BYTES", 1)  # a write-back in flight when it fails
 
     project.doc("a-small.txt", "word " * 20)  # written first (documents go in name order)
     project.doc("b-big.txt", "word " * 400)
@@ -459,7 +459,7 @@ def test_a_failed_write_back_fails_the_plan_by_name_and_the_next_plan_recovers(p
 
     small_project(project)
     project.config(routes={"one": route("openai", "gpt-5.5")}, panel=[])
-    monkeypatch.setattr("batchrun.run.plan._WRITEBACK_BYTES", 1)  # a write-back after every line
+    monkeypatch.setattr("batchrun.run.request_files._WRITEBACK_BYTES", 1)  # a write-back after every line
     failures = []
 
     def fail_once(fd: int) -> None:
@@ -468,7 +468,7 @@ def test_a_failed_write_back_fails_the_plan_by_name_and_the_next_plan_recovers(p
             raise OSError(errno.EIO, "Input/output error")
         os.fsync(fd)
 
-    monkeypatch.setattr("batchrun.run.plan._DATASYNC", fail_once)
+    monkeypatch.setattr("batchrun.run.request_files._DATASYNC", fail_once)
     r = project.run("plan")
     assert r.exit_code == 1 and failures, r.output
     assert "The disk failed while reading or writing" in r.output and "requests.jsonl.partial" in r.output
@@ -484,10 +484,10 @@ def test_the_closer_keeps_few_files_waiting_and_records_them_in_order(monkeypatc
     holds a descriptor), and the batch rows still follow in the order the files were finished."""
     import time
 
-    from batchrun.run import plan as plan_module
+    from batchrun.run import request_files
 
-    monkeypatch.setattr(plan_module, "_sync_and_place", lambda *args: time.sleep(0.005))
-    closer = plan_module._Closer()
+    monkeypatch.setattr(request_files, "_sync_and_place", lambda *args: time.sleep(0.005))
+    closer = request_files.Closer()
     recorded: list[int] = []
     most = 0
     try:
@@ -497,7 +497,7 @@ def test_the_closer_keeps_few_files_waiting_and_records_them_in_order(monkeypatc
         closer.settle(wait=True)
     finally:
         closer.shutdown()
-    assert most <= plan_module._MAX_PENDING
+    assert most <= request_files._MAX_PENDING
     assert recorded == list(range(40))
 
 
@@ -701,7 +701,7 @@ GOLDEN_REQUEST_FILES: list[tuple[str, str]] = [
 @pytest.mark.parametrize("writeback_bytes", [None, 1], ids=["default", "write-back-after-every-line"])
 def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project, monkeypatch: pytest.MonkeyPatch,
                                                               writeback_bytes: int | None) -> None:
-    """The golden files; also with each file written back to the disk (plan._Closer.write_back, on
+    """The golden files; also with each file written back to the disk (request_files.Closer.write_back, on
     a thread) after every line, which plan does every 32 MiB: the same bytes, checksums and rows,
     and no fsync thread left behind."""
     import hashlib
@@ -710,7 +710,7 @@ def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project,
     import blake3
 
     if writeback_bytes is not None:
-        monkeypatch.setattr("batchrun.run.plan._WRITEBACK_BYTES", writeback_bytes)
+        monkeypatch.setattr("batchrun.run.request_files._WRITEBACK_BYTES", writeback_bytes)
     _golden_corpus(project)
     routes = dict(ALL_PROVIDER_ROUTES)
     routes["oa-chat"] = route("openai", "gpt-5.5", max_requests_per_file=2)
