@@ -62,6 +62,7 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
     """Measure ROUTE's real context window and suggest its caps in characters (spec §3: a new model is probed)."""
     from ..ledger.inputs import resolve_inputs
     from ..run import probe as probing
+    from ..run import probe_caps
 
     config = ctx.config()
     if write and config.rehearsal:
@@ -75,12 +76,12 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
     if not as_json:
         # The evidence first: it was paid for, and it stays on screen even if the lock or the
         # config write below fails.
-        click.echo("\n".join(probing.describe(result, target)))
+        click.echo("\n".join(probe_caps.describe(result, target)))
     written = None
     if not result.dry_run:
         with writer(ctx, "probe", config, resolved=inputs) as (store, _):
-            written = probing.write_caps(config, result) if write and not probing.missing_caps(result) else None
-            probing.record(store, result, written=written is not None)
+            written = probe_caps.write_caps(config, result) if write and not probe_caps.missing_caps(result) else None
+            probe_caps.record(store, result, written=written is not None)
             if written:
                 # Caps are part of the route's generation policy: new caps re-plan its cells.
                 sent = store.scalar("""SELECT count(*) FROM cells c JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp
@@ -90,14 +91,14 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
                                f"are planned afresh under the new caps by the next run (batches still in flight are refused "
                                f"until they end or `batchrun cancel --route {route}`).", err=True)
     if as_json:
-        en, cjk = probing.suggested_caps(result, target)
+        en, cjk = probe_caps.suggested_caps(result, target)
         click.echo(json.dumps({**result.evidence(), "plan": list(result.plan), "suggested_caps": {"en": en, "cjk": cjk},
                                "written": written is not None}, indent=2, ensure_ascii=False))
     else:
         if written:
-            click.echo(f"written to {config.path}: {probing.caps_text(*written)}")
+            click.echo(f"written to {config.path}: {probe_caps.caps_text(*written)}")
     if write and not result.dry_run and written is None:
-        probing.write_caps(config, result)  # raises: says which cap is missing and what to do
+        probe_caps.write_caps(config, result)  # raises: says which cap is missing and what to do
 
 
 @click.command()
