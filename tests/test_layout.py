@@ -175,3 +175,9 @@ def test_the_top_level_keeps_at_most_a_dozen_entries() -> None:
     assert entries - TOP_FILES == set(MAY_IMPORT), sorted(entries - TOP_FILES - set(MAY_IMPORT))
     assert len(entries) <= 12, sorted(entries)
 
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = {p.relative_to(PACKAGE).as_posix(): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"split by theme: {long}"
