@@ -4,8 +4,9 @@ Nothing is scored here: the views in state.db (ledger) are the definition of eve
 stage shapes them: the results/ files and the report's data with their provenance (outputs;
 results_files writes a file only when its bytes change), the run manifest (manifest) and
 `batchrun verify` (verify), the statistics (stats, student_t: pure functions with the document
-as the unit; analysis: the report's statistics from state.db), what changed since the last
-refresh (snapshots), the report as Markdown, CSV or JSON (report), the static site (site, svg),
+as the unit; agreement: between the judges; analysis: the report's statistics from state.db),
+what changed since the last refresh (snapshots), the report as Markdown, CSV or JSON (report),
+the static site (site over html and svg),
 and what a run publishes at its end (end_of_run). It sits below the run because collect and
 refresh write results files and the site.
 
