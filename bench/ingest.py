@@ -107,6 +107,9 @@ def write_inputs(root: Path, n_routes: int, n_judges: int) -> Path:
         "paths": {"dataset": str(root / "data" / "tasks.json"), "corpus": str(root / "corpus"),
                   "state": str(root / "state.db"), "jobs": str(root / "jobs"), "results": str(root / "results")},
         "judging": {"panel": [j[0] for j in JUDGES[:n_judges]]},
+        # A panel of other than three judges (the default six measures collect at a night's
+        # judging volume) is declared, or the config is refused (spec 001 §4).
+        **({} if n_judges == 3 else {"protocol": "custom"}),
         "routes": routes,
     }
     path = root / "batchrun.json"

@@ -39,7 +39,7 @@ KEY_ENV = "BATCHRUN_BENCH_KEY"
 PROVIDERS = {
     # provider: (route name, model, file byte limit batchrun uses, default number of requests)
     "openai": ("gpt-5.5", "gpt-5.5", 200_000_000, 200),
-    "anthropic": ("claude-opus-4.8", "claude-opus-4.8", 255_000_000, 255),
+    "anthropic": ("claude-opus-4.8", "claude-opus-4-8", 255_000_000, 255),  # route, model id (Anthropic's hyphens)
 }
 MARGIN = 50_000  # "just under" the limit
 WORDS = ("archive harbor ledger engine council river bridge market lantern signal garden tower valve "
@@ -68,6 +68,9 @@ def build_project(root: Path, provider: str, n_requests: int, fraction: float = 
         "paths": {"dataset": str(root / "data" / "tasks.json"), "corpus": str(root / "corpus"),
                   "state": str(root / "state.db"), "jobs": str(root / "jobs"), "results": str(root / "results")},
         "judging": {"panel": []},
+        # No judges: submit's memory is the measurement. The config says so (spec 001 §4's panel of
+        # three is the default, and a config without one is refused unless it declares another).
+        "protocol": "custom",
         "routes": {route_name: {"provider": provider, "model": model, "api_key_env": KEY_ENV}},
     }
     config_path = root / "batchrun.json"
@@ -196,7 +199,7 @@ def child(config_path: Path, url: str, idle: bool, profile: bool) -> int:
             print(f"  held: {stat}", file=sys.stderr)
     batch = store.one("SELECT id, status, provider_batch_id, n_requests, bytes FROM batches ORDER BY seq DESC LIMIT 1")
     store.end_run("ok")
-    print(json.dumps({"created": result.created, "bytes_uploaded": result.bytes_uploaded, "seconds": seconds, "batch": batch}))
+    print(json.dumps({"created": result.created, "bytes_uploaded": result.bytes_uploaded, "seconds": seconds, "batch": batch, "held": result.held, "preflight": [c.describe() for c in result.preflight]}))
     return 0
 
 
