@@ -181,3 +181,12 @@ def test_no_module_is_over_600_lines() -> None:
     long = {p.relative_to(PACKAGE).as_posix(): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"split by theme: {long}"
+
+
+def test_the_library_names_resolve_to_their_homes() -> None:
+    """`from batchrun import load_config, Store, refresh` (the package docstring): every name of
+    __all__ is found in the module batchrun/__init__.py's lazy table sends it to."""
+    import batchrun
+
+    for name in batchrun.__all__:
+        assert getattr(batchrun, name) is not None, name
