@@ -10,13 +10,18 @@ tables do not know is accepted by every provider from then on.
 
 Evidence, per table:
 
-* OpenAI: the ``ChatModel`` Literal of the installed openai SDK
+The tables are copied, not read from the installed SDKs: the emulator must refuse and accept the
+same ids whatever SDK version is installed (an SDK at batchrun's dependency floor neither has
+today's ids nor the module paths that hold them, e.g. openai 1.55.3 has no
+``openai.types.shared.chat_model``).
+
+* OpenAI: the ``ChatModel`` Literal of the openai SDK (3.57.0)
   (``openai/types/shared/chat_model.py``: gpt-4.1, gpt-4.1-2025-04-14, gpt-5.1,
   gpt-5.1-2025-11-13, gpt-5.4, gpt-5.5, gpt-5.5-2026-04-23 ...), generated from OpenAI's API
   spec, plus the gpt-5.4 snapshot ``gpt-5.4-2026-03-05`` (vercel/ai ``OpenAIChatModelId``,
   socket.dev diff of @ai-sdk/openai 2.0.99; the batch object in
   ProjectTech4DevAI/kaapi-backend#723 names ``gpt-5.4-pro-2026-03-05``).
-* Anthropic: the ``Model`` Literal of the installed anthropic SDK (``anthropic/types/model.py``:
+* Anthropic: the ``Model`` Literal of the anthropic SDK (2.15.0) (``anthropic/types/model.py``:
   claude-opus-4-8, claude-opus-4-6, claude-sonnet-4-6 ...). From Claude 4.6 on the API id is also
   its alias, undated ("Claude API ID claude-opus-4-6 | Claude API alias claude-opus-4-6",
   platform.claude.com/docs/en/docs/legacy-model-guide); earlier models have dated ids
@@ -41,32 +46,39 @@ Evidence, per table:
 from __future__ import annotations
 
 import threading
-import typing
 from collections.abc import Iterable
 
 
-def _sdk_literal(alias: object) -> frozenset[str]:
-    """Every string of a (possibly nested) Literal / Union type alias."""
-    out: set[str] = set()
-    for arg in typing.get_args(alias):
-        if isinstance(arg, str):
-            out.add(arg)
-        else:
-            out |= _sdk_literal(arg)
-    return frozenset(out)
+OPENAI_MODELS: frozenset[str] = frozenset({
+    # openai 3.57.0, openai/types/shared/chat_model.py ChatModel, plus gpt-5.4-2026-03-05 (see above)
+    "chatgpt-4o-latest", "codex-mini-latest", "gpt-3.5-turbo", "gpt-3.5-turbo-0125", "gpt-3.5-turbo-0301",
+    "gpt-3.5-turbo-0613", "gpt-3.5-turbo-1106", "gpt-3.5-turbo-16k", "gpt-3.5-turbo-16k-0613", "gpt-4",
+    "gpt-4-0125-preview", "gpt-4-0314", "gpt-4-0613", "gpt-4-1106-preview", "gpt-4-32k", "gpt-4-32k-0314",
+    "gpt-4-32k-0613", "gpt-4-turbo", "gpt-4-turbo-2024-04-09", "gpt-4-turbo-preview", "gpt-4-vision-preview",
+    "gpt-4.1", "gpt-4.1-2025-04-14", "gpt-4.1-mini", "gpt-4.1-mini-2025-04-14", "gpt-4.1-nano",
+    "gpt-4.1-nano-2025-04-14", "gpt-4o", "gpt-4o-2024-05-13", "gpt-4o-2024-08-06", "gpt-4o-2024-11-20",
+    "gpt-4o-audio-preview", "gpt-4o-audio-preview-2024-10-01", "gpt-4o-audio-preview-2024-12-17",
+    "gpt-4o-audio-preview-2025-06-03", "gpt-4o-mini", "gpt-4o-mini-2024-07-18", "gpt-4o-mini-audio-preview",
+    "gpt-4o-mini-audio-preview-2024-12-17", "gpt-4o-mini-search-preview",
+    "gpt-4o-mini-search-preview-2025-03-11", "gpt-4o-search-preview", "gpt-4o-search-preview-2025-03-11",
+    "gpt-5", "gpt-5-2025-08-07", "gpt-5-chat-latest", "gpt-5-mini", "gpt-5-mini-2025-08-07", "gpt-5-nano",
+    "gpt-5-nano-2025-08-07", "gpt-5.1", "gpt-5.1-2025-11-13", "gpt-5.1-chat-latest", "gpt-5.1-codex",
+    "gpt-5.1-mini", "gpt-5.2", "gpt-5.2-2025-12-11", "gpt-5.2-chat-latest", "gpt-5.2-pro",
+    "gpt-5.2-pro-2025-12-11", "gpt-5.3-chat-latest", "gpt-5.4", "gpt-5.4-2026-03-05", "gpt-5.4-mini",
+    "gpt-5.4-mini-2026-03-17", "gpt-5.4-nano", "gpt-5.4-nano-2026-03-17", "gpt-5.5", "gpt-5.5-2026-04-23",
+    "gpt-5.6-luna", "gpt-5.6-sol", "gpt-5.6-terra", "gpt-6-astra", "gpt-6-luna", "gpt-6-sol", "gpt-6.1-sol",
+    "gpt-6.1-terra", "gpt-6.2-astra", "gpt-6.2-sol", "gpt-audio-mini", "gpt-audio-mini-2025-12-15", "o1",
+    "o1-2024-12-17", "o1-mini", "o1-mini-2024-09-12", "o1-preview", "o1-preview-2024-09-12", "o3",
+    "o3-2025-04-16", "o3-mini", "o3-mini-2025-01-31", "o4-mini", "o4-mini-2025-04-16",
+})
 
-
-def _openai() -> frozenset[str]:
-    from openai.types.shared.chat_model import ChatModel
-
-    return _sdk_literal(ChatModel) | {"gpt-5.4-2026-03-05"}
-
-
-def _anthropic() -> frozenset[str]:
-    from anthropic.types.model import Model
-
-    return _sdk_literal(Model)
-
+ANTHROPIC_MODELS: frozenset[str] = frozenset({
+    # anthropic 2.15.0, anthropic/types/model.py Model
+    "claude-fable-5", "claude-fable-5-1", "claude-fable-5-2", "claude-haiku-4-5", "claude-haiku-4-5-20251001",
+    "claude-haiku-5-5", "claude-mythos-5", "claude-mythos-5-1", "claude-mythos-5-2", "claude-mythos-preview",
+    "claude-opus-4-5", "claude-opus-4-5-20251101", "claude-opus-4-6", "claude-opus-4-7", "claude-opus-4-8",
+    "claude-opus-5", "claude-opus-5-5", "claude-sonnet-4-6", "claude-sonnet-5", "claude-sonnet-5-5",
+})
 
 GEMINI_MODELS: frozenset[str] = frozenset({
     # google/genai/_local_tokenizer_loader.py (stable ids, previews and the Gemini 3 family)
@@ -94,7 +106,7 @@ class Models:
     def __init__(self, extra: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self._tables: dict[str, frozenset[str]] = {
-            "openai": _openai(), "anthropic": _anthropic(), "gemini": GEMINI_MODELS, "dashscope": DASHSCOPE_MODELS,
+            "openai": OPENAI_MODELS, "anthropic": ANTHROPIC_MODELS, "gemini": GEMINI_MODELS, "dashscope": DASHSCOPE_MODELS,
         }
         self._extra: set[str] = set()
         self.add(extra)
