@@ -71,7 +71,7 @@ def test_index_holds_every_section_and_links_every_task(board_site: Path) -> Non
     assert '<b>72.5</b><span class="ci">—</span>' in html and "fewer than 3 documents leave an interval not estimable" in html
     assert '<td class="num">2†</td><td class="num">1/1/0</td>' in html  # big vs small: 2 documents, one won, one lost
     assert "† the two routes differ on fewer than 6 documents: no Holm-adjusted test can reach p &lt; 0.05" in html
-    assert "non-CJK (4 tasks, 2 docs)" in html and '<th class="num">tasks</th><th class="num">docs</th>' in html
+    assert "non-CJK (4 tasks, 2 docs)" in html and '<th scope="col" class="num">tasks</th><th scope="col" class="num">docs</th>' in html
     assert "secondary, tasks as if independent: W/L/T 2/2/0" in html  # the task-level figure, labelled
     assert "Statistically indistinguishable groups</h3>" in html and "Krippendorff" in html
     assert "accepted failure 1" in html  # since the last refresh
@@ -86,7 +86,7 @@ def test_task_pages_show_answers_verdicts_and_why_there_is_none(board_site: Path
     assert "What does the long document say?" in t4
     assert "big says: answer to t4." in t4
     # big's judges on t4: judge-a 100/100, judge-g 70/100.
-    rows = re.findall(r'<tr class="verdict-row"><td>([^<]+)</td><td class="num">([^<]+)</td><td class="num"><b>([^<]+)</b>', t4)
+    rows = re.findall(r'<tr class="verdict-row"><th scope="row">([^<]+)</th><td class="num">([^<]+)</td><td class="num"><b>([^<]+)</b>', t4)
     assert rows == [("judge-a", "100.00 / 100.00", "100.0"), ("judge-g", "70.00 / 100.00", "70.0")]
     assert "Not sent: the document (" in t4 and "longer than the route&#x27;s en cap (1,000 characters)" in t4
     assert "The model refused (finish reason SAFETY)" in t4
@@ -152,7 +152,7 @@ def test_answers_questions_and_verdicts_are_escaped(project: Project, script: Sc
     assert f"site: {project.results_dir / 'site' / 'index.html'}" in r.stderr
     site = project.results_dir / "site"
     pages = sorted(site.rglob("*.html"))
-    assert len(pages) == 2
+    assert len(pages) == 3  # the index, the route's page, the task's
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert "<script" not in text and "</script" not in text and "<img" not in text and "<b>valve" not in text
