@@ -68,6 +68,7 @@ svg g.hcell:focus rect,svg g.hcell:hover rect{stroke:#1b1f24;stroke-width:3}
 .cards{display:flex;flex-wrap:wrap;gap:6px 32px;align-items:flex-start}.cards>*{max-width:100%}
 .doctext{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--band);border:1px solid var(--line);border-radius:6px;padding:10px;max-height:36em;overflow:auto;font-size:13px;margin:6px 0}
 details.document summary{cursor:pointer;font-weight:600}
+details.document .note{overflow-wrap:anywhere}
 .nonprotocol-why{font-size:13px}
 .answer{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--band);border:1px solid var(--line);border-radius:6px;padding:10px;max-height:30em;overflow:auto;font-size:14px;margin:6px 0}
 .verdict{white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;color:var(--muted);margin:4px 0}

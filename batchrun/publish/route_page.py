@@ -97,7 +97,7 @@ def route_costs(store: Store) -> dict[str, list[dict[str, Any]]]:
                       CASE WHEN count(estimated_cost) = count(*) THEN sum(estimated_cost) END AS estimated_cost,
                       CASE WHEN count(actual_cost) = count(*) THEN sum(actual_cost) END AS actual_cost
                FROM cost WHERE stage IN ('gen', 'preflight') AND batch_id NOT IN (SELECT id FROM batches WHERE status = ?)
-               GROUP BY route, stage ORDER BY route, stage DESC""", [Status.REFUSED]):
+               GROUP BY route, stage""", [Status.REFUSED]):
         out.setdefault(r["route"], []).append(r)
     # A judge's request names the answer it grades (parent_custom_id), whose request names the route.
     for r in store.rows(
@@ -108,6 +108,9 @@ def route_costs(store: Store) -> dict[str, list[dict[str, Any]]]:
                FROM results res JOIN requests j ON j.custom_id = res.custom_id AND j.stage = 'judge'
                JOIN requests g ON g.custom_id = j.parent_custom_id GROUP BY g.route"""):
         out.setdefault(r["route"], []).append(r)
+    order = {"gen": 0, "judging its answers": 1, "preflight": 2}
+    for rows in out.values():
+        rows.sort(key=lambda r: order.get(r["stage"], 3))
     return out
 
 

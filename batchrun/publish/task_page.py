@@ -70,10 +70,10 @@ def _document(t: dict[str, Any], data: dict[str, Any], cells: Cells, excerpt: Ex
         cut = chars is not None and shown < chars
         summary = (f"The document: {length} characters, the first {shown:,} shown" if cut
                    else f"The document: {length} characters")
-        note = (f'<p class="note">The first {shown:,} of {length} characters, as the models were sent them; the whole text is '
+        note = (f'<p class="note">The first {shown:,} of {length} characters, as sent to the routes that saw it; the whole text is '
                 f'<code>{e(t["corpus_file"])}</code> in the corpus folder (sha256 {e(t["doc_sha256"])}). A page shows at most '
                 f'{EXCERPT_CHARS:,} characters of a document.</p>' if cut else
-                f'<p class="note">The whole document, as the models were sent it (sha256 {e(t["doc_sha256"])}).</p>')
+                f'<p class="note">The whole document, as sent to the routes that saw it (sha256 {e(t["doc_sha256"])}).</p>')
         text = (f'<details class="document"><summary>{e(summary)}</summary>{note}'
                 f'<div class="doctext" tabindex="0">{e(excerpt.text)}{"…" if cut else ""}</div></details>')
     return (f'<section id="document"><h2>Document</h2><dl class="kv"><dt>file</dt><dd>{e(t["corpus_file"])}</dd>'
