@@ -339,6 +339,25 @@ def test_demo_writes_its_site_with_every_dataset_field_as_a_breakdown(demo: tupl
     assert "Breakdowns by dataset field (language, category, paradigm, difficulty)" in r.stdout
 
 
+
+def test_a_route_page_shows_what_the_route_cost_as_batchrun_cost_counts_it(demo: tuple[Path, Any]) -> None:
+    """The demo's routes have prices: the page's actual spend per stage is state.db's, in dollars."""
+    from batchrun.ledger.cost import fmt_money
+
+    folder, _ = demo
+    conn = sqlite3.connect(folder / "state.db")
+    try:
+        gen = conn.execute("SELECT sum(actual_cost) FROM cost WHERE route = 'gpt-5.5' AND stage = 'gen'").fetchone()[0]
+        judging = conn.execute(
+            """SELECT sum(res.cost) FROM results res JOIN requests j ON j.custom_id = res.custom_id AND j.stage = 'judge'
+               JOIN requests g ON g.custom_id = j.parent_custom_id WHERE g.route = 'gpt-5.5'""").fetchone()[0]
+    finally:
+        conn.close()
+    assert gen > 0 and judging > 0
+    html = (folder / "results" / "site" / "routes" / "gpt-5.5.html").read_text(encoding="utf-8")
+    actual = dict(re.findall(r'<tr><th scope="row">([a-z ]+)</th>(?:<td class="num">[^<]*</td>){6}<td class="num"><b>([^<]+)</b></td></tr>', html))
+    assert actual["generation"] == fmt_money(gen) and actual["judging its answers"] == fmt_money(judging)
+
 # Every table, on every page the test opens: a non-empty caption, and scope on every header.
 TABLES_OK = ("[...document.querySelectorAll('table')].every(t => t.caption && t.caption.textContent.trim() !== '') && "
              "[...document.querySelectorAll('th')].every(th => th.scope === 'col' || th.scope === 'row')")
