@@ -126,8 +126,9 @@ def test_each_route_has_a_page_with_its_headline_breakdowns_failures_cost_proven
     assert [(t, st) for t, st, _ in failures] == [("t2", "empty"), ("t3", "accepted"), ("t4", "refusal")]
     assert "The model refused (finish reason SAFETY)" in failures[2][2] and "t3 rejected by the provider" in failures[1][2]
     assert "Not yet: breakdowns are of complete routes" in flaky  # unranked: its accepted failure
-    # The "not protocol" mark's hover title, as text on the page.
-    assert '<p class="nonprotocol-why"><span class="nonprotocol">not protocol</span> custom protocol' in flaky
+    # The "not protocol" mark's hover title, as text on the page, where the index's mark links.
+    assert '<p class="nonprotocol-why" id="why"><span class="nonprotocol">not protocol</span> custom protocol' in flaky
+    assert '<a class="nonprotocol" href="routes/flaky.html#why" title="custom protocol' in index
     assert re.findall(r'data-task="(t\d)"', flaky) == ["t1", "t2", "t4", "t3"]  # scored, failed, then accepted
     small = _route_page(board_site, "small")
     assert re.findall(r'data-task="(t\d)"', small) == ["t1", "t2", "t3", "t4"]  # 100, 90, 50, then out of context

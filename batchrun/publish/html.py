@@ -27,6 +27,7 @@ header.top .meta{color:#c9d1d9;font-size:13px}
 header.top a{color:#9ecbff}
 .rehearsal{background:#b60205;color:#fff;padding:8px 20px;font-weight:600}
 .custom{background:#6f42c1;color:#fff;padding:8px 20px;font-weight:600}
+a.nonprotocol{text-decoration:none}
 .nonprotocol{display:inline-block;background:#6f42c1;color:#fff;border-radius:3px;padding:0 5px;font-size:12px;margin-left:4px;white-space:nowrap}
 nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:7px 20px;display:flex;flex-wrap:wrap;gap:4px 16px;z-index:2}
 nav a{text-decoration:none;font-size:14px;white-space:nowrap}

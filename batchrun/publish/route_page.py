@@ -39,14 +39,16 @@ def ranks(data: dict[str, Any], st: dict[str, Any]) -> dict[str, int]:
     return {route: i for i, route in enumerate(complete, 1)}
 
 
-def leaderboard_row(r: dict[str, Any], st: dict[str, Any], rank: int | None, href: str) -> str:
+def leaderboard_row(r: dict[str, Any], st: dict[str, Any], rank: int | None, href: str, why_href: str) -> str:
     """One route's row: its numbers are text beside the plots (the plots' titles say nothing the
-    row does not), and each cell names itself (data-label) for the phone's stacked layout."""
+    row does not), and each cell names itself (data-label) for the phone's stacked layout. The
+    "not protocol" mark links to the reasons in words (`why_href`, on the route's page): its
+    title shows them only under a mouse."""
     s = st["routes"].get(r["route"], {})
     a, sc, cov = s.get("all_tasks"), s.get("scored"), s.get("coverage", {})
     complete = bool(s.get("complete"))
     # Not a protocol number (accepted failures; a custom panel): a mark beside the route's name.
-    mark = (f'<span class="nonprotocol" title="{e("; ".join(r["non_protocol"]))}">not protocol</span>'
+    mark = (f'<a class="nonprotocol" href="{e(why_href)}" title="{e("; ".join(r["non_protocol"]))}">not protocol</a>'
             if r.get("non_protocol") else "")
     if complete and a:
         label = (f"{r['route']}: All-tasks {fmt(pct(a['estimate']))} (95% CI {ci_text(pct(a['low']), pct(a['high']))}); "
@@ -218,12 +220,12 @@ def route_page(r: dict[str, Any], data: dict[str, Any], st: dict[str, Any], rank
         return f"../tasks/{quote(task_slugs[task_id])}.html"
 
     route = r["route"]
-    reasons = (f'<p class="nonprotocol-why"><span class="nonprotocol">not protocol</span> {e("; ".join(r["non_protocol"]))}</p>'
+    reasons = (f'<p class="nonprotocol-why" id="why"><span class="nonprotocol">not protocol</span> {e("; ".join(r["non_protocol"]))}</p>'
                if r.get("non_protocol") else "")
     body = ('<nav><a href="../index.html">← Leaderboard</a><a href="#breakdowns">Breakdowns</a><a href="#failures">Failures</a>'
             '<a href="#cost">Cost</a><a href="#provenance">Provenance</a><a href="#tasks">Tasks</a></nav><main>'
             f'<section id="headline"><h2>Headline</h2>'
-            + leaderboard_table(leaderboard_row(r, st, rank, "../index.html#leaderboard"), f"{e(route)} on the leaderboard")
+            + leaderboard_table(leaderboard_row(r, st, rank, "../index.html#leaderboard", "#why"), f"{e(route)} on the leaderboard")
             + reasons + '<p class="note">Scores are 0–100; intervals are 95%, with the document as the unit (see the '
             '<a href="../index.html#leaderboard">leaderboard</a>\'s notes).</p></section>'
             + _breakdowns(route, st) + _unscored(r, tasks, cells, task_href) + _cost(costs)

@@ -51,7 +51,8 @@ MAX_CHANGED_CELLS_SHOWN = 200
 def _leaderboard(data: dict[str, Any], st: dict[str, Any], route_slugs: dict[str, str]) -> str:
     routes = data["routes"]
     rank = ranks(data, st)
-    rows = [leaderboard_row(r, st, rank.get(r["route"]), f"routes/{quote(route_slugs[r['route']])}.html") for r in routes]
+    pages = {r["route"]: f"routes/{quote(route_slugs[r['route']])}.html" for r in routes}
+    rows = [leaderboard_row(r, st, rank.get(r["route"]), pages[r["route"]], pages[r["route"]] + "#why") for r in routes]
     iv = st["intervals"]
     groups = st["pairwise"]["groups"]
     return (
