@@ -1,9 +1,10 @@
 """The static site (`report --format html`, and results/site/ after refresh and demo).
 
 Its content is checked in the HTML, and the pages are opened in a real headless Chromium
-(Debian's `chromium`, installed by .ci/run where it can be) through file://, checking that the
-DOM holds the leaderboard rows and the SVG plots. Without chromium those tests are skipped with
-a message saying so.
+(Debian's `chromium`, installed by .ci/run where it can be) through file://, one browser per
+width (1280 and 390 px), driven over the DevTools pipe (tests/browser.py): what a person sees at
+that width, the links they click, the keyboard's focus; screenshots are left under the test's
+temporary folder. Without chromium those tests are skipped with a message saying so.
 """
 
 from __future__ import annotations
