@@ -62,14 +62,18 @@ class Browser:
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_child)
         os.close(from_child)
-        targets = self.call("Target.getTargets")["targetInfos"]
-        page = next(t for t in targets if t["type"] == "page")
-        self._session = self.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
-        self.page("Page.enable")
-        # A headless window never has the system's focus, and without it :focus matches nothing.
-        self.page("Emulation.setFocusEmulationEnabled", enabled=True)
-        self.page("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height, deviceScaleFactor=1,
-                  mobile=self.width < 600)
+        try:
+            targets = self.call("Target.getTargets")["targetInfos"]
+            page = next(t for t in targets if t["type"] == "page")
+            self._session = self.call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
+            self.page("Page.enable")
+            # A headless window never has the system's focus, and without it :focus matches nothing.
+            self.page("Emulation.setFocusEmulationEnabled", enabled=True)
+            self.page("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height, deviceScaleFactor=1,
+                      mobile=self.width < 600)
+        except BaseException:
+            self.__exit__()  # no browser left behind
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
