@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
