@@ -21,8 +21,8 @@ Timed, each in a child process (bench/_common.run_measured), median of --repeat 
 - `batchrun report --format md` (the leaderboard with its statistics: intervals with the document
   as the unit, all 435 pairs with sign and permutation tests over documents, breakdowns, judge
   agreement);
-- `batchrun report --format html --out DIR` (the same, plus the site: index and 481 task pages
-  holding every answer and verdict);
+- `batchrun report --format html --out DIR` (the same, plus the site: the index, 30 route pages
+  and 481 task pages holding every answer and verdict);
 - (informational) the Markdown report as it was before the statistics: `render(report_data())`.
 
 Output: one table, and last `ratio=<html seconds / md seconds>`.
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             runs["html"].append(run_measured([python, "-m", "batchrun", "--config", cfg, "report", "--format", "html", "--out", str(site)], env=env))
             runs["before"].append(run_measured([python, "-c", BEFORE, cfg], env=env))
             note("  " + ", ".join(f"{k} {v[-1].wall:.2f} s" for k, v in runs.items()))
-        pages = len(list((site / "tasks").glob("*.html")))
+        pages = len(list(site.rglob("*.html")))  # the index, a page per route and per task
         site_bytes = sum(p.stat().st_size for p in site.rglob("*.html"))
         if args.profile:
             import cProfile
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ["report --format md (with statistics)", f"{md:.2f}", spread("md"), f"{cpu('md'):.2f}", rss("md"), "-"],
         ["report --format html --out DIR", f"{html:.2f}", spread("html"), f"{cpu('html'):.2f}", rss("html"),
-         f"{pages + 1} pages, {site_bytes / 1e6:.0f} MB"],
+         f"{pages} pages, {site_bytes / 1e6:.0f} MB"],
         ["(md before the statistics: render(report_data))", f"{before:.2f}", spread("before"), f"{cpu('before'):.2f}", rss("before"), "-"],
     ]
     print_table(["command", "median wall s", "min-max s", "CPU s", "peak RSS", "output"], rows)

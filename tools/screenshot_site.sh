@@ -4,8 +4,8 @@
 #   tools/screenshot_site.sh [SITE_DIR] [OUT_DIR]
 #
 # Without SITE_DIR it runs `batchrun demo` in a temporary folder and uses its results/site/.
-# Writes OUT_DIR (default /tmp/batchrun-screenshots) with the index and the first task page at
-# 1280x800 (desktop) and 390x844 (a phone), each also as a tall full-page capture (-full).
+# Writes OUT_DIR (default /tmp/batchrun-screenshots) with the index, the first route's page and the
+# first task page at 1280x800 (desktop) and 390x844 (a phone), and tall captures (-full).
 # Needs Debian's chromium (apt-get install chromium); run from the repository root.
 set -euo pipefail
 site="${1:-}"
@@ -23,6 +23,7 @@ if [ -z "$site" ]; then
 fi
 mkdir -p "$out"
 task="$(ls "$site"/tasks/*.html | head -n 1)"
+route="$(ls "$site"/routes/*.html | head -n 1)"
 shoot() {  # name url width height
   profile="$(mktemp -d /tmp/batchrun-chromium-XXXXXX)"
   "$chromium" --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
@@ -33,6 +34,8 @@ shoot() {  # name url width height
 }
 shoot index-1280x800 "file://$site/index.html" 1280 800
 shoot index-390x844 "file://$site/index.html" 390 844
+shoot route-1280x800 "file://$route" 1280 800
+shoot route-390x844 "file://$route" 390 844
 shoot task-1280x800 "file://$task" 1280 800
 shoot task-390x844 "file://$task" 390 844
 shoot index-1280-full "file://$site/index.html" 1280 5200

@@ -27,9 +27,10 @@ header.top .meta{color:#c9d1d9;font-size:13px}
 header.top a{color:#9ecbff}
 .rehearsal{background:#b60205;color:#fff;padding:8px 20px;font-weight:600}
 .custom{background:#6f42c1;color:#fff;padding:8px 20px;font-weight:600}
+a.nonprotocol{text-decoration:none}
 .nonprotocol{display:inline-block;background:#6f42c1;color:#fff;border-radius:3px;padding:0 5px;font-size:12px;margin-left:4px;white-space:nowrap}
-nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:7px 20px;overflow-x:auto;white-space:nowrap;z-index:2}
-nav a{margin-right:16px;text-decoration:none;font-size:14px}
+nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:7px 20px;display:flex;flex-wrap:wrap;gap:4px 16px;z-index:2}
+nav a{text-decoration:none;font-size:14px;white-space:nowrap}
 main{max-width:1240px;margin:0 auto;padding:10px 20px 40px}
 section{margin:26px 0}
 h2{font-size:19px;border-bottom:1px solid var(--line);padding-bottom:4px;margin-bottom:10px}
@@ -38,6 +39,8 @@ h3{font-size:16px;margin:18px 0 6px}
 table{border-collapse:collapse;font-size:14px}
 th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
 th{background:var(--band);font-weight:600;white-space:nowrap}
+tbody th{background:none;font-weight:400}
+caption{caption-side:top;text-align:left;color:var(--muted);font-size:13px;padding:2px 0 5px}
 .num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .ci{color:var(--muted);font-size:12px;white-space:nowrap;display:block}
 .model{color:var(--muted);font-size:12px;display:block}
@@ -56,9 +59,18 @@ svg .second{fill:#fff;stroke:#8250df;stroke-width:1.6}
 svg .axislabel{text-anchor:middle;font-size:10px;fill:#57606a}
 svg .rownote{font-size:11px;fill:#57606a}
 svg.axis{display:block;margin-top:2px;overflow:visible}
-td.name a{white-space:nowrap}
+.name a{white-space:nowrap}
 svg .rowlabel{text-anchor:end}
 svg .cell{text-anchor:middle}
+svg g.hcell:focus{outline:none}
+svg g.hcell:focus rect,svg g.hcell:hover rect{stroke:#1b1f24;stroke-width:3}
+:focus-visible{outline:2px solid var(--accent);outline-offset:1px}
+.phone-axis{display:none}
+.cards{display:flex;flex-wrap:wrap;gap:6px 32px;align-items:flex-start}.cards>*{max-width:100%}
+.doctext{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--band);border:1px solid var(--line);border-radius:6px;padding:10px;max-height:36em;overflow:auto;font-size:13px;margin:6px 0}
+details.document summary{cursor:pointer;font-weight:600}
+details.document .note{overflow-wrap:anywhere}
+.nonprotocol-why{font-size:13px}
 .answer{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--band);border:1px solid var(--line);border-radius:6px;padding:10px;max-height:30em;overflow:auto;font-size:14px;margin:6px 0}
 .verdict{white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;color:var(--muted);margin:4px 0}
 .status{display:inline-block;padding:0 7px;border-radius:10px;font-size:12px;background:#eaeef2;white-space:nowrap}
@@ -72,16 +84,37 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:
 dl.kv dt{color:var(--muted)}dl.kv dd{margin:0;overflow-wrap:anywhere}
 td.q{max-width:420px;overflow-wrap:anywhere}
 ul.groups{padding-left:0;list-style:none}ul.groups li{margin:3px 0}
-footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding:10px 20px}
+footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding:10px 20px;overflow-wrap:anywhere}
 @media (max-width:700px){
  body{font-size:14px} main{padding:6px 10px 30px}
  header.top,nav,.rehearsal,.custom,footer{padding-left:10px;padding-right:10px}
  header.top h1{font-size:18px}
  th,td{padding:4px 5px}
  .wide{display:none}
- svg.ivbar{width:112px;height:auto}
- th.plot{white-space:normal;min-width:112px}
+ nav{gap:4px 12px}
+ .key{white-space:normal}
  td.q{max-width:220px}
+ /* The leaderboard as one card per route: no column needs a horizontal scroll. The header row
+    gives way to each cell's own label (data-label, shown before it and read with it). */
+ table.leaderboard,table.leaderboard tbody{display:block;width:100%}
+ table.leaderboard thead{display:none}
+ table.leaderboard caption{display:block}
+ table.leaderboard tr.route-row{display:grid;grid-template-columns:auto minmax(0,1fr) minmax(0,1fr);
+  grid-template-areas:"rank name name" "all all scored" "plot plot plot" "cov cov cov";gap:4px 10px;align-items:start;
+  border-bottom:1px solid var(--line);padding:8px 0}
+ table.leaderboard tr.route-row>*{display:block;border:0;padding:0;min-width:0}
+ table.leaderboard .rank{grid-area:rank;text-align:left}
+ table.leaderboard .name{grid-area:name;overflow-wrap:anywhere}
+ table.leaderboard td.name a,table.leaderboard th.name a{white-space:normal}
+ table.leaderboard .all{grid-area:all;text-align:left}
+ table.leaderboard td.plot{grid-area:plot;padding:0 10px}
+ table.leaderboard .scored{grid-area:scored;text-align:left}
+ table.leaderboard .cov{grid-area:cov}
+ table.leaderboard .cov .ci{white-space:normal}
+ table.leaderboard td[data-label]::before{content:attr(data-label);display:block;font-size:11px;color:var(--muted);white-space:normal}
+ table.leaderboard svg.ivbar{width:100%;height:auto}
+ table.leaderboard svg.covbar{width:100%}
+ .phone-axis{display:block}
 }
 """
 

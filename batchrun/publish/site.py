@@ -2,14 +2,22 @@
 
 DIR/index.html holds the leaderboard (interval bars, coverage bars), the pairwise comparison
 matrix, the breakdowns (heatmaps), judge agreement, the changes since the last refresh, the
-provenance and the task list; DIR/tasks/<task>.html has one page per task: the question, the
-rubric, each route's answer or why there is none, and each judge's verdict and score.
+provenance and the task list; DIR/routes/<route>.html has one page per route (route_page.py: its
+headline, breakdowns, unscored tasks, cost, provenance and tasks by score), DIR/tasks/<task>.html
+one per task (task_page.py: the question, the document, the rubric, each route's answer or why
+there is none, and each judge's verdict and points).
 
 No script, no network, no external file: every page carries its CSS and plots (inline SVG) and
 opens from the file system. A Content-Security-Policy forbids scripts and remote loads, as a
 second guard behind escaping: answers and verdicts are untrusted text, and every value that
 comes from data goes through `e()` (html.escape). Scores are shown 0-100 everywhere. The page
 frame, stylesheet and number formats are html.py's, the plots svg.py's.
+
+For every reader: each table has a <caption> and scoped headers; what a plot's hover title
+says is also text a keyboard, a touch screen or a screen reader reaches (the numbers beside the
+interval and coverage bars; each heatmap cell focusable with its figures as its label, and the
+same figures in a table beside it, named by the plot's aria-details); at a phone's width the
+leaderboard stacks each route into a card and the navigation wraps (html.py's stylesheet).
 """
 
 from __future__ import annotations
@@ -27,8 +35,11 @@ from ..ledger.store import Store
 from ..protocol.config import Config
 from ..protocol.grading import score as normalised_score
 from .analysis import distinct
+from .excerpt import Excerpt, read_excerpt
 from .html import STATUS_CLASS, ci_text, p_fmt, page, pct, short_status, signed, task_slugs
-from .svg import axis, coverage_bar, coverage_legend, diff_colour, e, fmt, heatmap, interval_bar, score_colour, text_colour
+from .route_page import leaderboard_row, leaderboard_table, ranks, route_costs, route_page
+from .svg import coverage_legend, diff_colour, e, fmt, heatmap, score_colour, text_colour
+from .task_page import route_link, task_page
 
 MARKER = ".batchrun-site"
 MAX_CHANGED_CELLS_SHOWN = 200
@@ -37,60 +48,18 @@ MAX_CHANGED_CELLS_SHOWN = 200
 # --- index sections ----------------------------------------------------------------------------
 
 
-def _leaderboard(data: dict[str, Any], st: dict[str, Any]) -> str:
+def _leaderboard(data: dict[str, Any], st: dict[str, Any], route_slugs: dict[str, str]) -> str:
     routes = data["routes"]
-    sr = st["routes"]
-    rows = []
-    rank = 0
-    for r in routes:
-        s = sr.get(r["route"], {})
-        a, sc, cov = s.get("all_tasks"), s.get("scored"), s.get("coverage", {})
-        complete = bool(s.get("complete"))
-        # Not a protocol number (accepted failures; a custom panel): a mark beside the route's name.
-        mark = (f'<span class="nonprotocol" title="{e("; ".join(r["non_protocol"]))}">not protocol</span>'
-                if r.get("non_protocol") else "")
-        rank_cell = ""
-        if complete:
-            rank += 1
-            rank_cell = str(rank)
-        if complete and a:
-            label = (f"{r['route']}: All-tasks {fmt(pct(a['estimate']))} (95% CI {ci_text(pct(a['low']), pct(a['high']))}); "
-                     f"Scored {fmt(pct(sc['estimate']))} (95% CI {ci_text(pct(sc['low']), pct(sc['high']))})")
-            all_cell = (f'<td class="num"><b>{fmt(pct(a["estimate"]))}</b>'
-                        f'<span class="ci">{ci_text(pct(a["low"]), pct(a["high"]))}</span></td>')
-            plot = interval_bar((pct(a["estimate"]), pct(a["low"]), pct(a["high"])),
-                                (pct(sc["estimate"]), pct(sc["low"]), pct(sc["high"])), label=label)
-            scored_cell = (f'<td class="num">{fmt(pct(sc["estimate"]))} <small>({sc["n"]})</small>'
-                           f'<span class="ci">{ci_text(pct(sc["low"]), pct(sc["high"]))}</span></td>')
-        elif r.get("accepted_overall") is not None:
-            # Complete, but All-tasks is not a protocol number (spec 001 §5): shown apart, unranked.
-            all_cell = (f'<td class="num" title="not a protocol number">withheld<span class="ci">{cov.get("accepted", 0)} accepted '
-                        f'failure(s)</span><span class="ci">{fmt(pct(r["accepted_overall"]))} with them as 0</span></td>')
-            plot = interval_bar((None, None, None), label=f"{r['route']}: accepted failures, no protocol headline")
-            scored_cell = (f'<td class="num">{fmt(pct(r["scored_overall"]))} <small>({r["scored_n"]})</small>'
-                           '<span class="ci">no interval (not ranked)</span></td>')
-        else:
-            all_cell = '<td class="num">withheld<span class="ci">incomplete</span></td>'
-            plot = interval_bar((None, None, None), label=f"{r['route']}: incomplete, no headline")
-            scored_cell = f'<td class="num">withheld<span class="ci">{cov.get("pending", 0)} open</span></td>'
-        counts = ", ".join(f"{cov.get(k, 0)} {name}" for k, name in (("scored", "scored"), ("out_of_context", "out of context"),
-                                                                       ("failed", "failed"), ("accepted", "accepted"),
-                                                                       ("pending", "open")) if cov.get(k, 0))
-        rows.append(
-            f'<tr class="route-row" data-route="{e(r["route"])}"><td class="num">{rank_cell} <span class="group">{e(s.get("group") or "–")}</span></td>'
-            f'<td class="name"><a href="#route-{e(quote(r["route"], safe=""))}">{e(r["route"])}</a>{mark}'
-            f'<span class="model wide">{e(r["provider"])} · {e(r["model"])}</span></td>'
-            f'{all_cell}<td class="plot">{plot}</td>{scored_cell}'
-            f'<td>{coverage_bar(cov, cov.get("n_tasks", 0))}<span class="ci">{e(counts)}</span></td></tr>')
+    rank = ranks(data, st)
+    pages = {r["route"]: f"routes/{quote(route_slugs[r['route']])}.html" for r in routes}
+    rows = [leaderboard_row(r, st, rank.get(r["route"]), pages[r["route"]], pages[r["route"]] + "#why") for r in routes]
     iv = st["intervals"]
     groups = st["pairwise"]["groups"]
     return (
         '<section id="leaderboard"><h2>Leaderboard</h2>'
-        '<div class="scroll"><table class="leaderboard"><thead><tr><th class="num"># <span class="ci">group</span></th><th>Route</th>'
-        '<th class="num">All-tasks (0–100)<span class="ci">95% CI</span></th><th class="plot">● All-tasks ◇ Scored, 95% CI'
-        f'{axis()}</th><th class="num">Scored (0–100) (n)<span class="ci">95% CI</span></th><th>Coverage</th></tr></thead><tbody>'
-        + "".join(rows) + "</tbody></table></div>"
-        f'<p class="note">{coverage_legend()}</p>'
+        + leaderboard_table("".join(rows), "Routes ranked by All-tasks (0–100), with 95% intervals and coverage; a route's name "
+                                           "opens its page")
+        + f'<p class="note">{coverage_legend()}</p>'
         f'<p class="note">Scores are 0–100. <b>All-tasks</b> counts every task ({e(data["routes"][0]["n_tasks"] if routes else 0)}), '
         'out of context, refusals and empty answers as 0; <b>Scored</b> is the mean over scored answers. '
         f'Intervals: 95% t intervals with the document as the unit (the questions on one document count as one cluster: '
@@ -159,13 +128,13 @@ def _pairwise(st: dict[str, Any]) -> str:
         tips.append(trow)
         marks.append(mrow)
     matrix = heatmap(ranked, ranked, values, tooltips=tips, marks=marks, colour=diff_colour, cell_w=56,
-                     label="Pairwise differences in All-tasks points, row minus column")
+                     label="Pairwise differences in All-tasks points, row minus column", details_id="pairs-table")
     adjacent = []
     for i in range(len(ranked) - 1):
         p, _ = look[(ranked[i], ranked[i + 1])]
         a, b = p["all_tasks"], p["both_scored"]
         adjacent.append(
-            f'<tr class="pair-row"><td>{e(ranked[i])} <span class="model">vs {e(ranked[i + 1])}</span></td>'
+            f'<tr class="pair-row"><th scope="row">{e(ranked[i])} <span class="model">vs {e(ranked[i + 1])}</span></th>'
             f'<td class="num">{signed(pct(a["mean_diff"]))}<span class="ci">{ci_text(pct(a["low"]), pct(a["high"]), sep=" to ", fmt_=signed)}</span></td>'
             f'<td class="num">{docs(a)}</td><td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td><td class="num">{p_fmt(a["sign_p"])}</td>'
             f'<td class="num"><b>{p_fmt(a["sign_p_holm"])}</b></td><td class="num">{p_fmt(a["permutation"]["p"])}'
@@ -176,11 +145,13 @@ def _pairwise(st: dict[str, Any]) -> str:
     every = []
     for p in pw["pairs"]:
         a, b = p["all_tasks"], p["both_scored"]
-        every.append(f'<tr><td>{e(p["a"])} − {e(p["b"])}</td><td class="num">{signed(pct(a["mean_diff"]))}</td>'
+        every.append(f'<tr><th scope="row">{e(p["a"])} − {e(p["b"])}</th><td class="num">{signed(pct(a["mean_diff"]))}</td>'
                      f'<td class="num">{ci_text(pct(a["low"]), pct(a["high"]), sep=" to ", fmt_=signed)}</td><td class="num">{docs(a)}</td>'
                      f'<td class="num">{a["wins"]}/{a["losses"]}/{a["ties"]}</td>'
                      f'<td class="num">{p_fmt(a["sign_p_holm"])}</td><td class="num">{p_fmt(a["permutation_p_holm"])}</td>'
-                     f'<td class="num">{signed(pct(b["mean_diff"]))} (n {b["n"]}, {docs(b)} docs)</td><td class="num">{p_fmt(b["sign_p_holm"])}</td></tr>')
+                     f'<td class="num">{signed(pct(b["mean_diff"]))} (n {b["n"]}, {docs(b)} docs)</td><td class="num">{p_fmt(b["sign_p_holm"])}</td>'
+                     f'<td class="num">{p_fmt(a["sign_p"])} · {p_fmt(a["permutation"]["p"])}<span class="ci">{e(a["permutation"]["method"])}</span></td>'
+                     f'<td class="num">{a["tasks"]["wins"]}/{a["tasks"]["losses"]}/{a["tasks"]["ties"]}</td></tr>')
     groups = "".join(f'<li><span class="group">{e(g["label"])}</span> {e(", ".join(g["routes"]))}</li>' for g in pw["groups"]["groups"])
     return (
         '<section id="pairwise"><h2>Paired comparisons</h2>'
@@ -188,20 +159,27 @@ def _pairwise(st: dict[str, Any]) -> str:
         f'<h3>Matrix: row minus column, All-tasks points</h3><div class="scroll">{matrix}</div>'
         f'<p class="note">Blue: the row route scores higher; red: lower. * marks a pair the grouping rule tells apart '
         f'(more documents won, Holm-adjusted sign test on documents p &lt; {alpha}, and an interval of the mean difference on '
-        'the same side of 0). Hover a cell for the interval, documents won/lost/tied and p-values of both views.</p>'
-        '<h3>Adjacent ranks</h3><div class="scroll"><table class="pairs"><thead><tr><th>Pair</th><th class="num">Δ All-tasks<span class="ci">95% CI</span></th>'
-        '<th class="num">docs</th><th class="num">W/L/T<span class="ci">documents</span></th><th class="num">sign p</th><th class="num">Holm p</th><th class="num">perm. p</th>'
-        '<th class="num">Δ both scored<span class="ci">95% CI, n</span></th><th class="num">docs</th><th class="num">W/L/T<span class="ci">documents</span></th>'
-        '<th class="num">Holm p</th></tr></thead><tbody>'
+        'the same side of 0). Hover a cell, or reach it with Tab, for the interval, documents won/lost/tied and p-values of both '
+        'views; the table <a href="#pairs-table">All pairs</a> below holds the same figures.</p>'
+        '<h3>Adjacent ranks</h3><div class="scroll"><table class="pairs"><caption>Each route against the next one down the ranks</caption>'
+        '<thead><tr><th scope="col">Pair</th><th scope="col" class="num">Δ All-tasks<span class="ci">95% CI</span></th>'
+        '<th scope="col" class="num">docs</th><th scope="col" class="num">W/L/T<span class="ci">documents</span></th><th scope="col" class="num">sign p</th>'
+        '<th scope="col" class="num">Holm p</th><th scope="col" class="num">perm. p</th>'
+        '<th scope="col" class="num">Δ both scored<span class="ci">95% CI, n</span></th><th scope="col" class="num">docs</th>'
+        '<th scope="col" class="num">W/L/T<span class="ci">documents</span></th><th scope="col" class="num">Holm p</th></tr></thead><tbody>'
         + "".join(adjacent) + "</tbody></table></div>"
         f'<p class="note">All-tasks: {e(pw["variants"]["all_tasks"])}. Both scored: {e(pw["variants"]["both_scored"])}. '
         f'Tests, with the document as the unit: {e(pw["tests"]["decision"])}; {e(pw["tests"]["also"])}; {e(pw["tests"]["interval"])}. '
         f'Task-level figures (in the hover text and the JSON) are {e(pw["tests"]["tasks"])}.</p>'
         f'<p class="note few-documents">docs: the documents compared. † the two routes differ on fewer than '
         f'{few["reject_min_documents_holm"]} documents: no Holm-adjusted test can reach p &lt; {alpha} on so few. {e(few["note"])}</p>'
-        f'<details><summary>All {len(pw["pairs"])} pairs</summary><div class="scroll"><table><thead><tr><th>Pair (a − b)</th>'
-        '<th class="num">Δ All-tasks</th><th class="num">95% CI</th><th class="num">docs</th><th class="num">W/L/T<span class="ci">documents</span></th>'
-        '<th class="num">sign Holm p</th><th class="num">perm. Holm p</th><th class="num">Δ both scored</th><th class="num">sign Holm p</th></tr></thead><tbody>'
+        f'<details><summary>All {len(pw["pairs"])} pairs</summary><div class="scroll"><table id="pairs-table"><caption>Every pair, '
+        'a minus b: the figures of the matrix above</caption><thead><tr><th scope="col">Pair (a − b)</th>'
+        '<th scope="col" class="num">Δ All-tasks</th><th scope="col" class="num">95% CI</th><th scope="col" class="num">docs</th>'
+        '<th scope="col" class="num">W/L/T<span class="ci">documents</span></th><th scope="col" class="num">sign Holm p</th>'
+        '<th scope="col" class="num">perm. Holm p</th><th scope="col" class="num">Δ both scored</th><th scope="col" class="num">sign Holm p</th>'
+        '<th scope="col" class="num">sign p · perm. p<span class="ci">unadjusted</span></th>'
+        '<th scope="col" class="num">W/L/T<span class="ci">tasks, secondary</span></th></tr></thead><tbody>'
         + "".join(every) + "</tbody></table></div></details></section>")
 
 
@@ -210,7 +188,7 @@ def _breakdowns(st: dict[str, Any]) -> str:
     parts = ['<section id="breakdowns"><h2>Breakdowns</h2>']
     if not ranked:
         return parts[0] + '<p class="note">No complete route yet.</p></section>'
-    for d in st["breakdowns"]:
+    for i, d in enumerate(st["breakdowns"]):
         heading = f'Dataset field: {d["title"]}' if d["dimension"].startswith("field:") else d["title"]
         labels = [f'{v["value"]} ({v["n_tasks"]} tasks, {v["n_documents"]} docs)' for v in d["values"]]
         values, tips = [], []
@@ -225,20 +203,23 @@ def _breakdowns(st: dict[str, Any]) -> str:
                             f'n {s["n"]}); {v["n_documents"]} document(s)')
             values.append(vrow)
             tips.append(trow)
-        chart = heatmap(labels, ranked, values, tooltips=tips, label=f'{d["title"]} × route, All-tasks 0–100')
-        head = "".join(f"<th class=\"num\">{e(r)}</th>" for r in ranked)
+        chart = heatmap(labels, ranked, values, tooltips=tips, label=f'{d["title"]} × route, All-tasks 0–100',
+                        details_id=f"breakdown-{i}-table")
+        head = "".join(f"<th scope=\"col\" class=\"num\">{e(r)}</th>" for r in ranked)
         body = "".join(
-            f'<tr><td>{e(v["value"])}</td><td class="num">{v["n_tasks"]}</td><td class="num">{v["n_documents"]}</td>'
-            + "".join(f'<td class="num">{fmt(pct(v["routes"][r]["all_tasks"]["estimate"]))}<span class="ci">'
-                      f'{ci_text(pct(v["routes"][r]["all_tasks"]["low"]), pct(v["routes"][r]["all_tasks"]["high"]))}</span></td>'
-                      for r in ranked) + "</tr>" for v in d["values"])
+            f'<tr><th scope="row">{e(v["value"])}</th><td class="num">{v["n_tasks"]}</td><td class="num">{v["n_documents"]}</td>'
+            + "".join(f'<td class="num">{fmt(pct(x["all_tasks"]["estimate"]))}<span class="ci">'
+                      f'{ci_text(pct(x["all_tasks"]["low"]), pct(x["all_tasks"]["high"]))}</span><span class="ci">Scored '
+                      f'{fmt(pct(x["scored"]["estimate"]))} ({x["scored"]["n"]}) {ci_text(pct(x["scored"]["low"]), pct(x["scored"]["high"]))}</span></td>'
+                      for x in (v["routes"][r] for r in ranked)) + "</tr>" for v in d["values"])
         parts.append(
             f'<div class="breakdown" data-dimension="{e(d["dimension"])}"><h3>{e(heading)}</h3><p class="note">{e(d["rule"])}</p>'
-            f'<div class="scroll">{chart}</div><details><summary>Table with 95% intervals (All-tasks)</summary>'
-            f'<div class="scroll"><table><thead><tr><th>{e(d["title"])}</th><th class="num">tasks</th><th class="num">docs</th>{head}</tr></thead>'
+            f'<div class="scroll">{chart}</div><details><summary>Table with 95% intervals (All-tasks, and Scored with its n)</summary>'
+            f'<div class="scroll"><table id="breakdown-{i}-table"><caption>{e(heading)} × route: the figures of the heatmap</caption>'
+            f'<thead><tr><th scope="col">{e(d["title"])}</th><th scope="col" class="num">tasks</th><th scope="col" class="num">docs</th>{head}</tr></thead>'
             f'<tbody>{body}</tbody></table></div></details></div>')
-    parts.append('<p class="note">Cells show All-tasks (0–100) over the tasks of that group; hover for the 95% interval '
-                 f'(documents as the unit, as on the leaderboard) and Scored. Each group shows its tasks and documents: an interval '
+    parts.append('<p class="note">Cells show All-tasks (0–100) over the tasks of that group; hover or Tab to a cell for the 95% '
+                 f'interval (documents as the unit, as on the leaderboard) and Scored, or open its table. Each group shows its tasks and documents: an interval '
                  f'needs at least {st["intervals"]["min_documents"]} documents and reads — (not estimable) on fewer, and one '
                  'resting on few documents is wide.</p></section>')
     return "".join(parts)
@@ -249,12 +230,12 @@ def _judges(st: dict[str, Any]) -> str:
     if not j["panel"]:
         return '<section id="judges"><h2>Judge panel</h2><p class="note">No judge panel configured.</p></section>'
     rows = "".join(
-        f'<tr class="judge-row"><td>{e(x["judge"])}<span class="model">{e(x["model"])}</span></td><td class="num">{fmt(pct(x["mean_score"]))}</td>'
+        f'<tr class="judge-row"><th scope="row">{e(x["judge"])}<span class="model">{e(x["model"])}</span></th><td class="num">{fmt(pct(x["mean_score"]))}</td>'
         f'<td class="num">{x["n_scored"]}</td><td class="num">{x["attempts"]}</td>'
         f'<td class="num">{fmt(pct(x["retry_rate"]))}%</td><td class="num">{x["parse_failures"]} '
         f'<span class="ci">{fmt(pct(x["parse_failure_rate"]))}%</span></td></tr>' for x in j["judges"])
     agree = "".join(
-        f'<tr><td>{e(p["a"])} · {e(p["b"])}</td><td class="num">{p["n"]}</td><td class="num">{fmt(p["pearson"], 3)}</td>'
+        f'<tr><th scope="row">{e(p["a"])} · {e(p["b"])}</th><td class="num">{p["n"]}</td><td class="num">{fmt(p["pearson"], 3)}</td>'
         f'<td class="num">{fmt(p["spearman"], 3)}</td><td class="num">{fmt(pct(p["mean_abs_diff"]))}</td></tr>' for p in j["agreement"])
     spread = [s for s in j["spread_by_route"] if s["n"]]
     chart = ""
@@ -265,16 +246,29 @@ def _judges(st: dict[str, Any]) -> str:
                  for name in j["panel"]] for s in spread]
         notes = [f'spread {fmt(pct(s["spread"]))}' + (f' · farthest: {s["farthest_from_panel_mean"]}' if s["spread"] else "")
                  for s in spread]
-        chart = heatmap(labels, j["panel"], values, tooltips=tips, row_notes=notes, label="Mean score per judge and route, 0–100")
+        chart = heatmap(labels, j["panel"], values, tooltips=tips, row_notes=notes, label="Mean score per judge and route, 0–100",
+                        details_id="judge-spread-table")
+        chart += ('<details><summary>Table of the means per judge and route</summary><div class="scroll"><table id="judge-spread-table">'
+                  '<caption>Mean score per judge and route (0–100), over the answers every judge scored: the figures of the heatmap'
+                  '</caption><thead><tr><th scope="col">Route</th><th scope="col" class="num">answers</th>'
+                  + "".join(f'<th scope="col" class="num">{e(name)}</th>' for name in j["panel"])
+                  + '<th scope="col" class="num">spread</th><th scope="col">farthest from the panel mean</th></tr></thead><tbody>'
+                  + "".join(f'<tr><th scope="row">{e(s["route"])}</th><td class="num">{s["n"]}</td>'
+                            + "".join(f'<td class="num">{fmt(pct(s["judge_means"][name]))}</td>' for name in j["panel"])
+                            + f'<td class="num">{fmt(pct(s["spread"]))}</td><td>{e(s["farthest_from_panel_mean"] or "—") if s["spread"] else "—"}</td></tr>'
+                            for s in spread) + "</tbody></table></div></details>")
     alpha = j["krippendorff_alpha_interval"]
     return (
         '<section id="judges"><h2>Judge panel</h2>'
         f'<p><b>Krippendorff\'s alpha (interval)</b> for the panel: {fmt(alpha, 3)} over {j["alpha_units"]} answers.</p>'
-        '<div class="scroll"><table class="judges"><thead><tr><th>Judge</th><th class="num">Mean score (0–100)</th><th class="num">Scored</th>'
-        '<th class="num">Attempts</th><th class="num">Retry rate</th><th class="num">Parse failures</th></tr></thead><tbody>'
-        + rows + '</tbody></table></div><h3>Pairwise agreement (per-answer scores)</h3><div class="scroll"><table><thead><tr>'
-        '<th>Judges</th><th class="num">n</th><th class="num">Pearson</th><th class="num">Spearman</th>'
-        '<th class="num">Mean |Δ| (points)</th></tr></thead><tbody>' + agree + '</tbody></table></div>'
+        '<div class="scroll"><table class="judges"><caption>Each judge of the panel: its scores, attempts and failures</caption>'
+        '<thead><tr><th scope="col">Judge</th><th scope="col" class="num">Mean score (0–100)</th><th scope="col" class="num">Scored</th>'
+        '<th scope="col" class="num">Attempts</th><th scope="col" class="num">Retry rate</th><th scope="col" class="num">Parse failures</th>'
+        '</tr></thead><tbody>'
+        + rows + '</tbody></table></div><h3>Pairwise agreement (per-answer scores)</h3><div class="scroll"><table>'
+        '<caption>Agreement between two judges on the answers both scored</caption><thead><tr>'
+        '<th scope="col">Judges</th><th scope="col" class="num">n</th><th scope="col" class="num">Pearson</th><th scope="col" class="num">Spearman</th>'
+        '<th scope="col" class="num">Mean |Δ| (points)</th></tr></thead><tbody>' + agree + '</tbody></table></div>'
         f'<h3>Spread between judges, per route</h3><div class="scroll">{chart}</div><p class="note">{e(j["notes"])}</p></section>')
 
 
@@ -292,8 +286,8 @@ def _changes(st: dict[str, Any], slugs: dict[str, str]) -> str:
     rows = []
     for r in c["routes"]:
         b, a = r["before"] or {}, r["after"] or {}
-        rows.append(f'<tr class="change-row"><td>{e(r["route"])}<span class="model">{e(r["status"])}'
-                    f'{" · policy changed" if r["policy_changed"] else ""}</span></td>'
+        rows.append(f'<tr class="change-row"><th scope="row">{e(r["route"])}<span class="model">{e(r["status"])}'
+                    f'{" · policy changed" if r["policy_changed"] else ""}</span></th>'
                     f'<td class="num">{fmt(pct(b.get("all_tasks_overall")))}</td><td class="num">{fmt(pct(a.get("all_tasks_overall")))}</td>'
                     f'<td class="num"><b>{signed(pct(r["delta_all_tasks"]))}</b></td>'
                     f'<td class="num">{fmt(pct(b.get("scored_overall")))} → {fmt(pct(a.get("scored_overall")))}</td>'
@@ -303,21 +297,25 @@ def _changes(st: dict[str, Any], slugs: dict[str, str]) -> str:
         b, a = x["before"] or {}, x["after"] or {}
         link = slugs.get(x["task_id"])
         task = f'<a href="tasks/{e(quote(link))}.html">{e(x["task_id"])}</a>' if link else e(x["task_id"])
-        cells.append(f'<tr><td>{e(x["route"])}</td><td>{task}</td><td>{e(x["reason"])}</td>'
+        cells.append(f'<tr><th scope="row">{e(x["route"])}</th><td>{task}</td><td>{e(x["reason"])}</td>'
                      f'<td>{e(b.get("status", "—"))} {fmt(pct(b.get("score")))}</td><td>{e(a.get("status", "—"))} {fmt(pct(a.get("score")))}</td></tr>')
     more = len(c["cells"]) - MAX_CHANGED_CELLS_SHOWN
     return (head + intro
-            + '<div class="scroll"><table><thead><tr><th>Route</th><th class="num">All-tasks before</th><th class="num">after</th>'
-              '<th class="num">Δ</th><th class="num">Scored before → after</th><th class="num">Cells changed</th><th>Why</th></tr></thead><tbody>'
+            + '<div class="scroll"><table><caption>Each route since the last refresh</caption><thead><tr><th scope="col">Route</th>'
+              '<th scope="col" class="num">All-tasks before</th><th scope="col" class="num">after</th><th scope="col" class="num">Δ</th>'
+              '<th scope="col" class="num">Scored before → after</th><th scope="col" class="num">Cells changed</th><th scope="col">Why</th>'
+              '</tr></thead><tbody>'
             + "".join(rows) + "</tbody></table></div>"
-            + (f'<details><summary>Changed cells ({len(c["cells"])})</summary><div class="scroll"><table><thead><tr><th>Route</th>'
-               '<th>Task</th><th>Why</th><th>Before</th><th>After</th></tr></thead><tbody>' + "".join(cells) + "</tbody></table></div>"
+            + (f'<details><summary>Changed cells ({len(c["cells"])})</summary><div class="scroll"><table><caption>The cells that changed'
+               '</caption><thead><tr><th scope="col">Route</th><th scope="col">Task</th><th scope="col">Why</th><th scope="col">Before</th>'
+               '<th scope="col">After</th></tr></thead><tbody>' + "".join(cells) + "</tbody></table></div>"
                + (f'<p class="note">… and {more} more: see <code>batchrun report --format json</code>.</p>' if more > 0 else "")
                + "</details>" if cells else "")
             + f'<p class="note">{e(c["rule"])}.</p></section>')
 
 
-def _provenance(data: dict[str, Any], st: dict[str, Any]) -> str:
+def _provenance_blocks(data: dict[str, Any]) -> list[str]:
+    """Each route's provenance, in the report's order: on the index and on the route's page."""
     blocks = []
     for r in data["routes"]:
         p = r["provenance"]
@@ -337,6 +335,10 @@ def _provenance(data: dict[str, Any], st: dict[str, Any]) -> str:
             f'{", reasoning" if d.get("reasoning") else ""}</dd>'
             f'<dt>retries</dt><dd>{e(p["retry_policy"]["max_retries"])} per request, {e(p["retry_policy"]["max_resubmits"])} resubmits</dd>'
             + (f"<dt>accepted failures</dt>{accepted}" if accepted else "") + "</dl></div>")
+    return blocks
+
+
+def _provenance(data: dict[str, Any], st: dict[str, Any], blocks: list[str]) -> str:
     common = ""
     if data["routes"]:
         p = data["routes"][0]["provenance"]
@@ -356,9 +358,10 @@ def _provenance(data: dict[str, Any], st: dict[str, Any]) -> str:
     return f'<section id="provenance"><h2>Provenance</h2>{common}{"".join(blocks)}</section>'
 
 
-def _tasks_table(data: dict[str, Any], tasks: list[dict[str, Any]], slugs: dict[str, str], cells: dict[tuple[str, str], dict[str, Any]]) -> str:
+def _tasks_table(data: dict[str, Any], tasks: list[dict[str, Any]], slugs: dict[str, str], cells: dict[tuple[str, str], dict[str, Any]],
+                 route_slugs: dict[str, str]) -> str:
     routes = [r["route"] for r in data["routes"]]
-    head = "".join(f'<th class="num">{e(r)}</th>' for r in routes)
+    head = "".join(f'<th scope="col" class="num">{route_link(r, route_slugs, prefix="")}</th>' for r in routes)
     rows = []
     for t in tasks:
         tds = []
@@ -374,99 +377,14 @@ def _tasks_table(data: dict[str, Any], tasks: list[dict[str, Any]], slugs: dict[
             else:
                 tds.append(f'<td class="num"><span class="status {STATUS_CLASS.get(c["status"], "")}">{e(short_status(c["status"]))}</span></td>')
         q = t["question"]
-        rows.append(f'<tr class="task-row"><td><a href="tasks/{e(quote(slugs[t["task_id"]]))}.html">{e(t["task_id"])}</a></td>'
+        rows.append(f'<tr class="task-row"><th scope="row"><a href="tasks/{e(quote(slugs[t["task_id"]]))}.html">{e(t["task_id"])}</a></th>'
                     f'<td class="q">{e(q if len(q) <= 140 else q[:139] + "…")}</td><td>{e(t["lang"])}</td>'
                     f'<td class="num">{"—" if t["doc_chars"] is None else format(t["doc_chars"], ",")}</td>{"".join(tds)}</tr>')
     return ('<section id="tasks"><h2>Tasks</h2><p class="note">Each task\'s score per route (0–100), or why it has none. '
             'Open a task for its question, each answer and each judge\'s verdict.</p>'
-            '<div class="scroll"><table class="tasks"><thead><tr><th>Task</th><th>Question</th><th>Lang.</th>'
-            f'<th class="num">Doc. chars</th>{head}</tr></thead><tbody>' + "".join(rows) + "</tbody></table></div></section>")
-
-
-# --- task pages ------------------------------------------------------------------------------------
-
-
-def _why_none(c: dict[str, Any], accepted_reasons: list[str]) -> str:
-    st = c["status"]
-    if st == "out_of_context_scope":
-        kind = "CJK" if c["cjk"] else "en"
-        return (f"Not sent: the document ({c['doc_chars']:,} characters) is longer than the route's {kind} cap "
-                f"({c['cap']:,} characters). Scored 0 in All-tasks.")
-    if st == "refusal":
-        return "The model refused" + (f" (finish reason {c['finish_reason']})" if c.get("finish_reason") else "") + ". Scored 0 in All-tasks."
-    if st == "empty":
-        return "The model returned an empty answer. Scored 0 in All-tasks."
-    if st == "accepted":
-        why = "; ".join(accepted_reasons) or "no reason recorded"
-        return (f"Infrastructure failure accepted by the maintainer's decision ({why}): not the model's failure; counted 0 "
-                "only in the route's non-protocol All-tasks"
-                + (f"; last error: {c['error_message']}" if c.get("error_message") else "") + ".")
-    if st in ("blocked", "waiting"):
-        return (f"{st.capitalize()}: " + (c.get("error_message") or "a judge of the panel has not scored this answer yet")
-                + ". No score until it finishes.")
-    if st in ("pending", "judging"):
-        return "Not finished yet (" + st + "). No score until it finishes."
-    return ""
-
-
-def _task_page(t: dict[str, Any], data: dict[str, Any], cells: dict[tuple[str, str], dict[str, Any]],
-               verdicts: dict[tuple[str, str], dict[str, dict[str, Any]]], panel: list[str], rehearsal: str | None) -> str:
-    rubric = t["rubric"]
-    rubric_rows = "".join(f'<tr><td class="num">P{i}</td><td class="num">{e(item.get("points"))}</td>'
-                          f'<td>{e(item.get("correct_criterion", ""))}</td></tr>' for i, item in enumerate(rubric, 1))
-    fields = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in t["fields"].items()
-                     if not isinstance(v, (dict, list)) and k not in ("task_id",))
-    sections, summary = [], []
-    for r in data["routes"]:
-        route = r["route"]
-        c = cells.get((route, t["task_id"]))
-        if c is None:
-            continue
-        st = c["status"]
-        score = f'<b>{fmt(pct(c["score"]))}</b> / 100' if st == "ok" else ""
-        accepted = [a["reason"] for a in r["provenance"].get("accepted_failures", [])]
-        has_answer = c.get("kind") == "ok" or (st in ("refusal",) and c.get("text"))
-        body = ""
-        if has_answer:
-            body += f'<div class="answer">{e(c.get("text") or "")}</div>'
-        why = _why_none(c, accepted) if st != "ok" else ""
-        if why:
-            body += f'<p class="note">{e(why)}</p>'
-        jrows = []
-        for judge in panel:
-            v = verdicts.get((route, t["task_id"]), {}).get(judge)
-            if v is None:
-                if has_answer:
-                    jrows.append(f'<tr><td>{e(judge)}</td><td colspan="3" class="note">no current verdict</td></tr>')
-                continue
-            points = v.get("points")
-            jrows.append(
-                f'<tr class="verdict-row"><td>{e(judge)}</td><td class="num">{e(fmt(v["total"], 2) if v["total"] is not None else "—")} '
-                f'/ {e(fmt(t["rubric_total"], 2))}</td><td class="num"><b>{fmt(pct(v["score"]))}</b></td>'
-                f'<td>{e(", ".join(str(p) for p in points)) if isinstance(points, list) else "—"}'
-                + (f'<details><summary>verdict</summary><div class="verdict">{e(v["verdict"])}</div></details>' if v.get("verdict") else "")
-                + "</td></tr>")
-        if jrows:
-            body += ('<div class="scroll"><table><thead><tr><th>Judge</th><th class="num">Total</th><th class="num">Score</th>'
-                     '<th>Points awarded (P1, P2, …)</th></tr></thead><tbody>' + "".join(jrows) + "</tbody></table></div>")
-        anchor = "r-" + quote(route, safe="")
-        summary.append(f'<tr><td><a href="#{e(anchor)}">{e(route)}</a></td><td><span class="status {STATUS_CLASS.get(st, "")}">'
-                       f'{e(short_status(st))}</span></td><td class="num">{fmt(pct(c["score"])) if st == "ok" else "—"}</td></tr>')
-        sections.append(
-            f'<div class="route" id="{e(anchor)}" data-route="{e(route)}"><h3>{e(route)} <span class="status {STATUS_CLASS.get(st, "")}">'
-            f'{e(short_status(st))}</span> {score}</h3><span class="model">{e(r["provider"])} · {e(r["model"])}</span>{body}</div>')
-    doc = (f'{e(t["corpus_file"])} · {"—" if t["doc_chars"] is None else format(t["doc_chars"], ",")} characters · '
-           f'{"CJK" if t["cjk"] else "non-CJK"}')
-    body = (f'<nav><a href="../index.html">← Leaderboard</a><a href="../index.html#tasks">All tasks</a></nav><main>'
-            f'<section><div class="question">{e(t["question"])}</div><dl class="kv"><dt>document</dt><dd>{doc}</dd>{fields}</dl>'
-            f'<h3>Rubric ({e(fmt(t["rubric_total"], 2))} points)</h3><div class="scroll"><table><tbody>{rubric_rows}</tbody></table></div>'
-            '<p class="note">Scores are 0–100: each judge\'s clamp(total / rubric points) × 100; the task score is the mean of '
-            'the panel, only once every judge scored it. The gold answer and clues are not shown.</p></section>'
-            '<section><h2>Scores</h2><div class="scroll"><table class="task-scores"><thead><tr><th>Route</th><th>Status</th>'
-            f'<th class="num">Score</th></tr></thead><tbody>{"".join(summary)}</tbody></table></div></section>'
-            f'<section><h2>Answers and verdicts</h2>{"".join(sections)}</section></main>')
-    return page(f"Task {t['task_id']}", body, rehearsal=rehearsal, subtitle=f"{len(data['routes'])} routes · panel: {e(', '.join(panel))}",
-                 protocol_note=data.get("protocol_note"))
+            '<div class="scroll"><table class="tasks"><caption>Every task: its score per route (0–100); a route\'s name opens its page'
+            '</caption><thead><tr><th scope="col">Task</th><th scope="col">Question</th><th scope="col">Lang.</th>'
+            f'<th scope="col" class="num">Doc. chars</th>{head}</tr></thead><tbody>' + "".join(rows) + "</tbody></table></div></section>")
 
 
 # --- the site ----------------------------------------------------------------------------------------
@@ -475,10 +393,11 @@ def _task_page(t: dict[str, Any], data: dict[str, Any], cells: dict[tuple[str, s
 def _read_tasks(store: Store) -> list[dict[str, Any]]:
     out = []
     per_task = {r[0]: (r[1], r[2]) for r in store.db.execute("SELECT task_id, max(doc_chars), max(cjk) FROM cells_now GROUP BY task_id")}
-    for task_id, question, corpus_file, rubric_json, rubric_total, fields_json in store.db.execute(
-            "SELECT task_id, question, corpus_file, rubric_json, rubric_total, fields_json FROM tasks ORDER BY position"):
+    for task_id, question, corpus_file, doc_sha256, rubric_json, rubric_total, fields_json in store.db.execute(
+            "SELECT task_id, question, corpus_file, doc_sha256, rubric_json, rubric_total, fields_json FROM tasks ORDER BY position"):
         chars, cjk = per_task.get(task_id, (None, None))
-        out.append({"task_id": task_id, "question": question, "corpus_file": corpus_file, "rubric": json.loads(rubric_json),
+        out.append({"task_id": task_id, "question": question, "corpus_file": corpus_file, "doc_sha256": doc_sha256,
+                    "rubric": json.loads(rubric_json),
                     "rubric_total": rubric_total, "fields": json.loads(fields_json or "{}"), "doc_chars": chars,
                     "cjk": None if cjk is None else bool(cjk), "lang": "—" if cjk is None else ("CJK" if cjk else "non-CJK")})
     return out
@@ -513,14 +432,28 @@ def write_site(store: Store, config: Config, data: dict[str, Any], out: Path, *,
         verdicts[(v["route"], v["task_id"])][v["judge"]] = {
             "total": v["total"], "score": v["score"] if "score" in v else normalised_score(v["total"], v["rubric_total"]),
             "points": json.loads(v["points_awarded_json"]) if v.get("points_awarded_json") else None, "verdict": v.get("verdict")}
-    (out / "tasks").mkdir(parents=True, exist_ok=True)
+    route_slugs = task_slugs(r["route"] for r in data["routes"])
+    (out / MARKER).parent.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_text("written by batchrun report --format html; the folder is rewritten on each report\n", encoding="utf-8")
-    wanted = {f"{s}.html" for s in slugs.values()}
-    for old in (out / "tasks").glob("*.html"):
-        if old.name not in wanted:
-            old.unlink()
+    for folder, names in (("tasks", slugs), ("routes", route_slugs)):
+        (out / folder).mkdir(exist_ok=True)
+        wanted = {f"{s}.html" for s in names.values()}
+        for old in (out / folder).glob("*.html"):
+            if old.name not in wanted:
+                old.unlink()
+    excerpts: dict[tuple[str, str], Excerpt] = {}  # one read per document, however many tasks ask about it
     for t in tasks:
-        _write(out / "tasks" / f"{slugs[t['task_id']]}.html", _task_page(t, data, cells, verdicts, panel, rehearsal))
+        key = (t["corpus_file"], t["doc_sha256"])
+        if key not in excerpts:
+            excerpts[key] = read_excerpt(store, config.paths.corpus, *key)
+        _write(out / "tasks" / f"{slugs[t['task_id']]}.html",
+               task_page(t, data, cells, verdicts, panel, rehearsal, excerpts[key], route_slugs))
+    blocks = _provenance_blocks(data)
+    rank = ranks(data, st)
+    costs = route_costs(store)
+    for r, block in zip(data["routes"], blocks):
+        _write(out / "routes" / f"{route_slugs[r['route']]}.html",
+               route_page(r, data, st, rank.get(r["route"]), tasks, cells, verdicts, panel, costs.get(r["route"], []), block, slugs))
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     n_docs = st["intervals"]["n_documents"]
     subtitle = (f"{len(tasks)} tasks over {n_docs} documents · {len(data['routes'])} routes · judge panel "
@@ -529,10 +462,10 @@ def write_site(store: Store, config: Config, data: dict[str, Any], out: Path, *,
            '<a href="#judges">Judges</a><a href="#changes">Changes</a><a href="#provenance">Provenance</a><a href="#tasks">Tasks</a></nav>')
     problems = "".join(f'<li>{e(p["state"])}: route {e(p["route"])}: {e(p["requests"])} request(s): {e(p["message"])}'
                        + (f' Fix: {e(p["fix"])}' if p.get("fix") else "") + "</li>" for p in data.get("problems", []))
-    body = (nav + "<main>" + _leaderboard(data, st)
+    body = (nav + "<main>" + _leaderboard(data, st, route_slugs)
             + (f'<section id="problems"><h2>Open problems</h2><ul>{problems}</ul></section>' if problems else "")
-            + _pairwise(st) + _breakdowns(st) + _judges(st) + _changes(st, slugs) + _provenance(data, st)
-            + _tasks_table(data, tasks, slugs, cells) + "</main>"
+            + _pairwise(st) + _breakdowns(st) + _judges(st) + _changes(st, slugs) + _provenance(data, st, blocks)
+            + _tasks_table(data, tasks, slugs, cells, route_slugs) + "</main>"
             + f'<footer>Scores are 0–100. Dataset sha256 {e(data["dataset_sha256"])}. Generated {e(generated)} from state.db by '
               f'batchrun {e(data["batchrun_version"])}; no script, no network.</footer>')
     index = out / "index.html"

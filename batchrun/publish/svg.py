@@ -104,7 +104,7 @@ def coverage_bar(counts: dict[str, int], n_tasks: int, *, width: int = 160, heig
     """Stacked bar of a route's cells: scored, out of context, failed, open."""
     total = max(n_tasks, sum(counts.get(k, 0) for k in COVERAGE_COLOURS), 1)
     label = ", ".join(f"{COVERAGE_LABELS[k]} {counts.get(k, 0)}" for k in COVERAGE_COLOURS) + f" of {n_tasks} tasks"
-    parts = [f'<svg class="covbar" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+    parts = [f'<svg class="covbar" viewBox="0 0 {width} {height}" width="{width}" height="{height}" preserveAspectRatio="none" role="img" '
              f'aria-label="{e(label)}"><title>{e(label)}</title>']
     x = 0.0
     for key, colour in COVERAGE_COLOURS.items():
@@ -128,11 +128,15 @@ CHAR_W = 6.3  # average width of an 11px sans-serif character, for laying out la
 def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[float | None]], *,
             tooltips: Sequence[Sequence[str]] | None = None, colour: Callable[[float | None], str] = score_colour, cell_w: int = 52, cell_h: int = 26,
             label: str = "", marks: Sequence[Sequence[str]] | None = None, row_notes: Sequence[str] | None = None,
-            max_label: int = 32) -> str:
+            max_label: int = 32, details_id: str | None = None) -> str:
     """A grid of values with row and (slanted) column labels; each cell shows its value and a
     tooltip. `marks` adds a short suffix to a cell's text (a significance mark); `row_notes` a
     text right of each row. Label space is sized from the labels (long ones are cut, with the
-    full text in a tooltip)."""
+    full text in a tooltip).
+
+    A tooltip shows only under a mouse: each cell with a value is also focusable (Tab reaches it,
+    and it is outlined when focused) with the tooltip as its accessible name, and `details_id`
+    names the table that holds the same figures (aria-details) for touch screens and anyone."""
     def cut(t: str) -> str:
         return t if len(t) <= max_label else t[:max_label - 1] + "…"
 
@@ -143,8 +147,9 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[
     grid_w = cell_w * len(cols)
     width = row_label_w + grid_w + max(notes_w, int(longest_col * 0.766 - cell_w / 2 + 12))
     height = col_label_h + cell_h * len(rows) + 4
-    parts = [f'<svg class="heatmap" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-             f'aria-label="{e(label)}"><title>{e(label)}</title>']
+    details = f' aria-details="{e(details_id)}"' if details_id else ""
+    parts = [f'<svg class="heatmap" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="group" '
+             f'aria-label="{e(label)}"{details}><title>{e(label)}</title>']
     for j, c in enumerate(cols):
         cx = row_label_w + cell_w * j + cell_w / 2
         parts.append(f'<text class="collabel" transform="translate({cx - 2:.1f},{col_label_h - 6}) rotate(-40)">{e(cut(c))}'
@@ -158,7 +163,8 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[
             tip = tooltips[i][j] if tooltips else f"{r} / {cols[j]}: {fmt(v)}"
             mark = marks[i][j] if marks else ""
             text = e(fmt(v) + mark) if v is not None else ""
-            parts.append(f'<g><title>{e(tip)}</title><rect x="{x}" y="{y}" width="{cell_w - 2}" height="{cell_h - 2}" fill="{bg}"/>'
+            focus = f' class="hcell" tabindex="0" role="img" aria-label="{e(tip)}"' if v is not None else ""
+            parts.append(f'<g{focus}><title>{e(tip)}</title><rect x="{x}" y="{y}" width="{cell_w - 2}" height="{cell_h - 2}" fill="{bg}"/>'
                          f'<text x="{x + (cell_w - 2) / 2:.1f}" y="{y + cell_h / 2 + 3:.1f}" class="cell" '
                          f'style="fill:{text_colour(bg)}">{text}</text></g>')
         if row_notes:
