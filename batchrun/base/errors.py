@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+from collections.abc import Iterable
 
 
 class BatchrunError(Exception):
@@ -24,6 +25,19 @@ class BatchrunError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\nHint: {self.hint}"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """"Did you mean `x`? " for the choice closest to a misspelled `word` (a config key, a route
+    name, a dataset field), or "" when none is close: the one place every such suggestion is made,
+    so they read the same. Case is ignored when comparing (`GPT-5.5` finds `gpt-5.5`)."""
+    import difflib  # only on an error: `batchrun --help` never pays for it
+
+    by_lower: dict[str, str] = {}
+    for choice in choices:
+        by_lower.setdefault(str(choice).lower(), str(choice))
+    guess = difflib.get_close_matches(str(word).lower(), list(by_lower), n=1)
+    return f"Did you mean `{by_lower[guess[0]]}`? " if guess else ""
 
 
 class Incomplete(BatchrunError):

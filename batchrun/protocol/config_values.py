@@ -4,13 +4,12 @@ config is read whole and reported at once."""
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..base.errors import ConfigError
+from ..base.errors import ConfigError, did_you_mean
 from ..base.userfiles import printable_line
 
 # Integers are bounded where they must survive JSON and SQLite.
@@ -71,8 +70,7 @@ class Checker:
         for k in raw:
             if k not in allowed:
                 near = ", ".join(sorted(allowed))
-                guess = difflib.get_close_matches(str(k), sorted(allowed), n=1)
-                mean = f"Did you mean `{guess[0]}`? " if guess else ""
+                mean = did_you_mean(str(k), sorted(allowed))
                 self.problems.append(self.fail(f"{where}.{k}" if where else k, "is not a known key",
                                                f"{mean}Remove it or correct the spelling; known keys here: {near}."))
 
