@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..base.errors import ConfigError, did_you_mean
+from ..base.errors import ConfigError, all_at_once, did_you_mean
 from ..base.userfiles import printable_line
 
 # Integers are bounded where they must survive JSON and SQLite.
@@ -40,14 +40,8 @@ class Checker:
         return default
 
     def raise_problems(self) -> None:
-        if len(self.problems) == 1:
-            raise self.problems[0]
         if self.problems:
-            lines = [f"{self.path}: {len(self.problems)} problems in the config:"]
-            for i, p in enumerate(self.problems, 1):
-                what = p.message.removeprefix(f"{self.path}: ")
-                lines.append(f"  {i}. {what}" + (f" Fix: {p.hint}" if p.hint else ""))
-            raise ConfigError("\n".join(lines), "Fix them all, then run the command again.")
+            raise all_at_once(self.problems, str(self.path), "the config")
 
     def fail(self, key: str, problem: str, fix: str) -> ConfigError:
         return ConfigError(f"{self.path}: `{key.removeprefix('.')}` {problem}.", fix)  # ".budget": a top-level key
