@@ -140,7 +140,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed, provisional=provisional))
     if as_json:
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        click.echo(json.dumps({**json_header(config, store), **data}, ensure_ascii=False, indent=2))
         return
     click.echo(render_comparison(data), nl=False)
 

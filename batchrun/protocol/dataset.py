@@ -74,7 +74,8 @@ def load_dataset(path: Path) -> Dataset:
     del data  # the bytes, the text and the parsed records would otherwise all be alive at the peak
     records: list[tuple[str, Any]] = []
     # Every problem of every record is collected and reported at once (errors.all_at_once), as a
-    # config's are: a night is not lost to fix-rerun-fix, one record at a time.
+    # config's are: a night is not lost to fix-rerun-fix, one record at a time. A line that is not
+    # JSON stands in the records as its error, so the problems are listed in the file's order.
     problems: list[BatchrunError] = []
     if path.suffix.lower() == ".jsonl":
         for number, line in enumerate(text.split("\n"), start=1):
@@ -83,14 +84,14 @@ def load_dataset(path: Path) -> Dataset:
             try:
                 records.append((f"{path}, line {number}", parse_json(line)))
             except TooDeep as e:
-                problems.append(DataError(f"{path}, line {number}: {e}.", _NOT_A_RECORD))
+                records.append((f"{path}, line {number}", DataError(f"{path}, line {number}: {e}.", _NOT_A_RECORD)))
             except NumberTooLong as e:
-                problems.append(DataError(f"{path}, line {number}, column {e.colno}: {e.msg}.", _NUMBER_FIX))
+                records.append((f"{path}, line {number}", DataError(f"{path}, line {number}, column {e.colno}: {e.msg}.", _NUMBER_FIX)))
             except json.JSONDecodeError as e:
-                problems.append(DataError(
+                records.append((f"{path}, line {number}", DataError(
                     f"{path}, line {number}: invalid JSON at column {e.colno}: {e.msg}.",
                     "Each line of a .jsonl dataset must be one complete JSON record; fix or remove that line.",
-                ))
+                )))
     else:
         try:
             raw = parse_json(text)
@@ -113,10 +114,14 @@ def load_dataset(path: Path) -> Dataset:
     tasks: list[Task] = []
     seen: dict[str, str] = {}
     for position, (where, record) in enumerate(records):
+        if isinstance(record, DataError):
+            problems.append(record)
+            continue
         try:
             task = parse_record(record, where, position)
         except RecordProblems as e:
             problems.extend(e.problems)
+            seen.setdefault(e.task_id, where)
             continue
         except DataError as e:
             problems.append(e)
@@ -147,9 +152,10 @@ MAX_SHOWN = 50
 class RecordProblems(DataError):
     """Every problem of one record (parse_record), each a DataError naming its field."""
 
-    def __init__(self, problems: list[BatchrunError]):
+    def __init__(self, problems: list[BatchrunError], task_id: str):
         super().__init__("\n".join(p.message for p in problems), problems[0].hint)
         self.problems = problems
+        self.task_id = task_id  # a later record with the same id is still a duplicate
 
 
 # The fields a WildTrace record, its ground_truth and a rubric item have (the release's, and the
@@ -283,7 +289,7 @@ def parse_record(record: Any, where: str, position: int) -> Task:
         if not problems and sum(i.points for i in items) <= 0:
             problems.append(DataError(f"{here}: the rubric's points sum to 0.", "Scores are total / sum of points; give the rubric items their points."))
     if problems:
-        raise RecordProblems(problems)
+        raise RecordProblems(problems, task_id)
     assert isinstance(question, str) and isinstance(corpus_file, str) and isinstance(gt, dict)
     fields = {k: v for k, v in record.items() if k not in ("question_text", "corpus_file")}
     fields["ground_truth"] = gt
