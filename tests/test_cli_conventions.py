@@ -296,7 +296,7 @@ def test_readme_has_no_stale_test_count() -> None:
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_bash_completion_script_completes_commands_and_options(tmp_path: Path) -> None:
+def test_bash_completion_script_completes_commands_options_and_routes(tmp_path: Path, project: Project) -> None:
     batchrun = Path(sys.executable).parent / "batchrun"
     assert batchrun.exists(), "the venv's batchrun script"
     env = {**os.environ, "PATH": f"{batchrun.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -307,7 +307,15 @@ def test_bash_completion_script_completes_commands_and_options(tmp_path: Path) -
     # Source it in a real bash and call the function bash would call on TAB.
     probe = (f"source {tmp_path / 'completion.bash'}\n"
              "COMPREPLY=(); COMP_WORDS=(batchrun sta); COMP_CWORD=1; _batchrun_completion batchrun; echo \"${COMPREPLY[*]}\"\n"
-             "COMPREPLY=(); COMP_WORDS=(batchrun poll --ti); COMP_CWORD=2; _batchrun_completion batchrun; echo \"${COMPREPLY[*]}\"\n")
+             "COMPREPLY=(); COMP_WORDS=(batchrun poll --ti); COMP_CWORD=2; _batchrun_completion batchrun; echo \"${COMPREPLY[*]}\"\n"
+             # Route names from the config, in config order: the one --config names, and the one found upward.
+             f"COMPREPLY=(); COMP_WORDS=(batchrun --config {project.config_path} plan --route g); COMP_CWORD=5; "
+             "_batchrun_completion batchrun; echo \"${COMPREPLY[*]}\"\n"
+             f"cd {project.root / 'data'}; COMPREPLY=(); COMP_WORDS=(batchrun compare c); COMP_CWORD=2; "
+             "_batchrun_completion batchrun; echo \"${COMPREPLY[*]}\"\n")
+    small_project(project)
+    (project.root / "batchrun.toml").write_text('protocol = "custom"\n[judging]\npanel = []\n[routes.claude]\nprovider = "anthropic"\n'
+                                                'model = "claude-opus-4-8"\n')
     r = subprocess.run(["bash", "--norc", "--noprofile", "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["status", "--timeout"], r.stdout
+    assert r.stdout.splitlines() == ["status", "--timeout", "gpt gemini", "claude"], r.stdout

@@ -18,6 +18,7 @@ from .support import (
     Number,
     announce_warnings,
     check_until,
+    complete_routes,
     handle_errors,
     json_header,
     pass_ctx,
@@ -225,7 +226,7 @@ def refresh(ctx: Context, timeout_: float | None, until: str | None, interval: f
 
 
 @click.command()
-@click.option("--route", "route", required=True, metavar="NAME", help="The route whose cells to reopen.")
+@click.option("--route", "route", required=True, metavar="NAME", shell_complete=complete_routes, help="The route whose cells to reopen.")
 @click.option("--task", metavar="TASK_ID", help="Only this task.")
 @click.option("--status", "status_", metavar="blocked|waiting|accepted", help="Only cells in this state.")
 @click.option("--reason", metavar="TEXT", help="Why (kept with the reopen in state.db).")
@@ -251,7 +252,7 @@ def retry(ctx: Context, route: str, task: str | None, status_: str | None, reaso
 
 
 @click.command("accept-failures")
-@click.option("--route", "route", required=True, metavar="NAME", help="The contestant route.")
+@click.option("--route", "route", required=True, metavar="NAME", shell_complete=complete_routes, help="The contestant route.")
 @click.option("--reason", required=True, metavar="TEXT", help="Why these cells cannot finish (published with the route).")
 @wait_lock_option
 @pass_ctx
@@ -275,7 +276,7 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
 
 @click.command()
 @click.option("--batch", metavar="ID", help="A local batch id (see status).")
-@click.option("--route", metavar="NAME", help="Every live batch of a route.")
+@click.option("--route", metavar="NAME", shell_complete=complete_routes, help="Every live batch of a route.")
 @click.option("--all", "all_", is_flag=True, help="Every live batch.")
 @wait_lock_option
 @pass_ctx

@@ -11,11 +11,11 @@ from typing import Any
 import click
 
 from ..base.errors import BatchrunError
-from .support import Context, handle_errors, json_header, note_rehearsal, pass_ctx, reader
+from .support import Context, complete_routes, handle_errors, json_header, note_rehearsal, pass_ctx, reader
 
 
 @click.command()
-@click.option("--route", "routes", multiple=True, metavar="NAME", help="Only this route (repeatable).")
+@click.option("--route", "routes", multiple=True, metavar="NAME", shell_complete=complete_routes, help="Only this route (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 @handle_errors
@@ -118,8 +118,8 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
 
 
 @click.command()
-@click.argument("route_a", metavar="A")
-@click.argument("route_b", metavar="B")
+@click.argument("route_a", metavar="A", shell_complete=complete_routes)
+@click.argument("route_b", metavar="B", shell_complete=complete_routes)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (differences as fractions 0-1).")
 @click.option("--provisional", is_flag=True, help="Compare the tasks both routes have finished, when the runs are not equal and complete (the result says so).")
 @statistics_options

@@ -200,12 +200,28 @@ def announce_warnings(ctx: Context, store: Store, config: Config) -> None:
     record_warnings_shown(store, new)
 
 
+def complete_routes(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a route name (README, "Shell completion"): the config's routes, in
+    config order, read the way the command would find the config (--config before the command,
+    BATCHRUN_CONFIG, or upward from here); none when there is no readable config."""
+    from click.shell_completion import CompletionItem
+
+    from ..protocol.config_file import load_config
+
+    try:
+        config = load_config(ctx.find_root().params.get("config_path"))
+    except Exception:  # noqa: BLE001 - completing a word must never fail the user's shell
+        return []
+    return [CompletionItem(name) for name in config.routes if name.startswith(incomplete)]
+
+
 def wait_lock_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--wait-lock", is_flag=True, help="If another batchrun is writing to this state.db, wait for it instead of exiting.")(fn)
 
 
 def route_stage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--route", "routes", multiple=True, help="Only this route (repeatable).")(fn)
+    fn = click.option("--route", "routes", multiple=True, metavar="NAME", shell_complete=complete_routes,
+                      help="Only this route (repeatable).")(fn)
     fn = click.option("--stage", "stages", multiple=True, type=click.Choice(["gen", "judge"]), help="Only this stage (repeatable).")(fn)
     return fn
 

@@ -10,11 +10,11 @@ import click
 
 from ..base.errors import BatchrunError
 from ..base.redaction import redact
-from .support import Context, Number, handle_errors, json_header, pass_ctx, seconds, wait_lock_option, writer
+from .support import Context, Number, complete_routes, handle_errors, json_header, pass_ctx, seconds, wait_lock_option, writer
 
 
 @click.command()
-@click.option("--route", "routes", multiple=True, metavar="NAME", help="Only this route (repeatable; default: every route that sends).")
+@click.option("--route", "routes", multiple=True, metavar="NAME", shell_complete=complete_routes, help="Only this route (repeatable; default: every route that sends).")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @wait_lock_option
 @pass_ctx
@@ -48,7 +48,7 @@ def preflight(ctx: Context, routes: tuple[str, ...], as_json: bool, wait_lock: b
 
 
 @click.command()
-@click.argument("route")
+@click.argument("route", shell_complete=complete_routes)
 @click.option("--max-cost", type=Number(min=0), metavar="USD", help="Never spend more than this on the search's requests (required when it sends any).")
 @click.option("--dry-run", is_flag=True, help="Show the plan and its estimated cost; send nothing.")
 @click.option("--write", is_flag=True, help="Put the suggested caps into ROUTE's table in the config file, with a comment (date, method).")
