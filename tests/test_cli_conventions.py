@@ -263,6 +263,14 @@ def test_the_config_is_found_upward_and_its_paths_stay_its_own(project: Project,
     monkeypatch.chdir(nowhere)
     if not any((folder / "batchrun.toml").exists() for folder in nowhere.parents):  # this machine's /tmp has none
         clean_exit_1(runner.invoke(cli, ["status"]), "batchrun.toml not found", "or a folder below it")
+    # One another user owns is refused when found above (git's "dubious ownership"), not when named.
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # only root can give a file away
+        os.chown(project.root / "batchrun.toml", 65534, -1)
+        monkeypatch.chdir(below)
+        clean_exit_1(runner.invoke(cli, ["status"]), "belongs to another user (uid 65534)", f"pass --config {project.root / 'batchrun.toml'}")
+        assert runner.invoke(cli, ["status", "--config", str(project.root / "batchrun.toml")]).exit_code == 0
+        os.chown(project.root / "batchrun.toml", os.getuid(), -1)
+        monkeypatch.chdir(nowhere)
     # An explicit --config (or BATCHRUN_CONFIG) is taken as given: no search.
     clean_exit_1(runner.invoke(cli, ["status", "--config", "batchrun.toml"]), "batchrun.toml not found")
     monkeypatch.setenv("BATCHRUN_CONFIG", str(project.root / "batchrun.toml"))

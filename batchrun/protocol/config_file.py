@@ -99,7 +99,11 @@ def find_config_path(explicit: str | os.PathLike[str] | None) -> Path:
 
 def discover_config() -> Path | None:
     """batchrun.toml in the current folder (as the relative `batchrun.toml`, so messages read as
-    before) or the nearest folder above it (absolute); None if no folder up to / has one."""
+    before) or the nearest folder above it (absolute); None if no folder up to / has one.
+
+    One found above that another user owns is refused, as git refuses a .git of "dubious
+    ownership" (CVE-2022-24765): a config names the hosts the keys are sent to, and anyone can put
+    a batchrun.toml in a shared folder such as /tmp above someone's working folder."""
     try:
         cwd = Path.cwd()
     except OSError:  # the current folder was deleted under us: no folder to look up from
@@ -107,10 +111,19 @@ def discover_config() -> Path | None:
     for folder in (cwd, *cwd.parents):
         candidate = folder / CONFIG_NAME
         try:
-            if candidate.exists():  # a folder or a FIFO of that name is load_config's to refuse
-                return Path(CONFIG_NAME) if folder == cwd else candidate
+            if not candidate.exists():  # a folder or a FIFO of that name is load_config's to refuse
+                continue
+            if folder == cwd:
+                return Path(CONFIG_NAME)
+            owner = candidate.stat().st_uid
         except OSError:  # a folder above we may not look into: keep climbing
             continue
+        if hasattr(os, "getuid") and owner != os.getuid():
+            raise ConfigError(f"{candidate}, found above the current folder, belongs to another user (uid {owner}); batchrun "
+                              "does not use a config someone else could have put there (it names where your keys are sent).",
+                              f"If you trust it, pass --config {candidate} (or set BATCHRUN_CONFIG); else run batchrun "
+                              "in your project's folder.")
+        return candidate
     return None
 
 
