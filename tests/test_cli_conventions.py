@@ -6,6 +6,7 @@ at the docs, exit codes and environment, and shell completion that works."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -127,6 +128,12 @@ def test_every_duration_option_takes_the_same_syntax(project: Project) -> None:
     for bad in ("6x", "h", "", "nan", "inf", "-1", "1e999"):
         with pytest.raises(click.BadParameter, match="is not a duration: give .*90s, 45m, 6h or 1d"):
             d.convert(bad, None, None)
+    # `python -m batchrun.emulator --latency` (argparse, beside the CLI) reads the same syntax.
+    from batchrun.emulator.__main__ import _seconds
+
+    assert _seconds("2m") == 120 and _seconds("0.5") == 0.5
+    with pytest.raises(argparse.ArgumentTypeError, match="'6x' is not a duration"):
+        _seconds("6x")
     # Through the CLI: poll --timeout 6h as refresh --timeout 6h (nothing in flight: it returns at once).
     small_project(project)
     assert project.run("plan").exit_code == 0

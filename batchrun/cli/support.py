@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..base.durations import parse_duration
 from ..base.errors import BatchrunError, StateError, environment_error, read_only
 from ..base.progress import Progress
 from ..base.redaction import redact, short_key_warnings
@@ -332,28 +333,19 @@ class Number(click.FloatRange):
 class Duration(click.ParamType):
     """Every option that takes a length of time (--timeout, --interval, --latency): a number of
     seconds (`90`, `0.5`) or a number with a unit, s, m, h or d (`90s`, `45m`, `6h`, `1d`); finite,
-    0 or more. One syntax for all, so `poll --timeout 6h` means what `refresh --timeout 6h` does."""
+    0 or more (base/durations.py). One syntax for all, so `poll --timeout 6h` means what `refresh
+    --timeout 6h` does."""
 
     name = "duration"
-    UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    FORMS = "a number of seconds (0 or more) or one with s, m, h or d, like 90, 0.5, 90s, 45m, 6h or 1d"
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "DURATION"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            seconds = float(value)
-        else:
-            t = str(value).strip().lower()
-            try:
-                seconds = float(t[:-1]) * self.UNITS[t[-1]] if t and t[-1] in self.UNITS else float(t)
-            except ValueError:
-                seconds = math.nan
-        # NaN never expires and compares false with every bound; inf never ends either.
-        if not math.isfinite(seconds) or seconds < 0:
-            self.fail(f"{value!r} is not a duration: give {self.FORMS}.", param, ctx)
-        return seconds
+        try:
+            return parse_duration(value)
+        except ValueError as e:
+            self.fail(f"{e}.", param, ctx)
 
 
 def seconds() -> Duration:
