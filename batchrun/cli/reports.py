@@ -137,6 +137,9 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
     from ..ledger.store import Store
 
     config = ctx.config()
+    for name in (route_a, route_b):  # a misspelling is said before state.db is opened (compare says the rest)
+        if name not in config.routes:
+            raise config.route_error(name, what="", among=[r.name for r in config.contestants], kind="contestant route")
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed, provisional=provisional))
     if as_json:
