@@ -60,9 +60,14 @@ def test_route_filters_filter_and_a_misspelled_route_is_answered_the_same_everyw
     misspelled = [
         ["plan", "--route", "gtp"], ["submit", "--route", "gtp"], ["submit", "--dry-run", "--route", "GTP"],
         ["status", "--route", "gtp"], ["preflight", "--route", "gtp"], ["probe", "gtp", "--dry-run"],
-        ["retry", "--route", "gtp"], ["accept-failures", "--route", "gtp", "--reason", "x"], ["cancel", "--route", "gtp"],
+        ["retry", "--route", "gtp"], ["accept-failures", "--route", "gtp", "--reason", "x"],
+        # Last: cancel checks inside its run (a route gone from the config may still have live batches to cancel).
+        ["cancel", "--route", "gtp"],
     ]
+    runs = project.sql("SELECT count(*) AS n FROM runs")
     for args in misspelled:
+        if args[0] == "cancel":
+            assert project.sql("SELECT count(*) AS n FROM runs") == runs  # refused before any writer started a run
         r = project.run(*args)
         clean_exit_1(r, "'", "is not a route of", f"Known routes: {CONFIG_ORDER}.")
         assert r.output.count("Did you mean `gpt`?") == 1, (args, r.output)
