@@ -160,7 +160,7 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     config = ctx.config()
     note_rehearsal(config)
     with reader(config) as store:
-        data = cost_report(store, since)
+        data = cost_report(store, since, order=list(config.routes))
         header = json_header(config, store) if as_json else {}  # the version lookup costs ~20 ms
     if as_json:
         click.echo(json.dumps({**header, **data}, indent=2))
