@@ -239,6 +239,11 @@ def test_every_dataset_problem_is_reported_at_once_with_close_keys(project: Proj
     clean_exit_1(r, "4 problems in the dataset", "1. line 1 (task t1): `ground_truth.scoring_rubric[0].correct_criterion` is missing",
                  "2. line 2: invalid JSON", "3. line 3 (task t3): field `corpus_file` is missing",
                  "4. line 4: missing field `task_id` (nor `question_id` or `id`) (found `taskid`)")
+    # A file that is no WildTrace dataset at all: the first 50 problems, and how many there are.
+    project.tasks([{"task_id": f"x{i}", "prompt": "?"} for i in range(60)])
+    r = project.run("plan")
+    clean_exit_1(r, "50 problems in the dataset (180 in all; the first 50 are listed):", "50. record 17 (task x16)")
+    assert "51. " not in r.output
 
 
 # --- item 11: the config found from a folder below it ---------------------------------------------

@@ -135,10 +135,8 @@ def load_dataset(path: Path) -> Dataset:
         seen[task.task_id] = where
         tasks.append(task)
     if problems:
-        shown = problems[:MAX_SHOWN]
-        if len(problems) > MAX_SHOWN:
-            shown.append(DataError(f"{path}: and {len(problems) - MAX_SHOWN} more problem(s) like these.", None))
-        raise all_at_once(shown, str(path), f"the dataset ({len(problems)} in all)" if len(problems) > MAX_SHOWN else "the dataset")
+        more = f" ({len(problems)} in all; the first {MAX_SHOWN} are listed)" if len(problems) > MAX_SHOWN else ""
+        raise all_at_once(problems[:MAX_SHOWN], str(path), "the dataset" + more)
     if not tasks:
         raise DataError(f"{path}: the dataset holds no task.", "Point [paths] dataset at the WildTrace release file.")
     return Dataset(path=path, sha256=sha, tasks=tuple(tasks))
