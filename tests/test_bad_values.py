@@ -130,12 +130,12 @@ REPORT_VALUES: list[tuple[list[str], tuple[str, ...]]] = [
 ]
 
 COMMAND_VALUES: list[tuple[list[str], tuple[str, ...]]] = [
-    (["poll", "--wait", "--timeout", "nan"], ("'--timeout'", "'nan' is not a finite number")),
-    (["poll", "--wait", "--interval", "inf"], ("'--interval'", "'inf' is not a finite number")),
+    (["poll", "--wait", "--timeout", "nan"], ("'--timeout'", "'nan' is not a duration")),
+    (["poll", "--wait", "--interval", "inf"], ("'--interval'", "'inf' is not a duration")),
     (["poll", "--wait", "--timeout", "-5"], ("'--timeout'", "-5")),
-    (["refresh", "--timeout", "nan"], ("--timeout 'nan' is not a duration",)),
-    (["refresh", "--timeout", "inf"], ("--timeout 'inf' is not a duration",)),
-    (["refresh", "--timeout", "-5m"], ("--timeout '-5m' is not a duration",)),
+    (["refresh", "--timeout", "nan"], ("'--timeout'", "'nan' is not a duration", "6h")),
+    (["refresh", "--timeout", "inf"], ("'--timeout'", "'inf' is not a duration")),
+    (["refresh", "--timeout", "-5m"], ("'--timeout'", "'-5m' is not a duration")),
     (["refresh", "--interval", "nan"], ("'--interval'", "'nan'")),
     (["refresh", "--budget", "nan"], ("'--budget'", "'nan'")),
     (["submit", "--budget", "-1"], ("'--budget'", "-1")),
@@ -163,8 +163,8 @@ def test_report_and_command_values_are_clear_errors(project: Project, emulator: 
 EMULATOR_VALUES: list[tuple[list[str], tuple[str, ...]]] = [
     (["--port", "-1"], ("'--port'", "-1", "0<=x<=65535")),
     (["--port", "70000"], ("'--port'", "70000", "0<=x<=65535")),
-    (["--latency", "nan"], ("'--latency'", "'nan' is not a finite number")),
-    (["--latency", "inf"], ("'--latency'", "'inf' is not a finite number")),
+    (["--latency", "nan"], ("'--latency'", "'nan' is not a duration")),
+    (["--latency", "inf"], ("'--latency'", "'inf' is not a duration")),
     (["--latency", "-5"], ("'--latency'", "-5")),
 ]
 

@@ -303,7 +303,7 @@ DATA_ERRORS: dict[str, tuple[Callable[[Project], None], tuple[str, ...]]] = {
     "points_not_a_number": (_mutate_records(_gt(0, scoring_rubric=[{"points": "60", "correct_criterion": "a"}])),
                             ("task t1", "`ground_truth.scoring_rubric[0].points`", "must be a number", "'60'")),
     "points_null": (_mutate_records(_gt(0, scoring_rubric=[{"points": 60, "correct_criterion": "a"}, {"correct_criterion": "b"}])),
-                    ("task t1", "`ground_truth.scoring_rubric[1].points`", "must be a number", "None")),
+                    ("task t1", "`ground_truth.scoring_rubric[1].points`", "must be a number", "missing")),
     "points_negative": (_mutate_records(_gt(0, scoring_rubric=[{"points": -5, "correct_criterion": "a"}])),
                         ("task t1", "scoring_rubric[0].points", "negative")),
     "criterion_missing": (_mutate_records(_gt(0, scoring_rubric=[{"points": 5}])), ("task t1", "scoring_rubric[0].correct_criterion")),

@@ -564,7 +564,9 @@ def test_plan_json_summary_structure_and_numbers(project: Project) -> None:
     project.config_path.write_text(json.dumps(cfg))
     result = ok(project.run("plan", "--json"))
     data = json.loads(result.stdout)  # stdout is pure JSON
-    assert set(data) == {"routes", "batches", "warnings"}
+    # The keys every JSON output starts with (README, "Machine-readable output"), then plan's own.
+    assert set(data) == {"rehearsal", "protocol", "protocol_note", "batchrun_version", "routes", "batches", "warnings"}
+    assert data["rehearsal"] is None and data["protocol"] == "custom"
     assert len(data["batches"]) == 3
     assert any("claude-sonnet-4-6" in w for w in data["warnings"]), "unlisted judge model warned"
     rows = {(r["route"], r["stage"]): r for r in data["routes"]}

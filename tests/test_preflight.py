@@ -252,7 +252,7 @@ def test_preflight_needs_no_dataset_names_unknown_routes_and_missing_keys(projec
     routes = {"chat": route("openai", "gpt-5.5"), "nokey": route("anthropic", "claude-opus-4-8", api_key_env="BATCHRUN_TEST_UNSET_KEY")}
     project.config(routes=routes, panel=[])  # no dataset, no corpus yet
     r = ok(project.run("preflight", "--route", "nope", emulator=emu), 1)
-    assert "No route 'nope'" in r.output and "Routes: chat, nokey" in r.output
+    assert "--route 'nope' is not a route" in r.output and "Known routes: chat, nokey" in r.output
     ok(project.run("preflight", "--route", "chat", emulator=emu))
     # A real run (the routes' own base URLs): the route without its key is named, the other checked.
     project.point_at(emu)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+from collections.abc import Iterable, Sequence
 
 
 class BatchrunError(Exception):
@@ -24,6 +25,37 @@ class BatchrunError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\nHint: {self.hint}"
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to a misspelled `word` (a config key, a route name, a dataset field), or
+    None when none is close: the one place every such guess is made, so they agree. Case is
+    ignored when comparing (`GPT-5.5` finds `gpt-5.5`)."""
+    import difflib  # only on an error: `batchrun --help` never pays for it
+
+    by_lower: dict[str, str] = {}
+    for choice in choices:
+        by_lower.setdefault(str(choice).lower(), str(choice))
+    guess = difflib.get_close_matches(str(word).lower(), list(by_lower), n=1)
+    return by_lower[guess[0]] if guess else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """"Did you mean `x`? " for the closest choice (`closest`), or "" when none is close."""
+    guess = closest(word, choices)
+    return f"Did you mean `{guess}`? " if guess else ""
+
+
+def all_at_once(problems: Sequence[BatchrunError], where: str, what: str) -> BatchrunError:
+    """Every problem of one file as one error (a config's, a dataset's), so a night is not lost to
+    fix-rerun-fix: the one problem as it is, or a numbered list, each with its fix, of the same
+    class as the first. `where`: the file, taken off each message's start; `what`: "the config"."""
+    if len(problems) == 1:
+        return problems[0]
+    lines = [f"{where}: {len(problems)} problems in {what}:"]
+    for i, p in enumerate(problems, 1):
+        lines.append(f"  {i}. {p.message.removeprefix(f'{where}: ').removeprefix(f'{where}, ')}" + (f" Fix: {p.hint}" if p.hint else ""))
+    return type(problems[0])("\n".join(lines), "Fix them all, then run the command again.")
 
 
 class Incomplete(BatchrunError):

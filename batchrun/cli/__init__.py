@@ -32,9 +32,32 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-@click.group(cls=BatchrunGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# After the options and commands in `batchrun --help`: where to read on, what the exit codes mean,
+# which environment variables count (tests/test_cli_conventions.py checks each is there).
+EPILOG = """\b
+Global options also work after the command: batchrun status --config PATH.
+\b
+Exit codes:
+  0  done (collect, refresh: every route complete)
+  1  a usage or user error, or a provider refusal: the message and its fix on stderr
+  2  incomplete: work still open (time limit, budget, a running batch,
+     a blocked route); run again later
+\b
+Environment variables:
+  BATCHRUN_CONFIG    the config file, as --config
+  BATCHRUN_EMULATOR  rehearse on an emulator, as --emulator URL
+  each route's api_key_env holds its key (read, never stored); by default
+  OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY
+\b
+Docs: README.md, sections Commands, Exit codes, Environment variables, Machine-readable output,
+Shell completion, Config reference; `batchrun COMMAND --help` for one command.
+Shell completion (bash): eval "$(_BATCHRUN_COMPLETE=bash_source batchrun)"
+"""
+
+
+@click.group(cls=BatchrunGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version, help="Show the version and exit.")
-@click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default ./batchrun.toml; env BATCHRUN_CONFIG).")
+@click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default: batchrun.toml in this folder or the nearest folder above; env BATCHRUN_CONFIG).")
 @click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Rehearse: send every route to a local emulator at URL, keeping state.db, jobs/ and results/ under rehearsal/ (env BATCHRUN_EMULATOR).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or notices on stderr (errors and blocked routes still print).")
 @click.pass_context

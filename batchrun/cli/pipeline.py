@@ -18,8 +18,9 @@ from .support import (
     Number,
     announce_warnings,
     check_until,
+    complete_routes,
     handle_errors,
-    parse_duration,
+    json_header,
     pass_ctx,
     print_preflight_failures,
     print_problems,
@@ -44,10 +45,11 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
     from ..run.plan import plan as do_plan
 
     config = ctx.config()
+    config.require_routes(routes)  # before the dataset is read or the lock taken
     with writer(ctx, "plan", config, wait_lock=wait_lock) as (store, inputs):
         result = do_plan(store, inputs, routes=set(routes) or None, stages=set(stages) or None)
         announce_warnings(ctx, store, config)
-        _print_plan(config, result, as_json, quiet=ctx.quiet)
+        _print_plan(config, result, as_json, quiet=ctx.quiet, json_keys=json_header(config, store) if as_json else None)
 
 
 def _sum_known(values: list[float | None]) -> float | None:
@@ -56,12 +58,12 @@ def _sum_known(values: list[float | None]) -> float | None:
 
 
 def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = False,
-                unsent: list[dict[str, Any]] | None = None) -> None:
+                unsent: list[dict[str, Any]] | None = None, json_keys: dict[str, Any] | None = None) -> None:
     from ..ledger.cost import EXPECTED_OUTPUT_PRIOR, fmt_money
 
     rows = [vars(r).copy() for r in result.routes]
     if as_json:
-        click.echo(json.dumps({"routes": rows, "batches": result.batches, "warnings": result.warnings}, indent=2))
+        click.echo(json.dumps({**(json_keys or {}), "routes": rows, "batches": result.batches, "warnings": result.warnings}, indent=2))
         return
     # Two costs: `expected` from the output answers really use (observed, or the stated prior
     # before any answer: cost.EXPECTED_OUTPUT_PRIOR), and `bound`, every answer using its whole
@@ -120,6 +122,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
     from ..run.submit import submit as do_submit
 
     config = ctx.config()
+    config.require_routes(routes)
     with writer(ctx, "submit", config, wait_lock=wait_lock) as (store, inputs):
         result = do_submit(store, inputs, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
                            budget=budget, preflight=not no_preflight, progress=ctx.progress())
@@ -137,8 +140,8 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
 
 @click.command()
 @click.option("--wait", is_flag=True, help="Block until nothing is in flight.")
-@click.option("--interval", type=seconds(), default=30.0, show_default=True, help="Seconds between checks with --wait.")
-@click.option("--timeout", type=seconds(), help="With --wait, give up after this many seconds.")
+@click.option("--interval", type=seconds(), default="30s", show_default=True, help="Time between checks with --wait (90, 90s, 45m, 6h).")
+@click.option("--timeout", type=seconds(), help="With --wait, give up after this long (90, 90s, 45m, 6h).")
 @wait_lock_option
 @pass_ctx
 @handle_errors
@@ -182,15 +185,15 @@ def collect(ctx: Context, wait_lock: bool) -> None:
 
 
 @click.command()
-@click.option("--timeout", "timeout_", metavar="DURATION", help="Stop cleanly after DURATION (90s, 45m, 6h).")
+@click.option("--timeout", "timeout_", type=seconds(), help="Stop cleanly after this long (90, 90s, 45m, 6h).")
 @click.option("--until", metavar="HH:MM", help="Stop cleanly at this local time.")
-@click.option("--interval", type=seconds(), default=30.0, show_default=True, help="Seconds between checks while batches run.")
+@click.option("--interval", type=seconds(), default="30s", show_default=True, help="Time between checks while batches run (90, 90s, 45m).")
 @click.option("--budget", type=Number(min=0), metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
 @no_preflight_option
 @wait_lock_option
 @pass_ctx
 @handle_errors
-def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: float, budget: float | None, no_preflight: bool,
+def refresh(ctx: Context, timeout_: float | None, until: str | None, interval: float, budget: float | None, no_preflight: bool,
             wait_lock: bool) -> None:
     """Submit, poll and collect in a loop until every route is complete (the cron job).
 
@@ -201,7 +204,7 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
     from ..run.refresh import refresh as do_refresh
 
     config = ctx.config()
-    deadline = deadline_from(parse_duration(timeout_) if timeout_ else None, check_until(until))
+    deadline = deadline_from(timeout_, check_until(until))
     with writer(ctx, "refresh", config, wait_lock=wait_lock) as (store, inputs):
         outcome = do_refresh(store, inputs, deadline=deadline, interval=interval, budget=budget, preflight=not no_preflight,
                              progress=ctx.progress())
@@ -223,7 +226,7 @@ def refresh(ctx: Context, timeout_: str | None, until: str | None, interval: flo
 
 
 @click.command()
-@click.option("--route", "route", required=True, metavar="NAME", help="The route whose cells to reopen.")
+@click.option("--route", "route", required=True, metavar="NAME", shell_complete=complete_routes, help="The route whose cells to reopen.")
 @click.option("--task", metavar="TASK_ID", help="Only this task.")
 @click.option("--status", "status_", metavar="blocked|waiting|accepted", help="Only cells in this state.")
 @click.option("--reason", metavar="TEXT", help="Why (kept with the reopen in state.db).")
@@ -240,6 +243,7 @@ def retry(ctx: Context, route: str, task: str | None, status_: str | None, reaso
     from ..ledger.sync import sync_state
 
     config = ctx.config()
+    config.require_routes([route])
     with writer(ctx, "retry", config, wait_lock=wait_lock) as (store, inputs):
         sync_state(store, inputs)
         done = reopen(store, config, route=route, task=task, status=status_, reason=reason)
@@ -248,7 +252,7 @@ def retry(ctx: Context, route: str, task: str | None, status_: str | None, reaso
 
 
 @click.command("accept-failures")
-@click.option("--route", "route", required=True, metavar="NAME", help="The contestant route.")
+@click.option("--route", "route", required=True, metavar="NAME", shell_complete=complete_routes, help="The contestant route.")
 @click.option("--reason", required=True, metavar="TEXT", help="Why these cells cannot finish (published with the route).")
 @wait_lock_option
 @pass_ctx
@@ -263,6 +267,7 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
     from ..ledger.sync import sync_state
 
     config = ctx.config()
+    config.require_routes([route])
     with writer(ctx, "accept-failures", config, wait_lock=wait_lock) as (store, inputs):
         sync_state(store, inputs)
         done = do_accept(store, config, route=route, reason=reason)
@@ -271,7 +276,7 @@ def accept_failures(ctx: Context, route: str, reason: str, wait_lock: bool) -> N
 
 @click.command()
 @click.option("--batch", metavar="ID", help="A local batch id (see status).")
-@click.option("--route", metavar="NAME", help="Every live batch of a route.")
+@click.option("--route", metavar="NAME", shell_complete=complete_routes, help="Every live batch of a route.")
 @click.option("--all", "all_", is_flag=True, help="Every live batch.")
 @wait_lock_option
 @pass_ctx

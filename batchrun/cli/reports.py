@@ -11,23 +11,26 @@ from typing import Any
 import click
 
 from ..base.errors import BatchrunError
-from .support import Context, handle_errors, note_rehearsal, pass_ctx, reader
+from .support import Context, complete_routes, handle_errors, json_header, note_rehearsal, pass_ctx, reader
 
 
 @click.command()
+@click.option("--route", "routes", multiple=True, metavar="NAME", shell_complete=complete_routes, help="Only this route (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_ctx
 @handle_errors
-def status(ctx: Context, as_json: bool) -> None:
+def status(ctx: Context, routes: tuple[str, ...], as_json: bool) -> None:
     """Cells per route and batches in flight (read-only; works while a writer runs)."""
     from ..run.status import status_data
 
     config = ctx.config()
+    config.require_routes(routes)
     note_rehearsal(config)
     with reader(config) as store:
-        data = status_data(store, config)
+        data = status_data(store, config, routes or None)
+        header = json_header(config, store) if as_json else {}  # the version lookup costs ~20 ms
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps({**header, **data}, indent=2))
         return
     for route, counts in data["cells"].items():
         words = sorted(counts.items())
@@ -115,8 +118,8 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
 
 
 @click.command()
-@click.argument("route_a", metavar="A")
-@click.argument("route_b", metavar="B")
+@click.argument("route_a", metavar="A", shell_complete=complete_routes)
+@click.argument("route_b", metavar="B", shell_complete=complete_routes)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (differences as fractions 0-1).")
 @click.option("--provisional", is_flag=True, help="Compare the tasks both routes have finished, when the runs are not equal and complete (the result says so).")
 @statistics_options
@@ -134,10 +137,13 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
     from ..ledger.store import Store
 
     config = ctx.config()
+    for name in (route_a, route_b):  # a misspelling is said before state.db is opened (compare says the rest)
+        if name not in config.routes:
+            raise config.route_error(name, what="", among=[r.name for r in config.contestants], kind="contestant route")
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed, provisional=provisional))
     if as_json:
-        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        click.echo(json.dumps({**json_header(config, store), **data}, ensure_ascii=False, indent=2))
         return
     click.echo(render_comparison(data), nl=False)
 
@@ -154,9 +160,10 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     config = ctx.config()
     note_rehearsal(config)
     with reader(config) as store:
-        data = cost_report(store, since)
+        data = cost_report(store, since, order=list(config.routes))
+        header = json_header(config, store) if as_json else {}  # the version lookup costs ~20 ms
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps({**header, **data}, indent=2))
         return
     # stage: gen, judge or preflight (each preflight is one online request, counted as a "batch")
     click.echo(f"{'night':10} {'route':24} {'stage':9} {'batches':>7} {'in tok':>12} {'out tok':>12} {'expected':>10} {'bound':>10} {'actual':>10}")
@@ -184,9 +191,10 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
 
 @click.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (still exit 1 on a mismatch).")
 @pass_ctx
 @handle_errors
-def verify(ctx: Context, directory: str | None) -> None:
+def verify(ctx: Context, directory: str | None, as_json: bool) -> None:
     """Check a published leaderboard against its inputs: every checksum in results/manifest.json.
 
     Recomputes the dataset's, each document's, the config's, each request file's, each downloaded
@@ -212,15 +220,28 @@ def verify(ctx: Context, directory: str | None) -> None:
     store = Store(config.paths.state, readonly=True, any_schema=True) if config.paths.state.exists() else None
     try:
         result = do_verify(manifest_path, config, store)
+        header = json_header(config, store, rehearsal=result.rehearsal)
     finally:
         if store is not None:
             store.close()
+    if as_json:
+        click.echo(json.dumps({**header, "protocol_note": result.protocol_note, "ok": not result.mismatches,
+                               "manifest": str(manifest_path), "state_db": store is not None, "checked": result.checked,
+                               "mismatches": result.mismatches, "notes": result.notes}, indent=2, ensure_ascii=False))
+    else:
+        _print_verification(result, manifest_path, has_store=store is not None)
+    if result.mismatches:
+        raise BatchrunError(f"{len(result.mismatches)} of {result.checked} checks failed against {manifest_path}.",
+                            "The published numbers do not come from these files: see each MISMATCH above."
+                            if not as_json else "The published numbers do not come from these files: see `mismatches`.")
+
+
+def _print_verification(result: Any, manifest_path: Path, *, has_store: bool) -> None:
     for problem in result.mismatches:
         click.echo(f"MISMATCH: {problem}")
     if result.mismatches:
-        raise BatchrunError(f"{len(result.mismatches)} of {result.checked} checks failed against {manifest_path}.",
-                            "The published numbers do not come from these files: see each MISMATCH above.")
-    click.echo(f"verified: {result.checked} checks against {manifest_path}" + ("" if store else " (no state.db here: files only)"))
+        return
+    click.echo(f"verified: {result.checked} checks against {manifest_path}" + ("" if has_store else " (no state.db here: files only)"))
     for note in result.notes:
         click.echo(f"note: {note}.")
     if result.protocol_note:

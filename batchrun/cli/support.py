@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..base.durations import parse_duration
 from ..base.errors import BatchrunError, StateError, environment_error, read_only
 from ..base.progress import Progress
 from ..base.redaction import redact, short_key_warnings
@@ -35,9 +36,14 @@ class Context:
         self.state_path: Any = None  # known once the config is read: errors from SQLite name no file
 
     def config(self) -> Config:
-        from ..protocol.config_file import load_config
+        from ..protocol.config_file import find_config_path, load_config
 
-        config = load_config(self.config_path)
+        path = find_config_path(self.config_path)
+        if path.is_absolute() and not self.config_path and not os.environ.get("BATCHRUN_CONFIG") and not self.quiet:
+            # Found in a folder above this one (config_file.discover_config): say which, since the
+            # state.db, jobs/ and results/ it names are there, not here.
+            click.echo(f"Using the config {path}", err=True)
+        config = load_config(path)
         if self.emulator:
             config = config.with_emulator(self.emulator)
         self.state_path = config.paths.state
@@ -160,6 +166,13 @@ def reader(config: Config) -> Iterator[Store]:
         yield store
 
 
+def json_header(config: Config, store: Store | None = None, *, rehearsal: str | None = None) -> dict[str, Any]:
+    """The top-level keys of every command's JSON (publish.outputs.json_header)."""
+    from ..publish.outputs import json_header as header
+
+    return header(config, store, rehearsal=rehearsal)
+
+
 def note_rehearsal(config: Config) -> None:
     """On stderr, so the data on stdout keeps its shape: these numbers are the emulator's."""
     if config.rehearsal:
@@ -188,12 +201,28 @@ def announce_warnings(ctx: Context, store: Store, config: Config) -> None:
     record_warnings_shown(store, new)
 
 
+def complete_routes(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a route name (README, "Shell completion"): the config's routes, in
+    config order, read the way the command would find the config (--config before the command,
+    BATCHRUN_CONFIG, or upward from here); none when there is no readable config."""
+    from click.shell_completion import CompletionItem
+
+    from ..protocol.config_file import load_config
+
+    try:
+        config = load_config(ctx.find_root().params.get("config_path"))
+    except Exception:  # noqa: BLE001 - completing a word must never fail the user's shell
+        return []
+    return [CompletionItem(name) for name in config.routes if name.startswith(incomplete)]
+
+
 def wait_lock_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--wait-lock", is_flag=True, help="If another batchrun is writing to this state.db, wait for it instead of exiting.")(fn)
 
 
 def route_stage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--route", "routes", multiple=True, help="Only this route (repeatable).")(fn)
+    fn = click.option("--route", "routes", multiple=True, metavar="NAME", shell_complete=complete_routes,
+                      help="Only this route (repeatable).")(fn)
     fn = click.option("--stage", "stages", multiple=True, type=click.Choice(["gen", "judge"]), help="Only this stage (repeatable).")(fn)
     return fn
 
@@ -201,7 +230,22 @@ def route_stage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 class BatchrunGroup(click.Group):
     """Click, with exit codes a cron wrapper can trust: a usage error (a typo in a flag, a missing
     option) exits 1 like every other user error. Click's own 2 would read as batchrun's
-    "incomplete, run again later" (README, exit codes)."""
+    "incomplete, run again later" (README, exit codes).
+
+    And the group's options work after the command too (`batchrun status --config X`, `batchrun
+    refresh -q`), with the same meaning: each command gets a hidden copy of each, which sets the
+    same field of the command `Context` the group made (the later of two wins)."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        taken = {opt for p in cmd.params for opt in (*p.opts, *p.secondary_opts)}
+        for p in self.params:
+            if not isinstance(p, click.Option) or taken & set(p.opts):
+                continue
+            # --version keeps its own callback; the others set what the group's callback stored.
+            callback = p.callback if not p.expose_value else _set_global(p.name or "")
+            cmd.params.append(click.Option(p.opts, is_flag=p.is_flag, metavar=p.metavar, expose_value=False, hidden=True,
+                                           is_eager=p.is_eager, callback=callback))
+        super().add_command(cmd, name)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -218,6 +262,24 @@ class BatchrunGroup(click.Group):
         except click.ClickException as e:
             e.show()
             sys.exit(1)
+
+
+# The group's parameter names -> the Context field each sets.
+_GLOBAL_FIELDS = {"config_path": "config_path", "emulator": "emulator", "quiet": "quiet"}
+
+
+def _set_global(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    field = _GLOBAL_FIELDS[name]  # a new group option without a field here fails at import, not at use
+
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        obj = ctx.find_object(Context)
+        if value in (None, False) or obj is None or ctx.resilient_parsing:
+            return  # not given after the command: the group's value (or its env var) stands
+        setattr(obj, field, value)
+        if field == "quiet":
+            log_to_stderr(True)
+
+    return callback
 
 
 def log_to_stderr(quiet: bool) -> None:
@@ -268,9 +330,27 @@ class Number(click.FloatRange):
         return rv
 
 
-def seconds() -> Number:
-    """A number of seconds: finite, 0 or more."""
-    return Number(min=0.0)
+class Duration(click.ParamType):
+    """Every option that takes a length of time (--timeout, --interval, --latency): a number of
+    seconds (`90`, `0.5`) or a number with a unit, s, m, h or d (`90s`, `45m`, `6h`, `1d`); finite,
+    0 or more (base/durations.py). One syntax for all, so `poll --timeout 6h` means what `refresh
+    --timeout 6h` does."""
+
+    name = "duration"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            return parse_duration(value)
+        except ValueError as e:
+            self.fail(f"{e}.", param, ctx)
+
+
+def seconds() -> Duration:
+    """A length of time (Duration): `--interval 30`, `--timeout 6h`."""
+    return Duration()
 
 
 def print_preflight_failures(checks: list[Any]) -> None:
@@ -278,19 +358,6 @@ def print_preflight_failures(checks: list[Any]) -> None:
     (stderr, like blocked routes: a cron job's mail carries them, -q or not)."""
     for check in checks:
         click.echo(f"preflight: {redact(check.describe())}", err=True)
-
-
-def parse_duration(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    t = text.strip().lower()
-    try:
-        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise BatchrunError(f"--timeout {text!r} is not a duration.",
-                            "Use a number of seconds (0 or more) or one with s, m, h or d, like 90s, 45m or 6h.")
-    return value
 
 
 def check_until(until: str | None) -> str | None:

@@ -10,11 +10,11 @@ import click
 
 from ..base.errors import BatchrunError
 from ..base.redaction import redact
-from .support import Context, Number, handle_errors, pass_ctx, seconds, wait_lock_option, writer
+from .support import Context, Number, complete_routes, handle_errors, json_header, pass_ctx, seconds, wait_lock_option, writer
 
 
 @click.command()
-@click.option("--route", "routes", multiple=True, metavar="NAME", help="Only this route (repeatable; default: every route that sends).")
+@click.option("--route", "routes", multiple=True, metavar="NAME", shell_complete=complete_routes, help="Only this route (repeatable; default: every route that sends).")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @wait_lock_option
 @pass_ctx
@@ -30,15 +30,13 @@ def preflight(ctx: Context, routes: tuple[str, ...], as_json: bool, wait_lock: b
 
     config = ctx.config()
     names = list(routes) or list(config.routes)
-    unknown = [name for name in names if name not in config.routes]
-    if unknown:
-        raise BatchrunError(f"No route {', '.join(repr(n) for n in unknown)} in {config.path}.",
-                            f"Routes: {', '.join(config.routes)}.")
+    config.require_routes(names)
     with writer(ctx, "preflight", config, wait_lock=wait_lock, inputs=False) as (store, inputs):
         checks = do_preflight(store, inputs, names, each=False, progress=ctx.progress())
+        header = json_header(config, store)
     skipped = [name for name in names if name not in {c.route for c in checks}]
     if as_json:
-        click.echo(json.dumps({"ok": all(c.ok for c in checks), "routes": [c.as_json() for c in checks], "skipped_idle": skipped},
+        click.echo(json.dumps({**header, "ok": all(c.ok for c in checks), "routes": [c.as_json() for c in checks], "skipped_idle": skipped},
                               indent=2, ensure_ascii=False))
     else:
         for check in checks:
@@ -50,7 +48,7 @@ def preflight(ctx: Context, routes: tuple[str, ...], as_json: bool, wait_lock: b
 
 
 @click.command()
-@click.argument("route")
+@click.argument("route", shell_complete=complete_routes)
 @click.option("--max-cost", type=Number(min=0), metavar="USD", help="Never spend more than this on the search's requests (required when it sends any).")
 @click.option("--dry-run", is_flag=True, help="Show the plan and its estimated cost; send nothing.")
 @click.option("--write", is_flag=True, help="Put the suggested caps into ROUTE's table in the config file, with a comment (date, method).")
@@ -92,7 +90,7 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
                                f"until they end or `batchrun cancel --route {route}`).", err=True)
     if as_json:
         en, cjk = probe_caps.suggested_caps(result, target)
-        click.echo(json.dumps({**result.evidence(), "plan": list(result.plan), "suggested_caps": {"en": en, "cjk": cjk},
+        click.echo(json.dumps({**json_header(config), **result.evidence(), "plan": list(result.plan), "suggested_caps": {"en": en, "cjk": cjk},
                                "written": written is not None}, indent=2, ensure_ascii=False))
     else:
         if written:
@@ -104,7 +102,7 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to bind.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port (0 = any free port).")
-@click.option("--latency", type=seconds(), default=1.0, show_default=True, help="Seconds before a batch finishes.")
+@click.option("--latency", type=seconds(), default="1s", show_default=True, help="Time before a batch finishes (0.5, 1s, 2m).")
 @click.option("--responder", metavar="FILE.py:FUNCTION", help="Answer requests with your own function (or module:function).")
 @click.option("--fault", "faults_", multiple=True, metavar="JSON", help="Inject a fault (repeatable), e.g. '{\"kind\":\"http_error\",\"status\":429,\"count\":3}'.")
 @click.option("--window", "windows_", multiple=True, metavar="MODEL=TOKENS", help="A model's context window in input tokens, 0 = none (repeatable; the paper's models have defaults).")

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from ..base.durations import parse_duration
 from .faults import check_seconds, normalize_fault
 from .server import run_emulator
 from .windows import parse_window
@@ -30,8 +31,9 @@ def _port(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
+    # The one duration syntax of every batchrun option (base/durations.py): 0.5, 90s, 2m.
     try:
-        return check_seconds(text)
+        return check_seconds(parse_duration(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -40,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m batchrun.emulator", description="Serve the local OpenAI / Anthropic / Gemini batch API emulator until SIGTERM or SIGINT.")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind: 127.0.0.1 (default), ::1 or localhost")
     parser.add_argument("--port", type=_port, default=0, help="port (default 0 = pick a free one)")
-    parser.add_argument("--latency", type=_seconds, default=0.0, help="seconds from batch creation until it is ready")
+    parser.add_argument("--latency", type=_seconds, default=0.0, metavar="DURATION",
+                        help="time from batch creation until it is ready (0.5, 90s, 2m)")
     parser.add_argument("--responder", default=None, help="FILE.py:FUNC or package.module:FUNC (default: built-in)")
     parser.add_argument("--fault", action="append", default=[], metavar="JSON", help="a fault to arm (repeatable)")
     parser.add_argument("--window", action="append", default=[], metavar="MODEL=TOKENS",

@@ -19,6 +19,7 @@ estimate in both.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,9 +153,10 @@ def _bad_date(text: str) -> str:
     raise BatchrunError(f"--since {text!r} is not a date.", "Use YYYY-MM-DD, e.g. --since 2026-11-01 (nights run noon to noon).")
 
 
-def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
+def cost_report(store: Store, since: str | None = None, order: Sequence[str] = ()) -> dict[str, Any]:
     """Per night and route: the expected estimate, the bound and the actual spend (the `cost` view);
-    per route over those nights, how far the actual spend was from the expected estimate.
+    per route over those nights, how far the actual spend was from the expected estimate. Routes
+    in `order` (the config's) first, in that order, then any others by name.
 
     A night's total is the sum over its priced routes; the routes without a price are named beside
     it (`unpriced_routes`), not turned into an unknown total."""
@@ -170,6 +172,8 @@ def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
                CASE WHEN count(estimated_cost) = count(*) THEN sum(estimated_cost) END AS estimated_cost,
                CASE WHEN count(actual_cost) = count(*) THEN sum(actual_cost) END AS actual_cost
             FROM cost {where} GROUP BY night, route, stage ORDER BY night, route, stage""", params)
+    rank = {name: i for i, name in enumerate(order)}
+    rows.sort(key=lambda r: (r["night"], rank.get(r["route"], len(rank)), r["route"]))  # stable: stage order stays
     nights: dict[str, dict[str, Any]] = {}
     for r in rows:
         n = nights.setdefault(r["night"], {"night": r["night"], "batches": 0, "expected_cost": 0.0, "estimated_cost": 0.0,
@@ -189,6 +193,7 @@ def cost_report(store: Store, since: str | None = None) -> dict[str, Any]:
                sum(estimated_cost) AS estimated_cost, sum(actual_cost) AS actual_cost
             FROM cost {where} AND actual_cost IS NOT NULL AND expected_cost IS NOT NULL AND stage != 'preflight'
             GROUP BY route, stage ORDER BY route, stage""", params)
+    routes.sort(key=lambda r: (rank.get(r["route"], len(rank)), r["route"]))
     for r in routes:
         r["error"] = (r["actual_cost"] - r["expected_cost"]) / r["expected_cost"] if r["expected_cost"] else None
     return {"rows": rows, "nights": list(nights.values()), "routes": routes,

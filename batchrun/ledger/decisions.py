@@ -42,8 +42,7 @@ def _route_requests_sql(statuses: tuple[str, ...]) -> str:
 
 
 def _check_route(config: Config, route: str) -> None:
-    if route not in config.routes:
-        raise BatchrunError(f"--route {route!r} is not a route of {config.path}.", f"Known routes: {', '.join(config.routes)}.")
+    config.require_routes([route])
 
 
 def reopen(store: Store, config: Config, *, route: str, task: str | None = None, status: str | None = None,

@@ -6,11 +6,12 @@ What each route's settings make of its requests (its policy and fingerprint) is 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ..base.errors import ConfigError
+from ..base.errors import ConfigError, did_you_mean
 from ..providers import get_adapter
 from . import caps as capslib
 
@@ -203,6 +204,22 @@ class Config:
     def idle(self) -> list[Route]:
         """Judge routes out of the panel: kept in the config, never sent anything."""
         return [r for name, r in self.routes.items() if self.role_of(name) == "idle"]
+
+    def route_error(self, name: str, *, what: str = "--route", among: Iterable[str] | None = None,
+                    kind: str = "route") -> ConfigError:
+        """The one message for a route name that is not there (every command's --route, compare's
+        A and B, probe's ROUTE): the closest name ("Did you mean", as for a config key), then the
+        routes it could be, in config order (`among`: a subset, or names state.db adds, last)."""
+        known = list(self.routes) if among is None else list(among)
+        known = [n for n in self.routes if n in known] + sorted(n for n in known if n not in self.routes)
+        return ConfigError(f"{what + ' ' if what else ''}{name!r} is not a {kind} of {self.path}.",
+                           f"{did_you_mean(name, known)}Known {kind}s: {', '.join(known) or 'none'}.")
+
+    def require_routes(self, names: Iterable[str], *, what: str = "--route") -> None:
+        """Refuse (ConfigError, exit 1) the first of `names` the config has no route for."""
+        for name in names:
+            if name not in self.routes:
+                raise self.route_error(name, what=what)
 
     def with_emulator(self, url: str, *, own_paths: bool = True) -> "Config":
         """A rehearsal: every route sent to a local emulator (rehearsals, the demo, tests).

@@ -81,13 +81,50 @@ _ROUTE_KEYS = {
 }
 
 
+CONFIG_NAME = "batchrun.toml"
+
+
 def find_config_path(explicit: str | os.PathLike[str] | None) -> Path:
+    """The config file: `explicit` (--config), else BATCHRUN_CONFIG, else the nearest
+    batchrun.toml in the current folder or above it, as git finds its .git (`cd data && batchrun
+    status` works); `batchrun.toml` itself when there is none (load_config says it is missing).
+    The config's paths are relative to its own folder (parse_config), wherever it was found."""
     if explicit:
         return Path(explicit)
     env = os.environ.get("BATCHRUN_CONFIG")
     if env:
         return Path(env)
-    return Path("batchrun.toml")
+    return discover_config() or Path(CONFIG_NAME)
+
+
+def discover_config() -> Path | None:
+    """batchrun.toml in the current folder (as the relative `batchrun.toml`, so messages read as
+    before) or the nearest folder above it (absolute); None if no folder up to / has one.
+
+    One found above that another user owns is refused, as git refuses a .git of "dubious
+    ownership" (CVE-2022-24765): a config names the hosts the keys are sent to, and anyone can put
+    a batchrun.toml in a shared folder such as /tmp above someone's working folder."""
+    try:
+        cwd = Path.cwd()
+    except OSError:  # the current folder was deleted under us: no folder to look up from
+        return None
+    for folder in (cwd, *cwd.parents):
+        candidate = folder / CONFIG_NAME
+        try:
+            if not candidate.exists():  # a folder or a FIFO of that name is load_config's to refuse
+                continue
+            if folder == cwd:
+                return Path(CONFIG_NAME)
+            owner = candidate.stat().st_uid
+        except OSError:  # a folder above we may not look into: keep climbing
+            continue
+        if hasattr(os, "getuid") and owner != os.getuid():
+            raise ConfigError(f"{candidate}, found above the current folder, belongs to another user (uid {owner}); batchrun "
+                              "does not use a config someone else could have put there (it names where your keys are sent).",
+                              f"If you trust it, pass --config {candidate} (or set BATCHRUN_CONFIG); else run batchrun "
+                              "in your project's folder.")
+        return candidate
+    return None
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
@@ -96,7 +133,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     if not path.exists():
         raise ConfigError(
             f"Config file {path} not found.",
-            "Run batchrun from the folder holding batchrun.toml, pass --config PATH, or set BATCHRUN_CONFIG.",
+            "Run batchrun in the folder holding batchrun.toml (or a folder below it), pass --config PATH, or set BATCHRUN_CONFIG.",
         )
     try:
         text = read_regular(path).decode("utf-8")

@@ -4,13 +4,12 @@ config is read whole and reported at once."""
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..base.errors import ConfigError
+from ..base.errors import ConfigError, all_at_once, did_you_mean
 from ..base.userfiles import printable_line
 
 # Integers are bounded where they must survive JSON and SQLite.
@@ -41,14 +40,8 @@ class Checker:
         return default
 
     def raise_problems(self) -> None:
-        if len(self.problems) == 1:
-            raise self.problems[0]
         if self.problems:
-            lines = [f"{self.path}: {len(self.problems)} problems in the config:"]
-            for i, p in enumerate(self.problems, 1):
-                what = p.message.removeprefix(f"{self.path}: ")
-                lines.append(f"  {i}. {what}" + (f" Fix: {p.hint}" if p.hint else ""))
-            raise ConfigError("\n".join(lines), "Fix them all, then run the command again.")
+            raise all_at_once(self.problems, str(self.path), "the config")
 
     def fail(self, key: str, problem: str, fix: str) -> ConfigError:
         return ConfigError(f"{self.path}: `{key.removeprefix('.')}` {problem}.", fix)  # ".budget": a top-level key
@@ -71,8 +64,7 @@ class Checker:
         for k in raw:
             if k not in allowed:
                 near = ", ".join(sorted(allowed))
-                guess = difflib.get_close_matches(str(k), sorted(allowed), n=1)
-                mean = f"Did you mean `{guess[0]}`? " if guess else ""
+                mean = did_you_mean(str(k), sorted(allowed))
                 self.problems.append(self.fail(f"{where}.{k}" if where else k, "is not a known key",
                                                f"{mean}Remove it or correct the spelling; known keys here: {near}."))
 

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..base.errors import DataError
+from ..base.errors import BatchrunError, DataError, all_at_once, closest
 from ..base.userfiles import NotRegularFile, NumberTooLong, TooDeep, non_json_value, parse_json, printable_line, read_regular
 
 
@@ -73,6 +73,10 @@ def load_dataset(path: Path) -> Dataset:
         raise DataError(f"{path}: not UTF-8 (invalid byte at offset {e.start}).", "Save the dataset as UTF-8.")
     del data  # the bytes, the text and the parsed records would otherwise all be alive at the peak
     records: list[tuple[str, Any]] = []
+    # Every problem of every record is collected and reported at once (errors.all_at_once), as a
+    # config's are: a night is not lost to fix-rerun-fix, one record at a time. A line that is not
+    # JSON stands in the records as its error, so the problems are listed in the file's order.
+    problems: list[BatchrunError] = []
     if path.suffix.lower() == ".jsonl":
         for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
@@ -80,14 +84,14 @@ def load_dataset(path: Path) -> Dataset:
             try:
                 records.append((f"{path}, line {number}", parse_json(line)))
             except TooDeep as e:
-                raise DataError(f"{path}, line {number}: {e}.", _NOT_A_RECORD)
+                records.append((f"{path}, line {number}", DataError(f"{path}, line {number}: {e}.", _NOT_A_RECORD)))
             except NumberTooLong as e:
-                raise DataError(f"{path}, line {number}, column {e.colno}: {e.msg}.", _NUMBER_FIX)
+                records.append((f"{path}, line {number}", DataError(f"{path}, line {number}, column {e.colno}: {e.msg}.", _NUMBER_FIX)))
             except json.JSONDecodeError as e:
-                raise DataError(
+                records.append((f"{path}, line {number}", DataError(
                     f"{path}, line {number}: invalid JSON at column {e.colno}: {e.msg}.",
                     "Each line of a .jsonl dataset must be one complete JSON record; fix or remove that line.",
-                )
+                )))
     else:
         try:
             raw = parse_json(text)
@@ -110,17 +114,67 @@ def load_dataset(path: Path) -> Dataset:
     tasks: list[Task] = []
     seen: dict[str, str] = {}
     for position, (where, record) in enumerate(records):
-        task = parse_record(record, where, position)
+        if isinstance(record, DataError):
+            problems.append(record)
+            continue
+        try:
+            task = parse_record(record, where, position)
+        except RecordProblems as e:
+            problems.extend(e.problems)
+            seen.setdefault(e.task_id, where)
+            continue
+        except DataError as e:
+            problems.append(e)
+            continue
         if task.task_id in seen:
-            raise DataError(
+            problems.append(DataError(
                 f"{where}: duplicate task id {task.task_id!r} (first seen at {seen[task.task_id]}).",
                 "Task ids must be unique; remove the duplicate record or give it its own id.",
-            )
+            ))
+            continue
         seen[task.task_id] = where
         tasks.append(task)
+    if problems:
+        more = f" ({len(problems)} in all; the first {MAX_SHOWN} are listed)" if len(problems) > MAX_SHOWN else ""
+        raise all_at_once(problems[:MAX_SHOWN], str(path), "the dataset" + more)
     if not tasks:
         raise DataError(f"{path}: the dataset holds no task.", "Point [paths] dataset at the WildTrace release file.")
     return Dataset(path=path, sha256=sha, tasks=tuple(tasks))
+
+
+# A dataset that is not WildTrace's at all would list a problem per field of each of its 481
+# records: the first ones say what is wrong.
+MAX_SHOWN = 50
+
+
+class RecordProblems(DataError):
+    """Every problem of one record (parse_record), each a DataError naming its field."""
+
+    def __init__(self, problems: list[BatchrunError], task_id: str):
+        super().__init__("\n".join(p.message for p in problems), problems[0].hint)
+        self.problems = problems
+        self.task_id = task_id  # a later record with the same id is still a duplicate
+
+
+# The fields a WildTrace record, its ground_truth and a rubric item have (the release's, and the
+# other id spellings _task_id takes): a key beside them close to a missing one is its misspelling.
+_RECORD_KEYS = {"task_id", "question_id", "id", "question_text", "corpus_file", "ground_truth", "language", "category",
+                "paradigm", "difficulty"}
+_GROUND_TRUTH_KEYS = {"answer", "clues", "scoring_rubric"}
+_ITEM_KEYS = {"points", "correct_criterion"}
+
+
+def _state(container: dict[str, Any], key: str, kind: str, known: set[str]) -> str:
+    """What is wrong with `container[key]`: "missing", with "(found `criterion`)" when the object
+    has a key close to it that is none of its known fields (the likely misspelling), "empty", or
+    "not a string (got int)"."""
+    value = container.get(key)
+    if value is None:
+        guess = closest(key, [k for k in container if k not in known])
+        return f"missing (found `{guess}`)" if guess else "missing"
+    if isinstance(value, str) and not value.strip() and kind == "a string":
+        return "empty"
+    return f"not {kind} (got {type(value).__name__})"
 
 
 _NUMBER_FIX = ("Write that number with the digits it needs (rubric points are small numbers); an id that long "
@@ -136,7 +190,9 @@ def _task_id(record: dict[str, Any], where: str) -> str:
     like "{'a': 1}" or "True" that matches nothing in the release."""
     key, value = next(((k, record[k]) for k in ("task_id", "question_id", "id") if record.get(k) not in (None, "")), (None, None))
     if key is None:
-        raise DataError(f"{where}: missing field `task_id` (nor `question_id` or `id`).", "Give every record a unique task_id.")
+        guess = closest("task_id", [k for k in record if k not in _RECORD_KEYS])
+        raise DataError(f"{where}: missing field `task_id` (nor `question_id` or `id`)" + (f" (found `{guess}`)" if guess else "") + ".",
+                        "Give every record a unique task_id.")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise DataError(
             f"{where}: field `{key}` must be a string (or an integer) but is {type(value).__name__} {value!r}.",
@@ -185,39 +241,54 @@ def parse_record(record: Any, where: str, position: int) -> Task:
                         "JSON has no NaN or Infinity (Python writes them, no JSON reader accepts them): "
                         "write a finite number there (rubric points are numbers >= 0).")
 
+    # Each field's problem is noted and the record read on, so every one is reported at once.
+    problems: list[BatchrunError] = []
     question = record.get("question_text")
     if not isinstance(question, str) or not question.strip():
-        raise DataError(f"{here}: missing or empty field `question_text`.", "Every task needs its question in question_text.")
+        problems.append(DataError(f"{here}: field `question_text` is {_state(record, 'question_text', 'a string', _RECORD_KEYS)}.",
+                                  "Every task needs its question in question_text."))
     corpus_file = record.get("corpus_file")
     if not isinstance(corpus_file, str) or not corpus_file.strip():
-        raise DataError(f"{here}: missing or empty field `corpus_file`.", "Name the task's document, e.g. \"corpus_file\": \"report.txt\".")
-    if not printable_line(corpus_file):
-        raise DataError(f"{here}: field `corpus_file` {corpus_file!r} contains a control character (NUL, line break, ...).",
-                        "corpus_file is a file name inside the corpus folder, like \"report.txt\".")
+        problems.append(DataError(f"{here}: field `corpus_file` is {_state(record, 'corpus_file', 'a string', _RECORD_KEYS)}.",
+                                  "Name the task's document, e.g. \"corpus_file\": \"report.txt\"."))
+    elif not printable_line(corpus_file):
+        problems.append(DataError(f"{here}: field `corpus_file` {corpus_file!r} contains a control character (NUL, line break, ...).",
+                                  "corpus_file is a file name inside the corpus folder, like \"report.txt\"."))
 
-    if not isinstance(gt, dict):
-        raise DataError(f"{here}: missing field `ground_truth` (an object with scoring_rubric).", "Add ground_truth.scoring_rubric: a list of {points, correct_criterion}.")
-    if rubric_raw is None:
-        raise DataError(f"{here}: missing field `ground_truth.scoring_rubric`.", "Add the rubric: a list of {points, correct_criterion}.")
-    if not isinstance(rubric_raw, list) or not rubric_raw:
-        raise DataError(f"{here}: field `ground_truth.scoring_rubric` must be a non-empty list (got {type(rubric_raw).__name__}).", "Make it a list of {points, correct_criterion} objects.")
     items = []
-    for i, item in enumerate(rubric_raw):
-        f = f"ground_truth.scoring_rubric[{i}]"
-        if not isinstance(item, dict):
-            raise DataError(f"{here}: `{f}` must be an object.", "Each rubric item is {\"points\": 40, \"correct_criterion\": \"...\"}.")
-        points = item.get("points")
-        if isinstance(points, bool) or not isinstance(points, (int, float)):
-            raise DataError(f"{here}: `{f}.points` must be a number (got {points!r}).", "Write points as a JSON number, e.g. 40.")
-        if points < 0:
-            raise DataError(f"{here}: `{f}.points` is negative ({points}).", "Rubric points must be >= 0.")
-        criterion = item.get("correct_criterion")
-        if not isinstance(criterion, str):
-            raise DataError(f"{here}: `{f}.correct_criterion` must be a string.", "Each rubric item needs its correct_criterion text.")
-        extra = {k: v for k, v in item.items() if k not in ("points", "correct_criterion")}
-        items.append(RubricItem(points=points, criterion=criterion, extra=extra))
-    if sum(i.points for i in items) <= 0:
-        raise DataError(f"{here}: the rubric's points sum to 0.", "Scores are total / sum of points; give the rubric items their points.")
+    if not isinstance(gt, dict):
+        problems.append(DataError(f"{here}: field `ground_truth` is {_state(record, 'ground_truth', 'an object', _RECORD_KEYS)}.",
+                                  "Add ground_truth: an object with scoring_rubric, a list of {points, correct_criterion}."))
+    elif rubric_raw is None:
+        problems.append(DataError(f"{here}: field `ground_truth.scoring_rubric` is {_state(gt, 'scoring_rubric', 'a list', _GROUND_TRUTH_KEYS)}.",
+                                  "Add the rubric: a list of {points, correct_criterion}."))
+    elif not isinstance(rubric_raw, list) or not rubric_raw:
+        problems.append(DataError(f"{here}: field `ground_truth.scoring_rubric` must be a non-empty list (got {type(rubric_raw).__name__}).",
+                                  "Make it a list of {points, correct_criterion} objects."))
+    else:
+        for i, item in enumerate(rubric_raw):
+            f = f"ground_truth.scoring_rubric[{i}]"
+            if not isinstance(item, dict):
+                problems.append(DataError(f"{here}: `{f}` must be an object.", "Each rubric item is {\"points\": 40, \"correct_criterion\": \"...\"}."))
+                continue
+            points = item.get("points")
+            if isinstance(points, bool) or not isinstance(points, (int, float)):
+                got = f"got {points!r}" if "points" in item else f"it is {_state(item, 'points', 'a number', _ITEM_KEYS)}"
+                problems.append(DataError(f"{here}: `{f}.points` must be a number ({got}).", "Write points as a JSON number, e.g. 40."))
+            elif points < 0:
+                problems.append(DataError(f"{here}: `{f}.points` is negative ({points}).", "Rubric points must be >= 0."))
+            criterion = item.get("correct_criterion")
+            if not isinstance(criterion, str):
+                problems.append(DataError(f"{here}: `{f}.correct_criterion` is {_state(item, 'correct_criterion', 'a string', _ITEM_KEYS)}.",
+                                          "Each rubric item needs its correct_criterion text."))
+            if isinstance(points, (int, float)) and not isinstance(points, bool) and isinstance(criterion, str):
+                extra = {k: v for k, v in item.items() if k not in _ITEM_KEYS}
+                items.append(RubricItem(points=points, criterion=criterion, extra=extra))
+        if not problems and sum(i.points for i in items) <= 0:
+            problems.append(DataError(f"{here}: the rubric's points sum to 0.", "Scores are total / sum of points; give the rubric items their points."))
+    if problems:
+        raise RecordProblems(problems, task_id)
+    assert isinstance(question, str) and isinstance(corpus_file, str) and isinstance(gt, dict)
     fields = {k: v for k, v in record.items() if k not in ("question_text", "corpus_file")}
     fields["ground_truth"] = gt
     return Task(task_id=task_id, question=question, corpus_file=corpus_file, rubric=tuple(items), fields=fields, position=position)

@@ -313,10 +313,9 @@ def compare(store: Store, config: Config, a: str, b: str, settings: Settings = S
     names = [r["route"] for r in board]
     for name in (a, b):
         if name not in names:
-            raise ConfigError(f"{name!r} is not a contestant route of this config.",
-                              f"Contestant routes: {', '.join(names) or 'none'}.")
+            raise config.route_error(name, what="", among=names, kind="contestant route")
     if a == b:
-        raise ConfigError("compare needs two different routes.", f"Contestant routes: {', '.join(names)}.")
+        raise ConfigError("compare needs two different routes.", f"Contestant routes: {', '.join(n for n in config.routes if n in names)}.")
     cells = read_cells(store, board)
     rows = {r["route"]: r for r in board}
     unequal = []

@@ -182,6 +182,15 @@ def rehearsal_of(store: Store, config: Config) -> str | None:
     return config.rehearsal or store.meta("rehearsal")
 
 
+def json_header(config: Config, store: Store | None = None, *, rehearsal: str | None = None) -> dict[str, Any]:
+    """The keys every JSON output of batchrun has at its top, as `report --format json` has them
+    (README, "Machine-readable output"): `rehearsal` (the emulator's URL when the numbers come from
+    a rehearsal, else null: the config's --emulator, or state.db's own mark, or `rehearsal` given
+    by the caller, such as a manifest's), `protocol`, `protocol_note` and `batchrun_version`."""
+    return {"rehearsal": rehearsal or (rehearsal_of(store, config) if store is not None else config.rehearsal),
+            "protocol": config.protocol, "protocol_note": config.protocol_note, "batchrun_version": _batchrun_version()}
+
+
 def provenance_sources(store: Store, route_name: str | None = None) -> dict[str, dict[str, Any]]:
     """route -> the batches its scored answers and their verdicts came from: `first`/`last`
     (earliest submitted, latest ended), `hosts` and `judge_hosts` (judge -> hosts). Reads

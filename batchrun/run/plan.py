@@ -223,9 +223,7 @@ def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = Non
     `config`: the command's resolved inputs (a Config is resolved here, once)."""
     inputs = as_inputs(store, config)
     config = inputs.config
-    for name in routes or ():
-        if name not in config.routes:
-            raise DataError(f"--route {name!r} is not a route of {config.path}.", f"Known routes: {', '.join(config.routes)}.")
+    config.require_routes(routes or ())
     recover_interrupted_writes(store, config)
     # A plan writes and reads each page of state.db about once; SQLite's default 2 MB page cache
     # would only fill with them and add to the plan's peak memory (which must not grow with the
@@ -240,7 +238,8 @@ def _plan_pending(store: Store, inputs: Inputs, *, routes: set[str] | None, stag
     config = inputs.config
     result = PlanResult(warnings=[w.message for w in config.warnings])
     summaries = _route_summaries(store, config)
-    result.routes = list(summaries.values())
+    # The summary shows what was asked for: --route and --stage filter its rows too.
+    result.routes = [s for s in summaries.values() if (not routes or s.route in routes) and (not stages or s.stage in stages)]
     pending = pending_requests(store, config, routes=routes, stages=stages)
     expected = expected_output(store, config)
     _add_estimates(config, summaries, pending, expected)

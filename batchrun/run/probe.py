@@ -231,8 +231,7 @@ class _Texts:
 def route_for(config: Config, name: str) -> Route:
     route = config.routes.get(name)
     if route is None:
-        known = ", ".join(sorted(config.routes)) or "none"
-        raise ConfigError(f"No route {name!r} in {config.path}.", f"Name one of the config's routes: {known}.")
+        raise config.route_error(name, what="ROUTE")
     return route
 
 

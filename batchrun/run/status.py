@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
 from ..base.errors import BatchrunError
@@ -14,7 +15,9 @@ from ..providers import get_adapter
 from ..providers.clients import make_client
 
 
-def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
+def status_data(store: Store, config: Config | None = None, routes_only: Collection[str] | None = None) -> dict[str, Any]:
+    """What `batchrun status` shows: cells per route (in config order, then routes only state.db
+    still knows), batches, live and planned batches, problems. `routes_only`: those routes' lines."""
     from ..publish.outputs import snapshot_cells
 
     snapshot_cells(store)  # the views, evaluated once: cells_now and requests_now below
@@ -53,9 +56,16 @@ def status_data(store: Store, config: Config | None = None) -> dict[str, Any]:
     for t in truncated:
         t["text"] = (f"batch {t['id']} ({t['route']}): result file still truncated after {t['download_attempts']} download(s), "
                      f"accepted as it is; {t['open_requests']} request(s) of its unreadable tail are resubmitted")
-    return {"cells": routes, "pending": pending_split, "batches": batches,
+    order = list(config.routes) if config is not None else []
+    routes = dict(sorted(routes.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
+    data = {"cells": routes, "pending": pending_split, "batches": batches,
             "in_flight": [b for b in live if b["status"] not in NOT_CREATED],
             "planned": [b for b in live if b["status"] in NOT_CREATED], "problems": problems, "truncated": truncated}
+    if routes_only is not None:
+        keep = set(routes_only)
+        data = {k: ({r: v for r, v in rows.items() if r in keep} if isinstance(rows, dict) else [x for x in rows if x["route"] in keep])
+                for k, rows in data.items()}
+    return data
 
 
 def cancel(store: Store, config: Config, *, batch: str | None = None, route: str | None = None, all_: bool = False) -> list[str]:
@@ -66,8 +76,7 @@ def cancel(store: Store, config: Config, *, batch: str | None = None, route: str
         raise BatchrunError("Say what to cancel.", "Use --batch ID, --route NAME or --all.")
     known_routes = set(config.routes) | {r[0] for r in store.db.execute("SELECT DISTINCT route FROM batches")}
     if route and route not in known_routes:
-        raise BatchrunError(f"--route {route!r} is not a route of {config.path} and has no batches.",
-                            f"Known routes: {', '.join(sorted(known_routes))}.")
+        raise config.route_error(route, among=known_routes)
     where, params = [f"status IN {sql_list(LIVE)}"], []
     if batch:
         where.append("id = ?")
