@@ -45,6 +45,12 @@ def test_demo_runs_and_second_run_sends_nothing(tmp_path: Path, monkeypatch) -> 
     second = runner.invoke(cli, ["demo", "--dir", str(folder)], catch_exceptions=False)
     assert second.exit_code == 0
     assert "nothing to do" in second.output
+    # The second demo's emulator listens on another free port: not a change of any route's host
+    # (issue 29 item 3), in the leaderboard it prints, the report and the site.
+    assert "the config now names" not in second.output
+    report = runner.invoke(cli, ["--config", str(folder / "batchrun.toml"), "report"], catch_exceptions=False)
+    assert report.exit_code == 0 and "Provenance:" in report.output and "the config now names" not in report.output
+    assert "the config now names" not in (folder / "results" / "site" / "index.html").read_text()
     conn = sqlite3.connect(folder / "state.db")
     runs = conn.execute("SELECT id FROM runs WHERE command = 'demo' ORDER BY id").fetchall()
     last_run = runs[-1][0]

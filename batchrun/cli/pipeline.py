@@ -19,6 +19,7 @@ from .support import (
     announce_warnings,
     check_until,
     handle_errors,
+    note_rehearsal,
     parse_duration,
     pass_ctx,
     print_preflight_failures,
@@ -43,7 +44,8 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
     """Write the request files for everything missing, under jobs/ (no network)."""
     from ..run.plan import plan as do_plan
 
-    config = ctx.config()
+    config = ctx.reading_config(fallback=False)  # sends nothing: a rehearsal's state.db is planned as the rehearsal's
+    note_rehearsal(config)
     with writer(ctx, "plan", config, wait_lock=wait_lock) as (store, inputs):
         result = do_plan(store, inputs, routes=set(routes) or None, stages=set(stages) or None)
         announce_warnings(ctx, store, config)
@@ -61,7 +63,8 @@ def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = Fal
 
     rows = [vars(r).copy() for r in result.routes]
     if as_json:
-        click.echo(json.dumps({"routes": rows, "batches": result.batches, "warnings": result.warnings}, indent=2))
+        click.echo(json.dumps({"routes": rows, "batches": result.batches, "warnings": result.warnings, "rehearsal": config.rehearsal},
+                              indent=2))
         return
     # Two costs: `expected` from the output answers really use (observed, or the stated prior
     # before any answer: cost.EXPECTED_OUTPUT_PRIOR), and `bound`, every answer using its whole
@@ -119,7 +122,10 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
     """
     from ..run.submit import submit as do_submit
 
-    config = ctx.config()
+    # A dry run sends nothing: like plan, it works on a rehearsal's state.db (the demo's) and says so.
+    config = ctx.reading_config(fallback=False) if dry_run else ctx.config()
+    if dry_run:
+        note_rehearsal(config)
     with writer(ctx, "submit", config, wait_lock=wait_lock) as (store, inputs):
         result = do_submit(store, inputs, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
                            budget=budget, preflight=not no_preflight, progress=ctx.progress())

@@ -22,10 +22,11 @@ def status(ctx: Context, as_json: bool) -> None:
     """Cells per route and batches in flight (read-only; works while a writer runs)."""
     from ..run.status import status_data
 
-    config = ctx.config()
+    config = ctx.reading_config()
     note_rehearsal(config)
     with reader(config) as store:
         data = status_data(store, config)
+    data["rehearsal"] = config.rehearsal  # the emulator URL of a rehearsal's state.db, null for real runs
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -81,7 +82,7 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
     from ..publish.analysis import Settings, full_report
     from ..publish.report import render
 
-    config = ctx.config()
+    config = ctx.reading_config()
     if fmt == "html" and not out:
         raise BatchrunError("--format html writes a folder of pages, not a stream.", "Pass --out DIR, e.g. --out site/.")
     with reader(config) as store:
@@ -133,7 +134,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
     from ..publish.report import render_comparison
     from ..ledger.store import Store
 
-    config = ctx.config()
+    config = ctx.reading_config()
     store = Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True)
     data = do_compare(store, config, route_a, route_b, Settings(resamples=resamples, seed=seed, provisional=provisional))
     if as_json:
@@ -151,10 +152,11 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     """Spend per route and per night: estimate vs actual (read-only)."""
     from ..ledger.cost import cost_report, fmt_money
 
-    config = ctx.config()
+    config = ctx.reading_config()
     note_rehearsal(config)
     with reader(config) as store:
         data = cost_report(store, since)
+    data["rehearsal"] = config.rehearsal  # as in status --json and report --format json
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -199,7 +201,7 @@ def verify(ctx: Context, directory: str | None) -> None:
     from ..publish.manifest import MANIFEST_NAME
     from ..publish.verify import verify as do_verify
 
-    config = ctx.config()
+    config = ctx.reading_config()
     folder = Path(directory) if directory else config.paths.results
     manifest_path = folder / MANIFEST_NAME
     if not manifest_path.is_file():

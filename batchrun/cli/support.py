@@ -35,11 +35,36 @@ class Context:
         self.state_path: Any = None  # known once the config is read: errors from SQLite name no file
 
     def config(self) -> Config:
+        """The config as the command line gives it: a rehearsal with --emulator."""
         from ..protocol.config_file import load_config
 
         config = load_config(self.config_path)
         if self.emulator:
             config = config.with_emulator(self.emulator)
+        return self._loaded(config)
+
+    def reading_config(self, *, fallback: bool = True) -> Config:
+        """The config for a command that reads state.db and sends nothing (status, report,
+        compare, cost, verify; plan and submit --dry-run, which only write request files): read
+        as the kind of state.db it finds, labelled as such.
+
+        A state.db that a rehearsal made at the configured path (the demo's folder keeps its
+        paths: config.with_emulator(own_paths=False)) is read as that rehearsal, at the emulator
+        URL it recorded, with or without --emulator: its output says it is a rehearsal's, and
+        nothing is sent, so no real work can mix with it. With --emulator and no rehearsal
+        state.db under rehearsal/ (`fallback`, the reading commands), that marked state.db is the
+        rehearsal's to read. Commands that send or collect keep `config()`, and Store.open
+        refuses them a state.db of the other kind."""
+        from ..protocol.config_file import load_config
+
+        base = load_config(self.config_path)
+        config = base.with_emulator(self.emulator) if self.emulator else base
+        marked = _rehearsal_mark(base.paths.state)
+        if marked and (not self.emulator or (fallback and not config.paths.state.exists())):
+            config = base.with_emulator(marked, own_paths=False)
+        return self._loaded(config)
+
+    def _loaded(self, config: Config) -> Config:
         self.state_path = config.paths.state
         # Once per process, and even with -q: it says how a key will be kept out of what is
         # stored, and that answers holding it are changed (redaction.short_key_warnings).
@@ -52,6 +77,17 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+def _rehearsal_mark(path: Any) -> str | None:
+    """The emulator URL a rehearsal recorded in the state.db at `path` (meta `rehearsal`), or
+    None (no state.db there, or a real run's)."""
+    from ..ledger.store import Store
+
+    if not path.is_file():
+        return None
+    with Store(path, readonly=True, any_schema=True) as store:
+        return store.meta("rehearsal")
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -175,6 +175,18 @@ def _protocol_cell(r: dict[str, Any]) -> str:
     return "no: " + "; ".join(why)
 
 
+def host_changed(p: dict[str, Any]) -> bool:
+    """Whether a route's provenance `p` should say "the config now names" another host than the one
+    its scored answers came from: a maintainer who edits a route's base_url moves where its next
+    answers come from, and the published ones say where theirs did.
+
+    Never in a rehearsal: there no route's host comes from the config. config.with_emulator sends
+    every route to the emulator, whose address is the rehearsal's own (the --emulator URL, or the
+    free loopback port each `batchrun demo` binds), so a second demo, or a rehearsal read with
+    --emulator at another port, is not a change anyone made to the route."""
+    return bool(p["endpoint_hosts"]) and not p.get("rehearsal") and p["endpoint_hosts"] != [p["configured_host"]]
+
+
 def rehearsal_title(url: str) -> str:
     return f"Rehearsal on the emulator at {url} — not real results"
 
@@ -264,8 +276,8 @@ def render(data: dict[str, Any], fmt: str) -> str:
         d = p["decoding"]
         # The hosts the scored answers came from; the configured one too when it differs.
         if not p["endpoint_hosts"]:
-            host = f"— (nothing answered yet; the config names {p['configured_host']})"
-        elif p["endpoint_hosts"] != [p["configured_host"]]:
+            host = "— (nothing answered yet" + ("" if p.get("rehearsal") else f"; the config names {p['configured_host']}") + ")"
+        elif host_changed(p):
             host = f"{p['endpoint_host']} (the config now names {p['configured_host']})"
         else:
             host = p["endpoint_host"]
