@@ -196,6 +196,15 @@ def reader(config: Config) -> Iterator[Store]:
         yield store
 
 
+def check_store_kind(config: Config) -> None:
+    """Refuse now a state.db of the other kind (real vs rehearsal) that a writer would refuse
+    later: for a command that sends before it opens state.db as the writer (probe)."""
+    from ..ledger.store import Store
+
+    if config.paths.state.exists():
+        Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True).close()
+
+
 def note_rehearsal(config: Config) -> None:
     """On stderr, so the data on stdout keeps its shape: these numbers are the emulator's."""
     if config.rehearsal:
