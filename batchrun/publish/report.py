@@ -191,6 +191,14 @@ def rehearsal_title(url: str) -> str:
     return f"Rehearsal on the emulator at {url} — not real results"
 
 
+def _csv_row(values: list[Any]) -> list[Any]:
+    """A CSV row with booleans as 1 and 0 (csv.writer would write Python's True/False): as
+    state.db's own views hold them (`leaderboard.complete`), so the report's CSV reads like
+    `sqlite-utils state.db "select * from leaderboard" --csv` and Datasette's CSV export, and
+    `sqlite-utils insert --csv --detect-types` reads them back as integers."""
+    return [int(v) if isinstance(v, bool) else v for v in values]
+
+
 def render(data: dict[str, Any], fmt: str) -> str:
     # A rehearsal says so in every format: JSON has `rehearsal` (the emulator URL, null for real
     # results); CSV has no place for a title, so every row carries it in a `rehearsal` column
@@ -218,8 +226,8 @@ def render(data: dict[str, Any], fmt: str) -> str:
                 a, sc = s.get("all_tasks") or {}, s.get("scored") or {}
                 row += [a.get("low"), a.get("high"), sc.get("low"), sc.get("high"), s.get("group"), r.get("waiting_n"),
                         r.get("blocked_n"), r.get("accepted_n"), a.get("n_documents"), sc.get("n_documents")]
-            w.writerow([*row, r.get("accepted_overall"), data.get("protocol", "wildtrace"), not r.get("non_protocol"),
-                        "; ".join(r.get("non_protocol", [])), SCORE_SCALE, rehearsal or ""])
+            w.writerow(_csv_row([*row, r.get("accepted_overall"), data.get("protocol", "wildtrace"), not r.get("non_protocol"),
+                                 "; ".join(r.get("non_protocol", [])), SCORE_SCALE, rehearsal or ""]))
         return buf.getvalue()
     lines = [f"# {rehearsal_title(rehearsal)}", ""] if rehearsal else []
     if data.get("protocol_note"):
