@@ -45,11 +45,14 @@ def status(ctx: Context, as_json: bool) -> None:
     click.echo(f"{len(data['in_flight'])} batch(es) live")
     for b in data["in_flight"]:
         click.echo(f"  {b['id']}: {b['state']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)"
-                   + (f": {b['error']}" if b["error"] else ""))
+                   + (f": {b['error']}" if b["error"] else "") + (f"; held since {b['held_at']}: {b['held']}" if b["held"] else ""))
     if data["planned"]:
-        click.echo(f"{len(data['planned'])} batch(es) planned (not sent): the next submit sends them")
+        held = sum(1 for b in data["planned"] if b["held"])
+        click.echo(f"{len(data['planned'])} batch(es) planned (not sent)"
+                   + (f", {held} of them held back by a submit (each says why)" if held else ": the next submit sends them"))
         for b in data["planned"]:
-            click.echo(f"  {b['id']}: {b['state']} ({b['n_requests']} requests)" + (f": {b['error']}" if b["error"] else ""))
+            click.echo(f"  {b['id']}: {b['state']} ({b['n_requests']} requests)" + (f": {b['error']}" if b["error"] else "")
+                       + (f"; held since {b['held_at']}: {b['held']}" if b["held"] else "; the next submit sends it" if held else ""))
 
 
 MAX_RESAMPLES = 100_000
@@ -100,7 +103,8 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
                 raise BatchrunError(f"Cannot write the site to --out {out}: {e.strerror or e}{where}.",
                                     "Pass --out a folder you can create and write (new, empty, or written by an earlier "
                                     "report), e.g. --out site/.") from None
-            click.echo(f"wrote {index}", err=True)
+            if not ctx.quiet:
+                click.echo(f"wrote {index}", err=True)
             return
     text = render(data, fmt)
     if out:
@@ -110,7 +114,8 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
         except OSError as e:
             raise BatchrunError(f"Cannot write the report to --out {out}: {e.strerror}.",
                                 "Choose a path in a writable folder (or leave out --out to print the report).")
-        click.echo(f"wrote {out}", err=True)
+        if not ctx.quiet:
+            click.echo(f"wrote {out}", err=True)
     else:
         click.echo(text, nl=False)
 

@@ -28,6 +28,12 @@ EXIT_INCOMPLETE = 2
 
 
 class Context:
+    """What every command shares: the global options. `quiet` (-q) means data and what needs
+    action only: stdout keeps the data; stderr keeps errors, what was held back or blocked and
+    why, an incomplete run's reason, a rehearsal's label and the short-key warning; progress and
+    notices (where files went, "Nothing new to write.", a complete run's summary) are left out
+    (README, "Global options")."""
+
     def __init__(self, config_path: str | None, emulator: str | None, quiet: bool):
         self.config_path = config_path
         self.emulator = emulator

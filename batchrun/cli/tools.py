@@ -169,5 +169,5 @@ def demo(ctx: Context, directory: str) -> None:
     """Run a whole leaderboard refresh on the built-in emulator, no keys needed."""
     from .demo import run_demo
 
-    code = run_demo(directory, progress=ctx.progress(), echo=click.echo)
+    code = run_demo(directory, progress=ctx.progress(), echo=click.echo, quiet=ctx.quiet)
     sys.exit(code)
