@@ -564,7 +564,7 @@ def test_plan_json_summary_structure_and_numbers(project: Project) -> None:
     project.config_path.write_text(json.dumps(cfg))
     result = ok(project.run("plan", "--json"))
     data = json.loads(result.stdout)  # stdout is pure JSON
-    assert set(data) == {"routes", "batches", "warnings"}
+    assert set(data) == {"routes", "batches", "warnings", "rehearsal"} and data["rehearsal"] is None  # a real run
     assert len(data["batches"]) == 3
     assert any("claude-sonnet-4-6" in w for w in data["warnings"]), "unlisted judge model warned"
     rows = {(r["route"], r["stage"]): r for r in data["routes"]}

@@ -56,8 +56,8 @@ class Context:
 
         A state.db that a rehearsal made at the configured path (the demo's folder keeps its
         paths: config.with_emulator(own_paths=False)) is read as that rehearsal, at the emulator
-        URL it recorded, with or without --emulator: its output says it is a rehearsal's, and
-        nothing is sent, so no real work can mix with it. With --emulator and no rehearsal
+        URL it recorded: its output says it is a rehearsal's, and nothing is sent, so no real work
+        can mix with it. With --emulator and no rehearsal
         state.db under rehearsal/ (`fallback`, the reading commands), that marked state.db is the
         rehearsal's to read. Commands that send or collect keep `config()`, and Store.open
         refuses them a state.db of the other kind."""
@@ -65,6 +65,7 @@ class Context:
 
         base = load_config(self.config_path)
         config = base.with_emulator(self.emulator) if self.emulator else base
+        self.state_path = base.paths.state  # a damaged state.db is named by its path (handle_errors)
         marked = _rehearsal_mark(base.paths.state)
         if marked and (not self.emulator or (fallback and not config.paths.state.exists())):
             config = base.with_emulator(marked, own_paths=False)
