@@ -383,6 +383,7 @@ def test_held_work_exits_2_and_dry_run_and_status_say_why(project: Project, emul
     batch's reason, from state.db."""
     routes = budget_routes()
     routes["anon"] = route("anthropic", "claude-opus-4-8", api_key_env="BATCHRUN_TEST_ANON_KEY")  # no price
+    routes["j"] = {**routes["j"], "api_key_env": "BATCHRUN_TEST_JUDGE_KEY"}  # needed tonight, for the answers
     setup(project, routes, ["j"], budget=100.0)
     project.point_at(emulator)  # real runs (keys needed), offline
 
@@ -390,11 +391,13 @@ def test_held_work_exits_2_and_dry_run_and_status_say_why(project: Project, emul
     no_price = "route 'anon' has no price, so its cost cannot be checked against the budget (set price for the route)"
     assert f"  would hold new requests of route 'anon' (gen, 4): {no_price}" in dry.stdout
     assert "would hold new requests of route 'gpt'" not in dry.stdout  # it fits the budget
-    assert "1 API key variable(s) not set" in dry.stdout and "BATCHRUN_TEST_ANON_KEY (route 'anon')" in dry.stdout
+    assert "2 API key variable(s) not set" in dry.stdout and "BATCHRUN_TEST_ANON_KEY (route 'anon')" in dry.stdout
+    assert "BATCHRUN_TEST_JUDGE_KEY (route 'j')" in dry.stdout
     assert KEY_ENV not in dry.stdout and "test-key-not-secret" not in dry.output  # a key that is set: neither named nor shown
     assert emulator.calls == []
 
     monkeypatch.setenv("BATCHRUN_TEST_ANON_KEY", "anon-key-not-secret")
+    monkeypatch.setenv("BATCHRUN_TEST_JUDGE_KEY", "judge-key-not-secret")
     first = ok(project.run("submit"), code=2)
     (anon,) = gen_batches(project, "anon")
     assert held_lines(first.stdout) == {anon["id"]: no_price}

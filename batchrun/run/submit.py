@@ -293,7 +293,7 @@ class _Preflights:
 def _foresee(store: Store, config: Config, budget: float | None, batches: list[dict[str, Any]],
              planned: PlanResult) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
     """For a dry run, which sends nothing: what a submit now would hold back and why, and the
-    key variables it would find unset. The batches planned earlier count as themselves; the new
+    key variables the routes about to send (and the judges of their answers) have unset. The batches planned earlier count as themselves; the new
     requests of each route and stage as one batch (submit cuts them into files at the route's
     limits: a missing price, the budget or a queue limit holds them all or, where they fit in
     part, some)."""
@@ -307,7 +307,10 @@ def _foresee(store: Store, config: Config, budget: float | None, batches: list[d
             holds.append((b["id"], reason))
         else:
             gate.admit(b)
-    return holds, missing_keys([config.routes[name] for name in dict.fromkeys(b["route"] for b in [*batches, *new])])
+    sending = [config.routes[name] for name in dict.fromkeys(b["route"] for b in [*batches, *new])]
+    if any(b["stage"] == "gen" for b in [*batches, *new]):
+        sending += config.judges  # the answers are judged in the same refresh: their keys are needed tonight too
+    return holds, missing_keys(list({r.name: r for r in sending}.values()))
 
 
 def _would_go(gate: Gate, batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
