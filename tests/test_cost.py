@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from conftest import batch_requests, Project, route, task
+from conftest import KEY_ENV, batch_requests, Project, route, task
 
 from batchrun.emulator import Emulator
 from batchrun.emulator.responder import builtin_responder
@@ -306,7 +306,7 @@ def test_budget_lets_the_first_batches_through_and_a_higher_budget_continues(pro
     setup(project, budget_routes(), ["j"])
     c = gen_estimates()
     x = two_batches_budget()
-    first = ok(project.run("submit", "--budget", repr(x), emulator=emulator))
+    first = ok(project.run("submit", "--budget", repr(x), emulator=emulator), code=2)  # work held back: incomplete
     assert "created 2 batch(es), adopted 0, held 2" in first.stdout
     batches = gen_batches(project, "gpt")
     assert [b["est_cost"] for b in batches] == pytest.approx(c, rel=1e-12)
@@ -330,7 +330,7 @@ def test_budget_in_the_config_and_actual_cost_of_finished_batches_frees_room(pro
     x = two_batches_budget()
     setup(project, budget_routes(), ["j"], budget=x)
     c = gen_estimates()
-    first = ok(project.run("submit", emulator=emulator))  # no --budget: the config's
+    first = ok(project.run("submit", emulator=emulator), code=2)  # no --budget: the config's
     assert "created 2 batch(es), adopted 0, held 2" in first.stdout
     assert all(why.startswith("budget: ") and why.endswith(f"would exceed {money(x)}") for why in held_lines(first.stdout).values())
     ok(project.run("poll", emulator=emulator))
@@ -361,7 +361,7 @@ def test_route_without_a_price_is_held_while_a_budget_is_set(project: Project, e
     routes = budget_routes()
     routes["anon"] = route("anthropic", "claude-opus-4-8")  # no price
     setup(project, routes, ["j"])
-    out = ok(project.run("submit", "--budget", "100", emulator=emulator))
+    out = ok(project.run("submit", "--budget", "100", emulator=emulator), code=2)
     (anon,) = gen_batches(project, "anon")
     held = held_lines(out.stdout)
     assert set(held) == {anon["id"]}
@@ -373,6 +373,53 @@ def test_route_without_a_price_is_held_while_a_budget_is_set(project: Project, e
     out = ok(project.run("submit", emulator=emulator))
     assert "created 1 batch(es), adopted 0, held 0" in out.stdout
     assert sum(r["provider"] == "anthropic" for r in batch_requests(emulator)) == 4
+
+
+def test_held_work_exits_2_and_dry_run_and_status_say_why(project: Project, emulator: Emulator,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29 items 2 and 8: a budget in the config and a route without a price (as the shipped
+    batchrun.toml has). The dry run says what would be held and why, and names the key variable
+    not set (never a value); submit says each hold once and exits 2; status gives each held
+    batch's reason, from state.db."""
+    routes = budget_routes()
+    routes["anon"] = route("anthropic", "claude-opus-4-8", api_key_env="BATCHRUN_TEST_ANON_KEY")  # no price
+    routes["j"] = {**routes["j"], "api_key_env": "BATCHRUN_TEST_JUDGE_KEY"}  # needed tonight, for the answers
+    setup(project, routes, ["j"], budget=100.0)
+    project.point_at(emulator)  # real runs (keys needed), offline
+
+    dry = ok(project.run("submit", "--dry-run"))
+    no_price = "route 'anon' has no price, so its cost cannot be checked against the budget (set price for the route)"
+    assert f"  would hold new requests of route 'anon' (gen, 4): {no_price}" in dry.stdout
+    assert "would hold new requests of route 'gpt'" not in dry.stdout  # it fits the budget
+    assert "2 API key variable(s) not set" in dry.stdout and "BATCHRUN_TEST_ANON_KEY (route 'anon')" in dry.stdout
+    assert "BATCHRUN_TEST_JUDGE_KEY (route 'j')" in dry.stdout
+    assert KEY_ENV not in dry.stdout and "test-key-not-secret" not in dry.output  # a key that is set: neither named nor shown
+    assert emulator.calls == []
+
+    monkeypatch.setenv("BATCHRUN_TEST_ANON_KEY", "anon-key-not-secret")
+    monkeypatch.setenv("BATCHRUN_TEST_JUDGE_KEY", "judge-key-not-secret")
+    first = ok(project.run("submit"), code=2)
+    (anon,) = gen_batches(project, "anon")
+    assert held_lines(first.stdout) == {anon["id"]: no_price}
+    assert first.output.count(f"held {anon['id']}") == 1  # said once (it was logged and summarised)
+    assert "submit: 1 batch(es) held back, not sent" in first.stderr
+    assert {r["provider"] for r in batch_requests(emulator)} == {"openai"}
+
+    status = ok(project.run("status"))
+    assert f"  {anon['id']}: planned (not sent) (4 requests); held since " in status.stdout
+    assert status.stdout.rstrip().endswith(f": {no_price}") and "the next submit sends them" not in status.stdout
+    (planned,) = json.loads(ok(project.run("status", "--json")).stdout)["planned"]
+    assert planned["id"] == anon["id"] and planned["held"] == no_price and planned["held_at"]
+    assert f"  would hold {anon['id']}: {no_price}" in ok(project.run("submit", "--dry-run")).stdout
+
+    ok(project.run("submit"), code=2)  # held again for the same reason: one row, since the first
+    assert [h["reason"] for h in project.sql("SELECT * FROM batch_holds")] == [no_price]
+    # Without a budget nothing is held: it goes, submit exits 0, and status no longer lists it.
+    cfg = json.loads(project.config_path.read_text())
+    del cfg["budget"]
+    project.config_path.write_text(json.dumps(cfg))
+    assert "held 0" in ok(project.run("submit")).stdout
+    assert "planned (not sent)" not in ok(project.run("status")).stdout
 
 
 def test_refresh_with_a_budget_sends_the_rest_once_actuals_are_known_then_holds(project: Project, emulator: Emulator) -> None:
@@ -414,7 +461,7 @@ def test_judging_goes_before_new_generation_of_other_routes(project: Project, em
     assert b_batch["seq"] < j_batch["seq"] and b_batch["status"] == j_batch["status"] == "planned"
     # A budget with room for the judge batch only: judging goes, b's new generation waits.
     budget = j_batch["est_cost"] + 0.5 * b_batch["est_cost"]
-    out = ok(project.run("submit", "--budget", repr(budget), emulator=emulator))
+    out = ok(project.run("submit", "--budget", repr(budget), emulator=emulator), code=2)
     assert set(held_lines(out.stdout)) == {b_batch["id"]}
     ok(project.run("submit", emulator=emulator))
     assert runs(project, batch_requests(emulator)) == [("a", "gen"), ("j", "judge"), ("b", "gen")]
@@ -701,7 +748,7 @@ def test_queue_quota_sends_batches_in_waves(project: Project, slow_emulator: Emu
     emu = slow_emulator
     x_route, first_reason = QUOTAS[kind]
     setup(project, {"x": x_route, "j": route("gemini", "gemini-2.5-flash", price=JUDGE_G_PRICE)}, ["j"])
-    first = ok(project.run("submit", emulator=emu))
+    first = ok(project.run("submit", emulator=emu), code=2)
     batches = gen_batches(project, "x")
     assert len(batches) == (2 if kind == "batches" else 4)
     assert f"created 1 batch(es), adopted 0, held {len(batches) - 1}" in first.stdout
@@ -709,12 +756,15 @@ def test_queue_quota_sends_batches_in_waves(project: Project, slow_emulator: Emu
     assert set(held) == {b["id"] for b in batches[1:]}
     assert held[batches[1]["id"]] == first_reason
     # Submitting again while the first batch is in flight sends nothing more.
-    again = ok(project.run("submit", emulator=emu))
+    again = ok(project.run("submit", emulator=emu), code=2)
     assert f"created 0 batch(es), adopted 0, held {len(batches) - 1}" in again.stdout
     assert [r["custom_id"] for r in batch_requests(emu)] == members(project, batches[0]["id"])
 
-    # refresh creates each batch as the previous one finishes.
-    ok(project.run("refresh", "--interval", "0.1", emulator=emu))
+    # refresh creates each batch as the previous one finishes, and logs each hold once, not every
+    # round the queue still holds it (issue 29 item 8).
+    r = ok(project.run("refresh", "--interval", "0.1", emulator=emu))
+    said = [line.split("] ", 1)[1] for line in r.stderr.splitlines() if "] held " in line]
+    assert said and len(said) == len(set(said)), said
     batches = gen_batches(project, "x")
     gen_ids = {cid for b in batches for cid in members(project, b["id"])}
     log = [r["custom_id"] for r in batch_requests(emu)]
@@ -742,7 +792,8 @@ def test_provider_quota_refusal_leaves_requests_pending_and_a_later_submit_sends
     setup(project, {"x": QUOTA_ROUTES[provider], "j": route(judge, "claude-sonnet-4-6" if judge == "anthropic" else "gpt-4.1",
                                                             price=FREE)}, ["j"])
     emulator.add_fault({"kind": "quota", "provider": provider})
-    first = ok(project.run("submit", emulator=emulator))
+    # OpenAI's refusal comes later (the batch fails); the others refuse the create: held, exit 2.
+    first = ok(project.run("submit", emulator=emulator), code=0 if provider == "openai" else 2)
     (b,) = gen_batches(project, "x")
     ids = members(project, b["id"])
     if provider == "openai":

@@ -183,7 +183,7 @@ def test_a_lone_surrogate_in_an_answer_is_stored_replaced_not_a_crash(project: P
 def test_gemini_upload_without_upload_url_waits_for_a_later_round(project: Project, emu: Any) -> None:
     setup(project, {"r": BATCH_ROUTES["gemini"]})
     emu.add_fault({"kind": "omit_header", "header": "X-Goog-Upload-URL", "count": -1})
-    held = ok(project.run("submit", emulator=emu))  # a classified provider error: the batch waits
+    held = ok(project.run("submit", emulator=emu), 2)  # a classified provider error: the batch waits (exit 2)
     assert "held 1" in held.output and "X-Goog-Upload-URL" in held.output
     assert project.sql("SELECT status FROM batches") == [{"status": "planned"}]
 

@@ -69,7 +69,7 @@ def test_a_custom_panel_is_declared_and_every_output_says_its_numbers_are_not_pr
     assert md.startswith("# Rehearsal on the emulator") and f"# {note}" in md
     assert all(line.endswith("| no: custom protocol |") for line in md.splitlines() if re.match(r"\| \d", line))
     rows = list(csv.DictReader(io.StringIO(project.run("report", "--format", "csv", emulator=emu).stdout)))
-    assert len(rows) == 3 and {(x["protocol"], x["protocol_number"]) for x in rows} == {("custom", "False")}
+    assert len(rows) == 3 and {(x["protocol"], x["protocol_number"]) for x in rows} == {("custom", "0")}
     assert all(x["non_protocol"].startswith("custom protocol") for x in rows)
     data = json.loads(project.run("report", "--format", "json", emulator=emu).stdout)
     assert data["protocol"] == "custom" and data["protocol_note"].startswith(note)
@@ -161,10 +161,10 @@ def test_accepted_failures_are_not_model_failures_nor_protocol_numbers(project: 
     assert "Not protocol numbers: claude (accepted infrastructure failures" in md
     # CSV and JSON: the flag on the route's row.
     rows = {x["route"]: x for x in csv.DictReader(io.StringIO(project.run("report", "--format", "csv", emulator=emu).stdout))}
-    assert (rows["claude"]["protocol_number"], rows["claude"]["all_tasks_overall"], rows["claude"]["group"]) == ("False", "", "")
+    assert (rows["claude"]["protocol_number"], rows["claude"]["all_tasks_overall"], rows["claude"]["group"]) == ("0", "", "")
     assert float(rows["claude"]["accepted_overall"]) == pytest.approx(claude["accepted_overall"])
     assert "accepted infrastructure failure" in rows["claude"]["non_protocol"] and rows["claude"]["failed_n"] == "0"
-    assert (rows["gpt"]["protocol"], rows["gpt"]["protocol_number"], rows["gpt"]["non_protocol"]) == ("wildtrace", "True", "")
+    assert (rows["gpt"]["protocol"], rows["gpt"]["protocol_number"], rows["gpt"]["non_protocol"]) == ("wildtrace", "1", "")
     data = json.loads(project.run("report", "--format", "json", emulator=emu).stdout)
     routes = {x["route"]: x for x in data["routes"]}
     assert (data["protocol"], data["protocol_note"]) == ("wildtrace", None)

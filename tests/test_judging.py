@@ -568,7 +568,7 @@ def test_report_json_md_csv_and_out(board: Any, tmp_path: Path) -> None:
     for row in rows:
         exp = EXPECTED[row["route"]]
         assert published_all_tasks(row) == pytest.approx(exp["all_tasks_overall"], abs=1e-6)
-        assert row["protocol_number"] == "False" and row["protocol"] == "custom"
+        assert row["protocol_number"] == "0" and row["protocol"] == "custom"
         assert ("accepted infrastructure failure" in row["non_protocol"]) is (row["route"] in ACCEPTED)
         assert float(row["scored_overall"]) == pytest.approx(exp["scored_overall"], abs=1e-6)
         assert (int(row["scored_n"]), int(row["out_of_context_n"]), int(row["failed_n"]), int(row["pending_n"])) == (

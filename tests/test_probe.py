@@ -261,6 +261,25 @@ def test_write_refuses_a_json_config_and_a_rehearsal(project: Project, emu: Any)
     assert project.config_path.read_bytes() == before
 
 
+def test_a_rehearsal_s_state_db_is_refused_before_the_search_sends_anything(project: Project, emu: Any) -> None:
+    """Issue 29 item 9: a real probe (and its --write) over a rehearsal's state.db, as in the
+    demo's folder, was refused only once the whole (paid) search had run."""
+    emu.set_windows({"gpt-5.2": WINDOW})
+    setup(project, {"new": route("openai", "gpt-5.2", price=PRICE)})
+    assert project.run("plan", emulator=emu).exit_code == 0  # rehearsal/state.db, marked as a rehearsal's
+    project.point_at(emu)  # a real run, whose config names the rehearsal's state.db
+    cfg = json.loads(project.config_path.read_text())
+    cfg["paths"]["state"] = "rehearsal/state.db"
+    project.config_path.write_text(json.dumps(cfg))
+    before = project.config_path.read_bytes()
+    for args in (["--write"], []):
+        out = project.run("probe", "new", "--max-cost", "5", *args)
+        assert out.exit_code == 1 and f"was made by a rehearsal on the emulator at {emu.url}" in out.output, out.output
+        assert emu.calls == [] and project.config_path.read_bytes() == before
+    # --dry-run sends nothing and records nothing: it still shows the plan.
+    assert project.run("probe", "new", "--max-cost", "5", "--dry-run").exit_code == 0 and emu.calls == []
+
+
 @pytest.mark.parametrize("provider,model,transport", [
     ("openai", "gpt-5.2", "batch"), ("anthropic", "claude-opus-4-7", "batch"), ("gemini", "gemini-3-flash-preview", "batch"),
     ("openai-compatible", "qwen3.8-max", "sync"),

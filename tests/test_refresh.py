@@ -45,6 +45,16 @@ def test_demo_runs_and_second_run_sends_nothing(tmp_path: Path, monkeypatch) -> 
     second = runner.invoke(cli, ["demo", "--dir", str(folder)], catch_exceptions=False)
     assert second.exit_code == 0
     assert "nothing to do" in second.output
+    # The second demo's emulator listens on another free port: not a change of any route's host
+    # (issue 29 item 3), in the leaderboard it prints, the report and the site.
+    assert "the config now names" not in second.output
+    report = runner.invoke(cli, ["--config", str(folder / "batchrun.toml"), "report"], catch_exceptions=False)
+    assert report.exit_code == 0 and "Provenance:" in report.output and "the config now names" not in report.output
+    assert "the config now names" not in (folder / "results" / "site" / "index.html").read_text()
+    # -q: the data (the leaderboard) and nothing else, once all is complete (issue 29 item 8).
+    quiet = runner.invoke(cli, ["-q", "demo", "--dir", str(folder)], catch_exceptions=False)
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout.startswith("# Rehearsal on the emulator at ")
+    assert "| # | Route |" in quiet.stdout and quiet.stdout == second.stdout.replace(url_of(second), url_of(quiet))
     conn = sqlite3.connect(folder / "state.db")
     runs = conn.execute("SELECT id FROM runs WHERE command = 'demo' ORDER BY id").fetchall()
     last_run = runs[-1][0]
@@ -52,6 +62,11 @@ def test_demo_runs_and_second_run_sends_nothing(tmp_path: Path, monkeypatch) -> 
     assert conn.execute("SELECT count(*) FROM batches WHERE run_id = ?", [last_run]).fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM results WHERE run_id = ?", [last_run]).fetchone()[0] == 0
     conn.close()
+
+
+def url_of(result: object) -> str:
+    """The emulator URL in a demo's title line (each demo listens on a free port of its own)."""
+    return result.stdout.splitlines()[0].split(" at ")[1].split(" ")[0]  # type: ignore[attr-defined]
 
 
 def test_refresh_then_nothing_to_do(project: Project, emulator: Emulator) -> None:

@@ -204,11 +204,16 @@ def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulat
     cfg["paths"]["state"] = "rehearsal/state.db"
     project.config_path.write_text(json.dumps(cfg))
     before = rehearsal_db.read_bytes()
-    for args in (["plan"], ["status"], ["report"], ["cost"]):
+    for args in (["submit"], ["poll"], ["collect"], ["retry", "--route", "gpt"]):
         r = ok(project.run(*args), 1)
         assert f"was made by a rehearsal on the emulator at {emulator.url}" in r.output and "not real results" in r.output
         assert "Hint:" in r.output and "Traceback" not in r.output
     assert rehearsal_db.read_bytes() == before
+    # Reading it is harmless, and says whose it is (issue 29 item 1).
+    for args in (["status"], ["report"], ["cost"], ["submit", "--dry-run"]):
+        r = ok(project.run(*args))
+        assert TITLE.format(emulator.url)[2:] in r.output
+    assert emulator.calls == []
 
     # A rehearsal pointed at a real state.db: a real store copied where the rehearsal keeps its own.
     del cfg["paths"]["state"]
@@ -229,17 +234,52 @@ def test_a_store_of_the_other_kind_is_refused(project: Project, emulator: Emulat
     assert emulator.calls == []
 
 
-def test_demo_report_says_rehearsal_and_its_state_is_refused_to_real_runs(tmp_path: Path) -> None:
+def test_demo_folder_reads_as_a_rehearsal_and_refuses_real_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29 items 1 and 9: in the demo's folder the README's reading commands work, with or
+    without --emulator, and say it is a rehearsal; what would send real work is refused, before
+    anything is sent."""
     folder = tmp_path / "demo"
     runner = CliRunner()
     first = runner.invoke(cli, ["demo", "--dir", str(folder)], catch_exceptions=False)
     assert first.exit_code == 0, first.output
     assert first.stdout.startswith("# Rehearsal on the emulator at http://127.0.0.1:")
-    assert meta(folder / "state.db", "rehearsal").startswith("http://127.0.0.1:")
+    url = meta(folder / "state.db", "rehearsal")
+    assert url.startswith("http://127.0.0.1:")
     # The demo keeps its own paths: nothing under rehearsal/.
     assert not (folder / "rehearsal").exists()
-    r = runner.invoke(cli, ["--config", str(folder / "batchrun.toml"), "report"], catch_exceptions=False)
-    assert r.exit_code == 1 and "was made by a rehearsal" in r.output
+    monkeypatch.chdir(folder)  # as a user does: cd demo-run && batchrun report
+
+    def run(*args: str, code: int = 0) -> Any:
+        return ok(runner.invoke(cli, list(args), catch_exceptions=False), code)
+
+    stopped = Emulator(host="127.0.0.1", port=0, latency=0.0).start()
+    stopped.stop()  # a loopback URL where nothing listens: anything sent there fails loudly
+    for flags in ([], ["--emulator", stopped.url]):
+        # Markdown and CSV carry the rehearsal's own URL (the state.db's), JSON its `rehearsal` key.
+        assert run(*flags, "report").stdout.startswith(TITLE.format(url) + "\n")
+        assert json.loads(run(*flags, "report", "--format", "json").stdout)["rehearsal"] == url
+        assert run(*flags, "report", "--format", "csv").stdout.splitlines()[1].endswith("," + url)
+        for command in (["status"], ["cost"]):
+            text = run(*flags, *command)
+            assert text.stderr.startswith(TITLE.format(url)[2:])
+            assert json.loads(run(*flags, *command, "--json").stdout)["rehearsal"] == url
+        compared = json.loads(run(*flags, "compare", "gpt-5.5", "claude-opus-4.8", "--json").stdout)
+        assert compared["rehearsal"] == url
+        assert f"rehearsal on the emulator at {url}" in run(*flags, "verify").stdout
+        # No rehearsal/state.db was looked for and missed, or made.
+        assert not (folder / "rehearsal").exists()
+    # plan and submit --dry-run send nothing: they plan the demo's state.db as the rehearsal it is.
+    planned = run("plan", "--json")
+    assert json.loads(planned.stdout)["rehearsal"] == url and planned.stderr.startswith(TITLE.format(url)[2:])
+    assert all(r["to_send"] == 0 for r in json.loads(planned.stdout)["routes"])
+    dry = run("submit", "--dry-run")
+    assert dry.stderr.startswith(TITLE.format(url)[2:]) and "Nothing new to write." in dry.stderr
+    before = (folder / "state.db").stat().st_mtime_ns, len(list((folder / "jobs").iterdir()))
+    # What would send real work into (or collect it from) a rehearsal's state.db is refused.
+    for command in (["submit"], ["refresh"], ["poll"], ["collect"], ["cancel", "--all"]):
+        r = run(*command, code=1)
+        assert f"was made by a rehearsal on the emulator at {url}" in r.output and "Traceback" not in r.output
+    assert len(list((folder / "jobs").iterdir())) == before[1]
 
 
 def test_a_store_whose_creation_was_cut_short_is_of_neither_kind(tmp_path) -> None:

@@ -41,6 +41,24 @@ def test_report_is_byte_identical_to_the_committed_one(project: Path, fmt: str) 
     assert r.stdout == expected
 
 
+def test_csv_writes_booleans_as_sqlite_utils_does(project: Path) -> None:
+    """Issue 29 item 8: 1 and 0, never Python's True/False: the report's `complete` column is the
+    leaderboard view's, as `sqlite-utils state.db "select ..." --csv` writes it."""
+    import csv
+    import io
+    import subprocess
+    import sys
+
+    r = CliRunner().invoke(cli, ["--config", str(project / "batchrun.json"), "report", "--format", "csv"], catch_exceptions=False)
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert "True" not in r.stdout and "False" not in r.stdout
+    assert {row["complete"] for row in rows} == {"0", "1"} and {row["protocol_number"] for row in rows} == {"1"}
+    sqlite_utils = Path(sys.executable).parent / "sqlite-utils"
+    out = subprocess.run([str(sqlite_utils), str(project / "state.db"), "select route, complete from leaderboard", "--csv"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    assert {row["route"]: row["complete"] for row in csv.DictReader(io.StringIO(out))} == {row["route"]: row["complete"] for row in rows}
+
+
 def test_the_fixture_holds_every_cell_state() -> None:
     import json
 

@@ -59,7 +59,8 @@ Shell completion (bash): eval "$(_BATCHRUN_COMPLETE=bash_source batchrun)"
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version, help="Show the version and exit.")
 @click.option("--config", "config_path", envvar="BATCHRUN_CONFIG", metavar="PATH", help="Config file (default: batchrun.toml in this folder or the nearest folder above; env BATCHRUN_CONFIG).")
 @click.option("--emulator", envvar="BATCHRUN_EMULATOR", metavar="URL", help="Rehearse: send every route to a local emulator at URL, keeping state.db, jobs/ and results/ under rehearsal/ (env BATCHRUN_EMULATOR).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress or notices on stderr (errors and blocked routes still print).")
+@click.option("-q", "--quiet", is_flag=True, help="Data and what needs action only: no progress or notices on stderr (errors, held "
+                                                 "and blocked work and why a run is incomplete still print).")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, emulator: str | None, quiet: bool) -> None:
     """batchrun: run WildTrace leaderboard evaluations through the providers' batch APIs.

@@ -21,6 +21,7 @@ from .support import (
     complete_routes,
     handle_errors,
     json_header,
+    note_rehearsal,
     pass_ctx,
     print_preflight_failures,
     print_problems,
@@ -44,8 +45,9 @@ def plan(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], as_json
     """Write the request files for everything missing, under jobs/ (no network)."""
     from ..run.plan import plan as do_plan
 
-    config = ctx.config()
+    config = ctx.reading_config(fallback=False)  # sends nothing: a rehearsal's state.db is planned as the rehearsal's
     config.require_routes(routes)  # before the dataset is read or the lock taken
+    note_rehearsal(config)
     with writer(ctx, "plan", config, wait_lock=wait_lock) as (store, inputs):
         result = do_plan(store, inputs, routes=set(routes) or None, stages=set(stages) or None)
         announce_warnings(ctx, store, config)
@@ -58,7 +60,10 @@ def _sum_known(values: list[float | None]) -> float | None:
 
 
 def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = False,
-                unsent: list[dict[str, Any]] | None = None, json_keys: dict[str, Any] | None = None) -> None:
+                unsent: list[dict[str, Any]] | None = None, json_keys: dict[str, Any] | None = None,
+                submitting: Any = None) -> None:
+    """The plan's table; for `submit --dry-run` (`submitting`: its SubmitResult) also what the
+    next submit would send, hold back and why, and the key variables it would find unset."""
     from ..ledger.cost import EXPECTED_OUTPUT_PRIOR, fmt_money
 
     rows = [vars(r).copy() for r in result.routes]
@@ -96,6 +101,17 @@ def _print_plan(config: Config, result: Any, as_json: bool, *, quiet: bool = Fal
         for b in unsent:
             click.echo(f"  {b['id']}  {b['route']} {b['stage']}  {b['status']}  {b['n_requests']} request(s)  "
                        f"expected {fmt_money(b['expected_cost'])}, bound {fmt_money(b['est_cost'])}")
+    if submitting is not None and submitting.would_hold:
+        click.echo(f"held back if submitted now ({len(submitting.would_hold)}; submit sends the rest and exits 2, "
+                   "and `batchrun status` then says why each waits):")
+        for what, why in submitting.would_hold:
+            click.echo(f"  would hold {what}: {why}")
+    if submitting is not None and submitting.missing_keys:
+        # Names only: whether each is set was looked at, its value never read out.
+        missing = submitting.missing_keys
+        click.echo(f"{len(missing)} API key variable(s) not set, which submit needs before it uploads anything: "
+                   + "; ".join(f"{env} (route{'s' if len(rs) > 1 else ''} {', '.join(repr(r) for r in rs)})" for env, rs in missing.items())
+                   + ". Export " + ", ".join(missing) + " first.")
     if not result.batches and not any(d["to_send"] for d in rows) and not unsent and not quiet:
         click.echo("Nothing new to write.", err=True)
 
@@ -121,20 +137,28 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
     """
     from ..run.submit import submit as do_submit
 
-    config = ctx.config()
+    # A dry run sends nothing: like plan, it works on a rehearsal's state.db (the demo's) and says so.
+    config = ctx.reading_config(fallback=False) if dry_run else ctx.config()
     config.require_routes(routes)
+    if dry_run:
+        note_rehearsal(config)
     with writer(ctx, "submit", config, wait_lock=wait_lock) as (store, inputs):
         result = do_submit(store, inputs, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
                            budget=budget, preflight=not no_preflight, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         if dry_run:
-            _print_plan(config, result.plan, False, quiet=ctx.quiet, unsent=result.unsent)
+            _print_plan(config, result.plan, False, quiet=ctx.quiet, unsent=result.unsent, submitting=result)
             return
+        # Each held batch once, with why (the library logs none: refresh says each once per run).
         click.echo(f"created {len(result.created)} batch(es), adopted {len(result.adopted)}, held {len(result.held)}")
         for bid, why in result.held:
             click.echo(f"  held {bid}: {why}")
         print_preflight_failures(result.preflight_failed)
-    if result.preflight_failed:
+    if result.held or result.preflight_failed:
+        # Work held back is work not done: exit 2, "incomplete, run again later" (README, exit codes).
+        if result.held:
+            click.echo(f"submit: {len(result.held)} batch(es) held back, not sent (why: each 'held' line); "
+                       "the next submit tries them again, and `batchrun status` says why each waits.", err=True)
         sys.exit(EXIT_INCOMPLETE)
 
 
@@ -219,8 +243,10 @@ def refresh(ctx: Context, timeout_: float | None, until: str | None, interval: f
                 click.echo(f"blocked: {redact(text)}", err=True)
             print_problems(store, config, requests="requests_now")  # publish's leaderboard just filled it
         print_preflight_failures(outcome.preflight_failed)
-        click.echo(f"refresh: {redact(outcome.reason)}", err=True)
-        click.echo(f"site: {published.site}", err=True)
+        if not ctx.quiet or not outcome.complete:  # -q: why it stopped only when that needs action
+            click.echo(f"refresh: {redact(outcome.reason)}", err=True)
+        if not ctx.quiet:
+            click.echo(f"site: {published.site}", err=True)
     if not outcome.complete:
         sys.exit(EXIT_INCOMPLETE)
 

@@ -23,7 +23,7 @@ def status(ctx: Context, routes: tuple[str, ...], as_json: bool) -> None:
     """Cells per route and batches in flight (read-only; works while a writer runs)."""
     from ..run.status import status_data
 
-    config = ctx.config()
+    config = ctx.reading_config()
     config.require_routes(routes)
     note_rehearsal(config)
     with reader(config) as store:
@@ -47,11 +47,14 @@ def status(ctx: Context, routes: tuple[str, ...], as_json: bool) -> None:
     click.echo(f"{len(data['in_flight'])} batch(es) live")
     for b in data["in_flight"]:
         click.echo(f"  {b['id']}: {b['state']} {b['provider_status'] or ''} {b['provider_batch_id'] or ''} ({b['n_requests']} requests)"
-                   + (f": {b['error']}" if b["error"] else ""))
+                   + (f": {b['error']}" if b["error"] else "") + (f"; held since {b['held_at']}: {b['held']}" if b["held"] else ""))
     if data["planned"]:
-        click.echo(f"{len(data['planned'])} batch(es) planned (not sent): the next submit sends them")
+        held = sum(1 for b in data["planned"] if b["held"])
+        click.echo(f"{len(data['planned'])} batch(es) planned (not sent)"
+                   + (f", {held} of them held back by a submit (each says why)" if held else ": the next submit sends them"))
         for b in data["planned"]:
-            click.echo(f"  {b['id']}: {b['state']} ({b['n_requests']} requests)" + (f": {b['error']}" if b["error"] else ""))
+            click.echo(f"  {b['id']}: {b['state']} ({b['n_requests']} requests)" + (f": {b['error']}" if b["error"] else "")
+                       + (f"; held since {b['held_at']}: {b['held']}" if b["held"] else "; the next submit sends it" if held else ""))
 
 
 MAX_RESAMPLES = 100_000
@@ -84,7 +87,7 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
     from ..publish.analysis import Settings, full_report
     from ..publish.report import render
 
-    config = ctx.config()
+    config = ctx.reading_config()
     if fmt == "html" and not out:
         raise BatchrunError("--format html writes a folder of pages, not a stream.", "Pass --out DIR, e.g. --out site/.")
     with reader(config) as store:
@@ -102,7 +105,8 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
                 raise BatchrunError(f"Cannot write the site to --out {out}: {e.strerror or e}{where}.",
                                     "Pass --out a folder you can create and write (new, empty, or written by an earlier "
                                     "report), e.g. --out site/.") from None
-            click.echo(f"wrote {index}", err=True)
+            if not ctx.quiet:
+                click.echo(f"wrote {index}", err=True)
             return
     text = render(data, fmt)
     if out:
@@ -112,7 +116,8 @@ def report(ctx: Context, fmt: str, out: str | None, provisional: bool, resamples
         except OSError as e:
             raise BatchrunError(f"Cannot write the report to --out {out}: {e.strerror}.",
                                 "Choose a path in a writable folder (or leave out --out to print the report).")
-        click.echo(f"wrote {out}", err=True)
+        if not ctx.quiet:
+            click.echo(f"wrote {out}", err=True)
     else:
         click.echo(text, nl=False)
 
@@ -136,7 +141,7 @@ def compare(ctx: Context, route_a: str, route_b: str, as_json: bool, provisional
     from ..publish.report import render_comparison
     from ..ledger.store import Store
 
-    config = ctx.config()
+    config = ctx.reading_config()
     for name in (route_a, route_b):  # a misspelling is said before state.db is opened (compare says the rest)
         if name not in config.routes:
             raise config.route_error(name, what="", among=[r.name for r in config.contestants], kind="contestant route")
@@ -157,7 +162,7 @@ def cost(ctx: Context, since: str | None, as_json: bool) -> None:
     """Spend per route and per night: estimate vs actual (read-only)."""
     from ..ledger.cost import cost_report, fmt_money
 
-    config = ctx.config()
+    config = ctx.reading_config()
     note_rehearsal(config)
     with reader(config) as store:
         data = cost_report(store, since, order=list(config.routes))
@@ -207,7 +212,7 @@ def verify(ctx: Context, directory: str | None, as_json: bool) -> None:
     from ..publish.manifest import MANIFEST_NAME
     from ..publish.verify import verify as do_verify
 
-    config = ctx.config()
+    config = ctx.reading_config()
     folder = Path(directory) if directory else config.paths.results
     manifest_path = folder / MANIFEST_NAME
     if not manifest_path.is_file():

@@ -29,6 +29,12 @@ EXIT_INCOMPLETE = 2
 
 
 class Context:
+    """What every command shares: the global options. `quiet` (-q) means data and what needs
+    action only: stdout keeps the data; stderr keeps errors, what was held back or blocked and
+    why, an incomplete run's reason, a rehearsal's label and the short-key warning; progress and
+    notices (where files went, "Nothing new to write.", a complete run's summary) are left out
+    (README, "Global options")."""
+
     def __init__(self, config_path: str | None, emulator: str | None, quiet: bool):
         self.config_path = config_path
         self.emulator = emulator
@@ -36,6 +42,15 @@ class Context:
         self.state_path: Any = None  # known once the config is read: errors from SQLite name no file
 
     def config(self) -> Config:
+        """The config as the command line gives it: a rehearsal with --emulator."""
+        config = self._base_config()
+        if self.emulator:
+            config = config.with_emulator(self.emulator)
+        return self._loaded(config)
+
+    def _base_config(self) -> Config:
+        """The config file as written: --config, BATCHRUN_CONFIG, or the nearest batchrun.toml
+        from here upward."""
         from ..protocol.config_file import find_config_path, load_config
 
         path = find_config_path(self.config_path)
@@ -43,9 +58,29 @@ class Context:
             # Found in a folder above this one (config_file.discover_config): say which, since the
             # state.db, jobs/ and results/ it names are there, not here.
             click.echo(f"Using the config {path}", err=True)
-        config = load_config(path)
-        if self.emulator:
-            config = config.with_emulator(self.emulator)
+        return load_config(path)
+
+    def reading_config(self, *, fallback: bool = True) -> Config:
+        """The config for a command that reads state.db and sends nothing (status, report,
+        compare, cost, verify; plan and submit --dry-run, which only write request files): read
+        as the kind of state.db it finds, labelled as such.
+
+        A state.db that a rehearsal made at the configured path (the demo's folder keeps its
+        paths: config.with_emulator(own_paths=False)) is read as that rehearsal, at the emulator
+        URL it recorded: its output says it is a rehearsal's, and nothing is sent, so no real work
+        can mix with it. With --emulator and no rehearsal
+        state.db under rehearsal/ (`fallback`, the reading commands), that marked state.db is the
+        rehearsal's to read. Commands that send or collect keep `config()`, and Store.open
+        refuses them a state.db of the other kind."""
+        base = self._base_config()
+        config = base.with_emulator(self.emulator) if self.emulator else base
+        self.state_path = base.paths.state  # a damaged state.db is named by its path (handle_errors)
+        marked = _rehearsal_mark(base.paths.state)
+        if marked and (not self.emulator or (fallback and not config.paths.state.exists())):
+            config = base.with_emulator(marked, own_paths=False)
+        return self._loaded(config)
+
+    def _loaded(self, config: Config) -> Config:
         self.state_path = config.paths.state
         # Once per process, and even with -q: it says how a key will be kept out of what is
         # stored, and that answers holding it are changed (redaction.short_key_warnings).
@@ -58,6 +93,17 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+def _rehearsal_mark(path: Any) -> str | None:
+    """The emulator URL a rehearsal recorded in the state.db at `path` (meta `rehearsal`), or
+    None (no state.db there, or a real run's)."""
+    from ..ledger.store import Store
+
+    if not path.is_file():
+        return None
+    with Store(path, readonly=True, any_schema=True) as store:
+        return store.meta("rehearsal")
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -171,6 +217,13 @@ def json_header(config: Config, store: Store | None = None, *, rehearsal: str | 
     from ..publish.outputs import json_header as header
 
     return header(config, store, rehearsal=rehearsal)
+def check_store_kind(config: Config) -> None:
+    """Refuse now a state.db of the other kind (real vs rehearsal) that a writer would refuse
+    later: for a command that sends before it opens state.db as the writer (probe)."""
+    from ..ledger.store import Store
+
+    if config.paths.state.exists():
+        Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True).close()
 
 
 def note_rehearsal(config: Config) -> None:

@@ -10,7 +10,8 @@ import click
 
 from ..base.errors import BatchrunError
 from ..base.redaction import redact
-from .support import Context, Number, complete_routes, handle_errors, json_header, pass_ctx, seconds, wait_lock_option, writer
+from .support import (Context, Number, check_store_kind, complete_routes, handle_errors, json_header, pass_ctx, seconds,
+                      wait_lock_option, writer)
 
 
 @click.command()
@@ -67,6 +68,10 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
         raise BatchrunError("--write with --emulator would put the emulator's window into the real config.",
                             "Probe the real provider to write caps, or copy the suggestion by hand.")
     probing.route_for(config, route)  # an unknown route is said before the dataset is read
+    if not dry_run:
+        # The probe records its evidence in state.db: one of the other kind (a rehearsal's, as in
+        # the demo's folder) is refused now, before the search sends (and pays for) anything.
+        check_store_kind(config)
     inputs = resolve_inputs(None, config)
     result = probing.probe(inputs, route, max_cost=max_cost, precision=probing.parse_precision(precision), dry_run=dry_run,
                            progress=ctx.progress().event)
@@ -163,5 +168,5 @@ def demo(ctx: Context, directory: str) -> None:
     """Run a whole leaderboard refresh on the built-in emulator, no keys needed."""
     from .demo import run_demo
 
-    code = run_demo(directory, progress=ctx.progress(), echo=click.echo)
+    code = run_demo(directory, progress=ctx.progress(), echo=click.echo, quiet=ctx.quiet)
     sys.exit(code)

@@ -56,12 +56,20 @@ def _key_value(route: RouteView) -> str:
     return value or (REHEARSAL_KEY if route.key_optional else "")
 
 
-def require_keys(routes: Sequence[RouteView]) -> None:
-    """Every missing key variable of these routes, named at once (not one per run)."""
+def missing_keys(routes: Sequence[RouteView]) -> dict[str, list[str]]:
+    """The key variables of these routes that are not set (or empty), each with the routes that
+    read it: names only, for a message (the values are neither kept nor shown). A rehearsal's
+    routes need none."""
     missing: dict[str, list[str]] = {}
     for route in routes:
         if not _key_value(route):
             missing.setdefault(route.api_key_env, []).append(route.name)
+    return missing
+
+
+def require_keys(routes: Sequence[RouteView]) -> None:
+    """Every missing key variable of these routes, named at once (not one per run)."""
+    missing = missing_keys(routes)
     if missing:
         names = "; ".join(f"{env} (route{'s' if len(rs) > 1 else ''} {', '.join(repr(r) for r in rs)})" for env, rs in missing.items())
         raise ConfigError(

@@ -175,8 +175,28 @@ def _protocol_cell(r: dict[str, Any]) -> str:
     return "no: " + "; ".join(why)
 
 
+def host_changed(p: dict[str, Any]) -> bool:
+    """Whether a route's provenance `p` should say "the config now names" another host than the one
+    its scored answers came from: a maintainer who edits a route's base_url moves where its next
+    answers come from, and the published ones say where theirs did.
+
+    Never in a rehearsal: there no route's host comes from the config. config.with_emulator sends
+    every route to the emulator, whose address is the rehearsal's own (the --emulator URL, or the
+    free loopback port each `batchrun demo` binds), so a second demo, or a rehearsal read with
+    --emulator at another port, is not a change anyone made to the route."""
+    return bool(p["endpoint_hosts"]) and not p.get("rehearsal") and p["endpoint_hosts"] != [p["configured_host"]]
+
+
 def rehearsal_title(url: str) -> str:
     return f"Rehearsal on the emulator at {url} — not real results"
+
+
+def _csv_row(values: list[Any]) -> list[Any]:
+    """A CSV row with booleans as 1 and 0 (csv.writer would write Python's True/False): as
+    state.db's own views hold them (`leaderboard.complete`), so the report's CSV reads like
+    `sqlite-utils state.db "select * from leaderboard" --csv` and Datasette's CSV export, and
+    `sqlite-utils insert --csv --detect-types` reads them back as integers."""
+    return [int(v) if isinstance(v, bool) else v for v in values]
 
 
 def render(data: dict[str, Any], fmt: str) -> str:
@@ -206,8 +226,8 @@ def render(data: dict[str, Any], fmt: str) -> str:
                 a, sc = s.get("all_tasks") or {}, s.get("scored") or {}
                 row += [a.get("low"), a.get("high"), sc.get("low"), sc.get("high"), s.get("group"), r.get("waiting_n"),
                         r.get("blocked_n"), r.get("accepted_n"), a.get("n_documents"), sc.get("n_documents")]
-            w.writerow([*row, r.get("accepted_overall"), data.get("protocol", "wildtrace"), not r.get("non_protocol"),
-                        "; ".join(r.get("non_protocol", [])), SCORE_SCALE, rehearsal or ""])
+            w.writerow(_csv_row([*row, r.get("accepted_overall"), data.get("protocol", "wildtrace"), not r.get("non_protocol"),
+                                 "; ".join(r.get("non_protocol", [])), SCORE_SCALE, rehearsal or ""]))
         return buf.getvalue()
     lines = [f"# {rehearsal_title(rehearsal)}", ""] if rehearsal else []
     if data.get("protocol_note"):
@@ -264,8 +284,8 @@ def render(data: dict[str, Any], fmt: str) -> str:
         d = p["decoding"]
         # The hosts the scored answers came from; the configured one too when it differs.
         if not p["endpoint_hosts"]:
-            host = f"— (nothing answered yet; the config names {p['configured_host']})"
-        elif p["endpoint_hosts"] != [p["configured_host"]]:
+            host = "— (nothing answered yet" + ("" if p.get("rehearsal") else f"; the config names {p['configured_host']}") + ")"
+        elif host_changed(p):
             host = f"{p['endpoint_host']} (the config now names {p['configured_host']})"
         else:
             host = p["endpoint_host"]

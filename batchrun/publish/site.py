@@ -37,6 +37,7 @@ from ..protocol.grading import score as normalised_score
 from .analysis import distinct
 from .excerpt import Excerpt, read_excerpt
 from .html import STATUS_CLASS, ci_text, p_fmt, page, pct, short_status, signed, task_slugs
+from .report import host_changed
 from .route_page import leaderboard_row, leaderboard_table, ranks, route_costs, route_page
 from .svg import coverage_legend, diff_colour, e, fmt, heatmap, score_colour, text_colour
 from .task_page import route_link, task_page
@@ -326,7 +327,7 @@ def _provenance_blocks(data: dict[str, Any]) -> list[str]:
             f'<div class="route" id="route-{e(quote(r["route"], safe=""))}"><h3>{e(r["route"])}</h3><dl class="kv">'
             f'<dt>provider · model</dt><dd>{e(p["provider"])} · {e(p["model"])}</dd>'
             f'<dt>endpoint</dt><dd>{e(hosts)} {e(p["endpoint"])}'
-            + (f' (the config now names {e(p["configured_host"])})' if p["endpoint_hosts"] and p["endpoint_hosts"] != [p["configured_host"]] else "")
+            + (f' (the config now names {e(p["configured_host"])})' if host_changed(p) else "")
             + (f' · anthropic-version {e(p["api_version"])}' if p.get("api_version") else "") + "</dd>"
             f'<dt>batches</dt><dd>{e(p["endpoint_dates"]["first_submitted"] or "—")} … {e(p["endpoint_dates"]["last_ended"] or "—")}</dd>'
             f'<dt>context caps</dt><dd>{p["context_policy"]["en_cap"]:,} / {p["context_policy"]["cjk_cap"]:,} characters '

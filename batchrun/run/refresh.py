@@ -91,6 +91,7 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
     first_round = True
     last_error = ""
     blocked: dict[str, str] = {}  # routes blocked in this run (poll.PollResult.blocked)
+    held: dict[str, str] = {}  # batch -> why submit held it, as last said in this run
 
     def outcome(complete: bool, reason: str, leaderboard: list[dict]) -> RefreshOutcome:
         return RefreshOutcome(complete, reason, created, leaderboard, list(blocked.values()))
@@ -102,6 +103,11 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
         store.check_same_file()  # between rounds: a state.db deleted or replaced mid-run stops it
         try:
             s = submit(store, inputs, budget=budget, preflight=preflight, progress=progress)
+            for bid, why in s.held:
+                # Said once per batch and reason, not every round while a queue or the budget holds it.
+                if held.get(bid) != why:
+                    held[bid] = why
+                    progress.event(f"held {bid}: {why}")
             for check in s.preflight:
                 if check.ok:
                     failed.pop(check.route, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from datetime import datetime, timezone
 from typing import Any
 
 from ..base.errors import BatchrunError
@@ -28,7 +29,15 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
     batches = store.rows("SELECT route, stage, status, count(*) AS n, coalesce(sum(n_requests), 0) AS requests FROM batches GROUP BY route, stage, status ORDER BY route, stage, status")
     live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_state, provider_batch_id, n_requests, error FROM batches "
                       f"WHERE status IN {sql_list(LIVE)} ORDER BY seq")
+    # Why a submit held each batch not created yet (its latest hold, migration m021).
+    holds = {r["batch_id"]: r for r in store.rows(
+        f"""SELECT h.batch_id, h.reason, h.held_at FROM batch_holds h JOIN batches b ON b.id = h.batch_id
+            WHERE b.status IN {sql_list((*NOT_CREATED, Status.CREATING))}
+              AND h.id = (SELECT max(id) FROM batch_holds WHERE batch_id = h.batch_id)""")}
     for b in live:
+        hold = holds.get(b["id"])
+        b["held"] = hold["reason"] if hold else None
+        b["held_at"] = _iso(hold["held_at"]) if hold else None
         # The word status prints: planned batches are not sent yet; a cancelled one is cancelling
         # until a poll sees the provider end it.
         b["state"] = ("planned (not sent)" if b["status"] in NOT_CREATED
@@ -66,6 +75,10 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
         data = {k: ({r: v for r, v in rows.items() if r in keep} if isinstance(rows, dict) else [x for x in rows if x["route"] in keep])
                 for k, rows in data.items()}
     return data
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
 
 
 def cancel(store: Store, config: Config, *, batch: str | None = None, route: str | None = None, all_: bool = False) -> list[str]:

@@ -35,7 +35,7 @@ from ..base.backoff import backoff, retry_base
 from ..base.checksums import RequestChecksum
 from ..base.errors import ProviderError, StateError
 from ..base.progress import SILENT, Progress
-from ..base.redaction import redact_file
+from ..base.redaction import redact, redact_file
 from ..base.safepath import safe_component
 from ..ledger.cost import fmt_money
 from ..ledger.inputs import Inputs, as_inputs
@@ -53,6 +53,7 @@ from ..providers.clients import (
     is_transient,
     is_unreachable,
     make_client,
+    missing_keys,
     provider_error,
     require_keys,
 )
@@ -83,6 +84,22 @@ class SubmitResult:
     unsent: list[dict[str, Any]] = field(default_factory=list)
     # The preflights this submit ran (or found refused earlier in this run), one per route checked.
     preflight: list[Check] = field(default_factory=list)
+    # A dry run: what submit would hold now and why, (batch id or "new requests of route R
+    # (stage)", reason); and the key variables not set, {variable: [routes]}, named, never read.
+    would_hold: list[tuple[str, str]] = field(default_factory=list)
+    missing_keys: dict[str, list[str]] = field(default_factory=dict)
+
+    def hold(self, store: Store, batch_id: str, reason: str) -> None:
+        """Hold a batch back in this submit, and record why (`batch_holds`: `status` says it
+        until the batch goes). A row only when the reason changes: a refresh holding a batch
+        round after round adds one."""
+        reason = redact(reason)  # a provider's message may quote the key back
+        self.held.append((batch_id, reason))
+        latest = store.scalar("SELECT reason FROM batch_holds WHERE batch_id = ? ORDER BY id DESC LIMIT 1", [batch_id])
+        if latest != reason:
+            with store.db.atomic():
+                store.db.execute("INSERT INTO batch_holds (batch_id, reason, held_at, run_id) VALUES (?, ?, ?, ?)",
+                                 [batch_id, reason, time.time(), store.run_id])
 
     @property
     def preflight_failed(self) -> list[Check]:
@@ -159,6 +176,7 @@ def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = N
     batches = _unsent(store, config, routes, stages)
     if dry_run:
         result.unsent = [{k: b[k] for k in ("id", "route", "stage", "status", "n_requests", "expected_cost", "est_cost")} for b in batches]
+        result.would_hold, result.missing_keys = _foresee(store, config, budget, batches, result_plan)
         return result
 
     if resolve_uncertain_creations(store, config, result, progress):
@@ -178,18 +196,17 @@ def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = N
     for b in batches:
         route = config.routes[b["route"]]
         if netguard.passed():
-            result.held.append((b["id"], "the run's time limit was reached"))
+            result.hold(store, b["id"], "the run's time limit was reached")
             continue
         reason = gate.check(b)
         if reason:
-            result.held.append((b["id"], reason))
-            progress.event(f"held {b['id']}: {reason}")
+            result.hold(store, b["id"], reason)
             continue
         if checks is not None and (stopped := checks.stopped(b)) is not None:
             # Nothing of a route that did not pass its preflight is uploaded or sent.
-            result.held.append((b["id"], f"preflight of route {route.name!r} "
-                                + ("refused (the provider's message and the fix are on stderr)" if stopped.outcome == "refused"
-                                   else "could not reach the provider; will retry")))
+            result.hold(store, b["id"], f"preflight of route {route.name!r} "
+                        + ("refused (the provider's message and the fix are on stderr)" if stopped.outcome == "refused"
+                           else "could not reach the provider; will retry"))
             continue
         if b["transport"] == "sync":
             verify_request_file(b)
@@ -207,8 +224,7 @@ def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = N
             if blocks_route(e) and store.scalar("SELECT status FROM batches WHERE id = ?", [b["id"]]) == Status.CREATING:
                 # Refused while finding out whether an uncertain create made the batch (the
                 # listing or a candidate's download): still unknown, so it is held, never sent again.
-                result.held.append((b["id"], f"uncertain creation: {e.message}"))
-                progress.event(f"held {b['id']}: {e.message}")
+                result.hold(store, b["id"], f"uncertain creation: {e.message}")
                 continue
             if is_auth(e):
                 # The key was refused (401/403) on the upload or the create: nothing was created.
@@ -228,9 +244,8 @@ def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = N
             if not is_transient(e) or is_unreachable(e):
                 raise  # a wrong or down base URL is reported, not waited for
             # The provider is overloaded or flaky right now: this batch waits, the others go on.
-            result.held.append((b["id"], f"provider error: {e.message}"))
+            result.hold(store, b["id"], f"provider error: {e.message}; will retry")
             result.provider_errors += 1
-            progress.event(f"held {b['id']}: {e.message}; will retry")
             continue
         if created:
             gate.admit(b)
@@ -273,6 +288,29 @@ class _Preflights:
         """The check that stops this batch's route sending now (None: it may send)."""
         self.run([b])
         return self.stopping[b["route"]]
+
+
+def _foresee(store: Store, config: Config, budget: float | None, batches: list[dict[str, Any]],
+             planned: PlanResult) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+    """For a dry run, which sends nothing: what a submit now would hold back and why, and the
+    key variables the routes about to send (and the judges of their answers) have unset. The batches planned earlier count as themselves; the new
+    requests of each route and stage as one batch (submit cuts them into files at the route's
+    limits: a missing price, the budget or a queue limit holds them all or, where they fit in
+    part, some)."""
+    new = [{"id": f"new requests of route {r.route!r} ({r.stage}, {r.to_send})", "route": r.route, "stage": r.stage,
+            "transport": r.transport, "est_cost": r.est_cost_batch, "est_input_tokens": r.est_input_tokens, "seq": 10**15 + i}
+           for i, r in enumerate(planned.routes) if r.to_send]
+    gate = Gate(store, config, budget if budget is not None else config.budget)
+    holds = []
+    for b in submission_order([*batches, *new], store):
+        if (reason := gate.check(b)) is not None:
+            holds.append((b["id"], reason))
+        else:
+            gate.admit(b)
+    sending = [config.routes[name] for name in dict.fromkeys(b["route"] for b in [*batches, *new])]
+    if any(b["stage"] == "gen" for b in [*batches, *new]):
+        sending += config.judges  # the answers are judged in the same refresh: their keys are needed tonight too
+    return holds, missing_keys(list({r.name: r for r in sending}.values()))
 
 
 def _would_go(gate: Gate, batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -360,9 +398,8 @@ def _create(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[s
                 # Certain: the provider refused (or redirected elsewhere), nothing was created.
                 move(store, b["id"], Status.UPLOADED, error=f"create refused: HTTP {c.status}: {c.message}")
                 if c.failure == "quota":
-                    result.held.append((b["id"], f"provider quota: {c.message}"))
+                    result.hold(store, b["id"], f"provider quota: the provider's queue is full ({c.message}); will retry later")
                     result.provider_errors += 1
-                    progress.event(f"held {b['id']}: the provider's queue is full ({c.message}); will retry later")
                     return False
                 raise provider_error(c, what="Creating the batch", route=route)
             progress.event(f"creating {b['id']} gave no clear answer ({c.message}); checking whether the provider created it")
@@ -373,7 +410,7 @@ def _create(store: Store, route: Route, adapter: Adapter, client: Any, b: dict[s
                 result.adopted.append(b["id"])
                 return True
             if outcome == "hold":
-                result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
+                result.hold(store, b["id"], "uncertain creation: waiting for candidate batches to end")
                 result.awaiting.append(b["id"])
                 return False
             # Not created (adoption found nothing). The batch stays 'creating', so if the provider
@@ -484,15 +521,14 @@ def resolve_uncertain_creations(store: Store, config: Config, result: SubmitResu
             # The listing could not be read (even after retries), or the provider refused it (the
             # key, a redirect to another host): whether the provider made this batch is still
             # unknown, so it stays 'creating' for a later round; the other batches and routes go on.
-            result.held.append((b["id"], f"uncertain creation: {e.message}"))
+            result.hold(store, b["id"], f"uncertain creation: {e.message}; will retry later")
             if is_transient(e):
                 result.provider_errors += 1
-            progress.event(f"held {b['id']}: {e.message}; will retry later")
             continue
         if outcome == "adopted":
             result.adopted.append(b["id"])
         elif outcome == "hold":
-            result.held.append((b["id"], "uncertain creation: waiting for candidate batches to end"))
+            result.hold(store, b["id"], "uncertain creation: waiting for candidate batches to end")
             result.awaiting.append(b["id"])
         else:
             # Nothing at the provider is ours: it is safe to create it now.

@@ -95,7 +95,9 @@ def sqlite_utils_command() -> str:
 
 
 def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
-             interval: float = 0.2) -> int:
+             interval: float = 0.2, quiet: bool = False) -> int:
+    """Run the demo in `directory`; the exit code. `quiet` (-q): the leaderboard only, and why the
+    refresh stopped if it is incomplete; not where the files are or what to try next."""
     from ...emulator import Emulator
     from ...ledger.inputs import resolve_inputs
     from ...publish.end_of_run import publish
@@ -134,8 +136,10 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
             lock.release()
     finally:
         emu.stop()
-    echo(f"refresh: {outcome.reason}", err=True)
-    echo(f"state.db: {config.paths.state}\njobs/:    {config.paths.jobs}\nresults/: {config.paths.results}", err=True)
-    echo(f"site:     {published.site}", err=True)
-    echo(f"Try: {sqlite_utils_command()} {config.paths.state} \"select * from leaderboard\"", err=True)
+    if not quiet or not outcome.complete:
+        echo(f"refresh: {outcome.reason}", err=True)
+    if not quiet:
+        echo(f"state.db: {config.paths.state}\njobs/:    {config.paths.jobs}\nresults/: {config.paths.results}", err=True)
+        echo(f"site:     {published.site}", err=True)
+        echo(f"Try: {sqlite_utils_command()} {config.paths.state} \"select * from leaderboard\"", err=True)
     return 0 if outcome.complete else 2
