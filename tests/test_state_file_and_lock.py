@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -81,14 +82,22 @@ def test_state_db_deleted_or_replaced_mid_run_stops_the_run(how: str, project: P
             os.link(state, kept)  # the trash: the file lives on under another name, as it would in a trash folder
             state.unlink()
         else:
-            # A consistent copy (the backup API reads through the WAL), renamed over state.db.
-            src, dst = sqlite3.connect(state), sqlite3.connect(kept)
+            # A consistent copy (the backup API reads through the WAL), renamed over state.db: a
+            # copy of what state.db holds at that moment, not an older one. The run is stopped
+            # (SIGSTOP) from the copy to the rename, so no batch it creates meanwhile is missing
+            # from the copy: on a loaded machine one was, and its requests were rightly sent again
+            # by the next refresh (an older state.db cannot know of a batch created after it).
+            proc.send_signal(signal.SIGSTOP)
             try:
-                src.backup(dst)
+                src, dst = sqlite3.connect(state), sqlite3.connect(kept)
+                try:
+                    src.backup(dst)
+                finally:
+                    src.close()
+                    dst.close()
+                os.replace(kept, state)
             finally:
-                src.close()
-                dst.close()
-            os.replace(kept, state)
+                proc.send_signal(signal.SIGCONT)
         code = proc.wait(60)
     finally:
         if proc.poll() is None:
