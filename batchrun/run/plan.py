@@ -221,7 +221,7 @@ def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = Non
          write: bool = True) -> PlanResult:
     """Sync state, then write request files for everything pending (unless write=False).
     `config`: the command's resolved inputs (a Config is resolved here, once)."""
-    inputs = as_inputs(store, config)
+    inputs = as_inputs(store, config, escape=True)
     config = inputs.config
     for name in routes or ():
         if name not in config.routes:
@@ -230,9 +230,15 @@ def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = Non
     # A plan writes and reads each page of state.db about once; SQLite's default 2 MB page cache
     # would only fill with them and add to the plan's peak memory (which must not grow with the
     # corpus).
-    with store.page_cache(kib=256):
-        sync_state(store, inputs)
-        return _plan_pending(store, inputs, routes=routes, stages=stages, write=write)
+    try:
+        with store.page_cache(kib=256):
+            sync_state(store, inputs)
+            return _plan_pending(store, inputs, routes=routes, stages=stages, write=write)
+    finally:
+        # What the command escaped while measuring is for its first plan; a later round of a
+        # refresh reads the documents it needs again (and refuses one changed since).
+        if inputs.corpus is not None and inputs.corpus.escaped is not None:
+            inputs.corpus.escaped.close()
 
 
 def _plan_pending(store: Store, inputs: Inputs, *, routes: set[str] | None, stages: set[str] | None, write: bool) -> PlanResult:
@@ -390,9 +396,9 @@ def _write_generation_requests(files: _Files, pending: list[Pending]) -> None:
         by_doc[tasks[p.task_id].corpus_file].append(p)
     writers: dict[str, ShardWriter] = {}
     for corpus_file in sorted(by_doc):
-        # The document as the command measured it (its ids carry that checksum): refused if it changed since.
-        escaped = EscapedDocument(corpus.paths[corpus_file], where=f"{corpus.dataset.path} (corpus_file {corpus_file})",
-                                  stamp=corpus.stamps[corpus_file])
+        # The document as the command measured it (its ids carry that checksum): escaped when it was
+        # measured, or read now and refused if it changed since.
+        escaped = EscapedDocument.of(corpus, corpus_file, where=f"{corpus.dataset.path} (corpus_file {corpus_file})")
         for p in by_doc[corpus_file]:
             policy = files.inputs.policy(p.route)
             route = policy.route
