@@ -17,7 +17,6 @@ import codecs
 import hashlib
 import io
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -204,6 +203,8 @@ class EscapedSpool:
 
     def put(self, corpus_file: str, pieces: list[bytes]) -> None:
         if self._file is None:
+            import tempfile  # here: most commands never spool (tempfile imports shutil and random)
+
             self._file = tempfile.TemporaryFile(prefix="batchrun-escaped-")
         self._file.writelines(pieces)
         n = sum(len(p) for p in pieces)
