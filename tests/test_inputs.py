@@ -256,3 +256,21 @@ def test_a_plan_reads_each_document_once(project: Project, reads: _Reads) -> Non
     assert len(project.jobs_files()) > 1
     assert reads.opens() == Counter(dict.fromkeys(sizes, 1))
     assert reads.bytes == Counter(sizes)
+
+
+def test_a_full_temporary_folder_is_named_as_such(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan keeps the documents it escaped while measuring them in the temporary folder: when that
+    folder cannot take them, the error names it (and TMPDIR), exits 1, and leaves nothing behind."""
+    import errno
+    import tempfile
+
+    small_project(project, panel=[])
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
+    result = project.run("plan")
+    assert result.exit_code == 1
+    assert "TMPDIR" in result.output and tempfile.gettempdir() in result.output and "Traceback" not in result.output
+    assert not project.state_path.exists() and not project.jobs_files()

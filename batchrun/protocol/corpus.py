@@ -202,11 +202,17 @@ class EscapedSpool:
         self._end = 0
 
     def put(self, corpus_file: str, pieces: list[bytes]) -> None:
-        if self._file is None:
-            import tempfile  # here: most commands never spool (tempfile imports shutil and random)
+        import tempfile  # here: most commands never spool (tempfile imports shutil and random)
 
-            self._file = tempfile.TemporaryFile(prefix="batchrun-escaped-")
-        self._file.writelines(pieces)
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="batchrun-escaped-")
+            self._file.writelines(pieces)
+        except OSError as e:
+            # A full or read-only temporary folder is said as such (errors.environment_error
+            # names the file an OSError carries), not as a file of the project.
+            raise OSError(e.errno, e.strerror, f"{tempfile.gettempdir()} (the temporary folder, TMPDIR: documents "
+                                               "escaped for plan wait there)") from e
         n = sum(len(p) for p in pieces)
         self._where[corpus_file] = (self._end, n)
         self._end += n
