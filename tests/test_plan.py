@@ -728,7 +728,8 @@ def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project,
 
 def test_a_judge_line_with_its_answer_spliced_in_is_the_whole_line_serialised(project: Project) -> None:
     """plan builds each judge line around a placeholder and splices the escaped answer in
-    (_judge_line, issue 30): the bytes must be those of serialising the whole line, for every
+    (_judge_line; _JudgeLines, which serialises a task's line once around the id and the answer,
+    issue 30): the bytes must be those of serialising the whole line, for every
     provider's shape and any answer (quotes, backslashes, control characters, DEL, line breakers,
     Chinese, astral characters, longer than the judge sees, empty)."""
     import random
@@ -738,7 +739,7 @@ def test_a_judge_line_with_its_answer_spliced_in_is_the_whole_line_serialised(pr
     from batchrun.protocol.policy import route_policies
     from batchrun.protocol.prompts import judge_prompt
     from batchrun.providers import RequestSpec, get_adapter
-    from batchrun.run.plan import _judge_line
+    from batchrun.run.plan import _judge_line, _JudgeLines
 
     project.doc("d.txt", "A short document.\n")
     project.tasks([task("t1", "Q?", "d.txt")])
@@ -750,10 +751,18 @@ def test_a_judge_line_with_its_answer_spliced_in_is_the_whole_line_serialised(pr
     alphabet = [chr(c) for c in range(0x90)] + list("\u2028\u2029\u0085\ufeff\u4e2d\u6587\U0001f600\"\\")
     answers = ["", "plain", "x\x7fy", "\u4e2d\u6587" * 3000, "a" * 4999 + "\u2028b", "q\"\\\n\t\r\x00" * 900]
     answers += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 400))) for _ in range(60)]
+    lines = {name: _JudgeLines(get_adapter(r.provider), r, policies[name]) for name, r in config.routes.items()}
     for name, r in config.routes.items():
         adapter, policy = get_adapter(r.provider), policies[name]
         for answer in answers:
             spec = RequestSpec("j-0123abcd", r.model, judge_prompt(judged.question, judged.rubric, answer), policy.max_tokens,
                                policy.temperature)
-            assert _judge_line(adapter, r, policy, "j-0123abcd", judged, answer) == \
-                jsonl.dumps(adapter.build_line(r, spec)).encode() + b"\n", (name, answer[:40])
+            whole = jsonl.dumps(adapter.build_line(r, spec)).encode() + b"\n"
+            assert _judge_line(adapter, r, policy, "j-0123abcd", judged, answer) == whole, (name, answer[:40])
+            assert lines[name].line("j-0123abcd", judged, answer) == whole, (name, answer[:40])
+        # A question that holds a placeholder's text cannot move the answer or the id: that task's
+        # lines are serialised whole.
+        tricky = Task("t2", "Q \x03BATCHRUN-ID-8e2f61\x03 \x02BATCHRUN-ANSWER-4d7a0b\x02?", "d.txt", judged.rubric, {}, 1)
+        spec = RequestSpec("j-9", r.model, judge_prompt(tricky.question, tricky.rubric, "an answer"), policy.max_tokens,
+                           policy.temperature)
+        assert lines[name].line("j-9", tricky, "an answer") == jsonl.dumps(adapter.build_line(r, spec)).encode() + b"\n"
