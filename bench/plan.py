@@ -34,8 +34,10 @@ Timed, in this order in every repeat, for each stage:
   kept (a dict), judge answers are read from state.db before the clock starts, and there is no
   interpreter start-up: all of which favour the cookbook.
 
-Output: a table per stage and in total; then the targets (issue 15: plan >= 0.8x the copy's
-throughput, >= 3x the cookbook's per request, peak RSS <= 300 MB at 30 routes); the CPU seconds
+Output: a table per stage and in total; then the targets (issue 30: plan >= 0.6x the copy's
+throughput at 3 routes, >= 0.9x at 30; the judge stage alone at least as fast as the cookbook's
+judge stage; peak RSS <= 300 MB at 30 routes; the cookbook ratio over both stages is reported,
+no longer a target (issue 15 asked 3x, out of reach of any writer of these bytes); the CPU seconds
 of each writer (plan's child, both threads; the copy's and the cookbook's own, from getrusage):
 on a loaded machine wall time follows CPU time, and plan spends more of it than the copy (it
 escapes, builds and checksums what the copy only moves); then, last,
@@ -69,8 +71,8 @@ MODELS = (("openai", "gpt-5.5"), ("anthropic", "claude-opus-4.8"), ("gemini", "g
 JUDGES = (("judge-gpt", "openai", "gpt-5.1"), ("judge-sonnet", "anthropic", "claude-sonnet-4-6"),
           ("judge-flash", "gemini", "gemini-2.5-flash"))
 ANSWER_MIX = (("ok", 0.985), ("refusal", 0.01), ("empty", 0.005))
-TARGET_VS_COPY = 0.8
-TARGET_VS_COOKBOOK = 3.0
+TARGET_VS_COPY = {3: 0.6, 30: 0.9}  # by contestant routes (issue 30); 0.6 at other counts
+TARGET_JUDGE_VS_COOKBOOK = 1.0  # the judge stage alone, cookbook seconds / plan seconds
 TARGET_RSS = 300 * MB
 STAGES = ("gen", "judge")
 
@@ -381,11 +383,16 @@ def main(argv: list[str] | None = None) -> int:
           "cookbook, whose JSON escapes non-ASCII and so writes other bytes)")
     p, c, k = median(tot["plan"]), median(tot["copy"]), median(tot["cookbook"])
     vs_copy, vs_cook = c / p, k / p
+    judge_vs_cook = median(stages["judge"].cookbook) / median(stages["judge"].plan)
+    target = TARGET_VS_COPY.get(n_routes, 0.6)
     rss = max(stages[x].rss[i] for x in STAGES for i in range(args.repeat))
-    print(f"target plan/copy >= {TARGET_VS_COPY}: {vs_copy:.2f} ({'met' if vs_copy >= TARGET_VS_COPY else 'MISSED'}); "
-          f"plan/cookbook >= {TARGET_VS_COOKBOOK}: {vs_cook:.2f} ({'met' if vs_cook >= TARGET_VS_COOKBOOK else 'MISSED'}); "
+    print(f"target plan/copy >= {target}: {vs_copy:.2f} ({'met' if vs_copy >= target else 'MISSED'}); "
+          f"judge stage plan/cookbook >= {TARGET_JUDGE_VS_COOKBOOK}: {judge_vs_cook:.2f} "
+          f"({'met' if judge_vs_cook >= TARGET_JUDGE_VS_COOKBOOK else 'MISSED'}); "
           f"peak RSS {mb(rss)} at {n_routes} routes (<= 300 MB at 30 routes: "
           f"{('met' if rss <= TARGET_RSS else 'MISSED') if n_routes >= 30 else 'n/a at this route count'})")
+    print(f"(not a target) plan/cookbook over both stages: {vs_cook:.2f}")
+    print(f"judge_vs_cookbook={judge_vs_cook:.3f}")
     plan_cpu = sum(median(stages[x].plan_cpu) for x in STAGES)
     copy_cpu = sum(median(stages[x].copy_cpu) for x in STAGES)
     cook_cpu = sum(median(stages[x].cookbook_cpu) for x in STAGES)

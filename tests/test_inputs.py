@@ -173,3 +173,104 @@ def test_the_sync_caches_a_measurement_under_the_file_state_it_was_made_from(pro
         again = resolve_inputs(store, config)
     info = again.require_corpus().docs["lab.txt"]
     assert info.sha256 == hashlib.sha256(doc.read_bytes()).hexdigest()
+
+
+# --- each document read once per plan (issue 30 item 3) ----------------------------------------
+
+_OPENED: list[str] | None = None  # while a test records: every path opened, however it was opened
+
+
+def _record_opens(event: str, args: tuple[Any, ...]) -> None:
+    if _OPENED is not None and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_record_opens)  # audit hooks stay for the process: this one records only inside _reads_of
+
+
+class _Reads:
+    """The corpus files opened (the interpreter's "open" audit event: open(), io.open, os.open
+    alike) and the bytes read from each through batchrun's one reader (userfiles.open_regular)."""
+
+    def __init__(self, corpus_dir: Path) -> None:
+        self.corpus_dir = corpus_dir.resolve()
+        self.opened: list[str] = []
+        self.bytes: Counter[str] = Counter()
+
+    def opens(self) -> Counter[str]:
+        return Counter(Path(p).resolve().relative_to(self.corpus_dir).as_posix() for p in self.opened
+                       if Path(p).resolve().is_relative_to(self.corpus_dir))
+
+
+@pytest.fixture
+def reads(project: Project, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Reads]:
+    global _OPENED
+    from batchrun.base import userfiles
+
+    seen = _Reads(project.root / "corpus")
+    real = userfiles.open_regular
+
+    def counting_open(path: Path) -> Any:
+        f = real(path)
+        if not Path(path).resolve().is_relative_to(seen.corpus_dir):
+            return f
+        name = Path(path).resolve().relative_to(seen.corpus_dir).as_posix()
+        read = f.read
+
+        def counted_read(n: int = -1) -> bytes:
+            data = read(n)
+            seen.bytes[name] += len(data)
+            return data
+        f.read = counted_read  # type: ignore[method-assign]
+        return f
+
+    for loaded in list(sys.modules.values()):
+        if getattr(loaded, "__name__", "").startswith("batchrun") and getattr(loaded, "open_regular", None) is real:
+            monkeypatch.setattr(loaded, "open_regular", counting_open)
+    _OPENED = seen.opened
+    try:
+        yield seen
+    finally:
+        _OPENED = None
+
+
+def test_a_plan_reads_each_document_once(project: Project, reads: _Reads) -> None:
+    """A first `batchrun plan` measures every document (the custom_ids carry its checksum) and then
+    writes it into every line that carries it: the text escaped while it was measured is kept
+    (corpus.EscapedSpool), so each file is opened and read once, not once to measure and again
+    to escape. A later plan, which finds the measurements in state.db, reads each document it
+    writes once too."""
+    small_project(project, panel=[])
+    sizes = {p.name: p.stat().st_size for p in (project.root / "corpus").iterdir()}
+    for doc in (project.root / "corpus").iterdir():
+        _age(doc, 3600)
+    reads.opened.clear()  # the test writing them
+    ok(project.run("plan", "--route", "gpt"))
+    assert project.jobs_files()
+    assert reads.opens() == Counter(dict.fromkeys(sizes, 1))
+    assert reads.bytes == Counter(sizes)
+
+    reads.opened.clear()
+    reads.bytes.clear()
+    ok(project.run("plan"))  # the other routes now: measured already (state.db's cache), read once to be written
+    assert len(project.jobs_files()) > 1
+    assert reads.opens() == Counter(dict.fromkeys(sizes, 1))
+    assert reads.bytes == Counter(sizes)
+
+
+def test_a_full_temporary_folder_is_named_as_such(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan keeps the documents it escaped while measuring them in the temporary folder: when that
+    folder cannot take them, the error names it (and TMPDIR), exits 1, and leaves nothing behind."""
+    import errno
+    import tempfile
+
+    small_project(project, panel=[])
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
+    result = project.run("plan")
+    assert result.exit_code == 1
+    assert "TMPDIR" in result.output and tempfile.gettempdir() in result.output and "Traceback" not in result.output
+    assert not project.state_path.exists() and not project.jobs_files()

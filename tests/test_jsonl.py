@@ -54,3 +54,20 @@ def test_iter_lines_splits_on_newline_only_and_flags_a_truncated_last_line(tmp_p
     path.write_bytes(b'{"a":"x\xe2\x80\xa8y"}\r\n\n  \n{"b":2}\n{"c":')
     got = list(jsonl.iter_lines(path))
     assert got == [(1, b'{"a":"x\xe2\x80\xa8y"}', True), (4, b'{"b":2}', True), (5, b'{"c":', False)]
+
+
+def test_escape_utf8_is_escape_str_encoded_byte_for_byte() -> None:
+    """plan escapes documents with escape_utf8 (bytes.replace on the UTF-8); the bytes must be exactly
+    escape_str's, whatever the text: every character below U+0100, the line breakers, CJK, a BOM,
+    astral characters, and random mixes of them (seeded)."""
+    import random
+
+    alphabet = [chr(c) for c in range(0x100)] + list("\u2028\u2029\ufeff中文港口\u3000") + ["\U0001f600", "é", "\u07ff", "\u0800"]
+    cases = ["", "plain", "a\nb\tc\"d\\e", "中文\u2028第二行\u2029第三段\u0085 end", "\x00\x1f\x7f\r\b\f", "\ufeffBOM",
+             *alphabet]
+    rng = random.Random(30)
+    for n in range(400):
+        weights = "\n\t\"\\" if n % 2 else ""
+        cases.append("".join(rng.choice(alphabet + list(weights) * 20 + list("abc xyz") * 40) for _ in range(rng.randrange(1, 300))))
+    for text in cases:
+        assert jsonl.escape_utf8(text) == jsonl.escape_str(text).encode(), repr(text)

@@ -629,9 +629,9 @@ def test_a_first_plan_reads_and_hashes_each_document_once(project: Project, monk
     measured: list[str] = []
     real = module.measure_file
 
-    def counting(name: str, path: Path, *, where: str) -> Any:
+    def counting(name: str, path: Path, **kwargs: Any) -> Any:
         measured.append(name)
-        return real(name, path, where=where)
+        return real(name, path, **kwargs)
 
     monkeypatch.setattr(module, "measure_file", counting)
     # The CLI resolves the command's inputs once (validating the corpus before it opens state.db),
@@ -726,3 +726,45 @@ def test_request_files_are_byte_identical_to_the_recorded_ones(project: Project,
     assert len(written) == 7  # oa-chat in three files, every other route in one
     assert written == GOLDEN_REQUEST_FILES
     assert not [t for t in threading.enumerate() if t.name.startswith(("batchrun-fsync", "batchrun-checksum"))]
+
+
+def test_a_judge_line_with_its_answer_spliced_in_is_the_whole_line_serialised(project: Project) -> None:
+    """plan builds each judge line around a placeholder and splices the escaped answer in
+    (_judge_line; _JudgeLines, which serialises a task's line once around the id and the answer,
+    issue 30): the bytes must be those of serialising the whole line, for every
+    provider's shape and any answer (quotes, backslashes, control characters, DEL, line breakers,
+    Chinese, astral characters, longer than the judge sees, empty)."""
+    import random
+
+    from batchrun.base import jsonl
+    from batchrun.protocol.dataset import RubricItem, Task
+    from batchrun.protocol.policy import route_policies
+    from batchrun.protocol.prompts import judge_prompt
+    from batchrun.providers import RequestSpec, get_adapter
+    from batchrun.run.plan import _judge_line, _JudgeLines
+
+    project.doc("d.txt", "A short document.\n")
+    project.tasks([task("t1", "Q?", "d.txt")])
+    project.config(routes=ALL_PROVIDER_ROUTES, panel=list(ALL_PROVIDER_ROUTES))
+    config = project.load()
+    policies = route_policies(config)
+    judged = Task("t1", 'Who said "stop"\\now?\u2028', "d.txt", (RubricItem(60, "names \u4e2d\u6587"), RubricItem(40, "time")), {}, 0)
+    rng = random.Random(30)
+    alphabet = [chr(c) for c in range(0x90)] + list("\u2028\u2029\u0085\ufeff\u4e2d\u6587\U0001f600\"\\")
+    answers = ["", "plain", "x\x7fy", "\u4e2d\u6587" * 3000, "a" * 4999 + "\u2028b", "q\"\\\n\t\r\x00" * 900]
+    answers += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 400))) for _ in range(60)]
+    lines = {name: _JudgeLines(get_adapter(r.provider), r, policies[name]) for name, r in config.routes.items()}
+    for name, r in config.routes.items():
+        adapter, policy = get_adapter(r.provider), policies[name]
+        for answer in answers:
+            spec = RequestSpec("j-0123abcd", r.model, judge_prompt(judged.question, judged.rubric, answer), policy.max_tokens,
+                               policy.temperature)
+            whole = jsonl.dumps(adapter.build_line(r, spec)).encode() + b"\n"
+            assert _judge_line(adapter, r, policy, "j-0123abcd", judged, answer) == whole, (name, answer[:40])
+            assert lines[name].line("j-0123abcd", judged, answer) == whole, (name, answer[:40])
+        # A question that holds a placeholder's text cannot move the answer or the id: that task's
+        # lines are serialised whole.
+        tricky = Task("t2", "Q \x03BATCHRUN-ID-8e2f61\x03 \x02BATCHRUN-ANSWER-4d7a0b\x02?", "d.txt", judged.rubric, {}, 1)
+        spec = RequestSpec("j-9", r.model, judge_prompt(tricky.question, tricky.rubric, "an answer"), policy.max_tokens,
+                           policy.temperature)
+        assert lines[name].line("j-9", tricky, "an answer") == jsonl.dumps(adapter.build_line(r, spec)).encode() + b"\n"

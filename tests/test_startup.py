@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,3 +78,27 @@ def test_one_sdk_client_per_route_per_process(project: Project, monkeypatch: pyt
     # The SDKs read their environment when a client is built: a changed key (or variable) is a new client.
     monkeypatch.setenv(KEY_ENV, "another-test-key")
     assert make_client(r) is not first
+
+
+# Each provider's SDK, by the module its adapter imports (providers/<name>.py, lazily).
+_SDK_OF = {"openai": "openai", "anthropic": "anthropic", "gemini": "google.genai"}
+
+
+# One provider is enough to show the rule (each case is a whole refresh in a fresh interpreter).
+@pytest.mark.parametrize("provider, contestant, judge", [("openai", "gpt-5.5", "gpt-5.1")])
+def test_a_refresh_imports_only_the_sdks_of_its_providers(project: Project, emulator: Any, provider: str, contestant: str,
+                                                          judge: str) -> None:
+    """A command imports the SDK of each provider its routes use and no other (issue 30 item 4):
+    the SDKs are imported inside the adapters' client-making and I/O code, never at import time.
+    A whole refresh (plan, preflight, submit, poll, collect, judging, the results files and the
+    report) in a fresh interpreter against the emulator, on a config of one provider's routes."""
+    small_project(project, routes={"c": route(provider, contestant), "j": route(provider, judge)}, panel=["j"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHRUN_")}
+    env[KEY_ENV] = "test-key-not-a-secret"
+    args = ["--config", str(project.config_path), "--emulator", emulator.url, "refresh", "--interval", "0.05", "--timeout", "60s"]
+    done = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=project.root, env=env, capture_output=True, text=True, timeout=120)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    modules = set(report["modules"])
+    assert report["code"] == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert _SDK_OF[provider] in modules  # the SDK really did the work
+    assert sorted(sdk for p, sdk in _SDK_OF.items() if p != provider and sdk in modules) == []

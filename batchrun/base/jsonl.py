@@ -36,6 +36,33 @@ def escape_str(text: str) -> str:
     return _escape_line_breakers(encode_basestring(text)[1:-1])
 
 
+# The control characters JSON escapes other than \n and \t (\b, \f, \r and the \uXXXX ones), and
+# DEL, which escape_str writes as \u007f in ASCII text (json's ASCII encoder) and as itself in other
+# text. A document read with universal newlines has no \r, and the others are rare in text: a
+# piece holding one takes escape_str's path, so the bytes stay escape_str's.
+_RARE_CONTROLS = bytes(c for c in (*range(0x20), 0x7F) if c not in (0x09, 0x0A))
+_LINE_BREAKERS_UTF8 = tuple((ch.encode(), f"\\u{ord(ch):04x}".encode()) for ch in "\u2028\u2029\u0085")
+
+
+def escape_utf8(text: str) -> bytes:
+    """`escape_str(text).encode()`, byte for byte, about twice as fast on a document's text.
+
+    JSON (as json's encoder writes it with ensure_ascii off) escapes only `"`, `\\` and the
+    characters below U+0020; everything else goes through as UTF-8. In UTF-8 those are single
+    bytes that never occur inside a multi-byte character, so the escaping can be done on the
+    encoded bytes with `bytes.replace` (a memchr scan) instead of json's per-character C loop
+    (~400 MB/s for ASCII, ~200 MB/s for CJK: most of a full-scale plan's escaping, issue 30).
+    The rare control characters (`_RARE_CONTROLS`) send the text to escape_str instead."""
+    raw = text.encode()
+    if len(raw.translate(None, _RARE_CONTROLS)) != len(raw):
+        return escape_str(text).encode()
+    out = raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n").replace(b"\t", b"\\t")
+    if not text.isascii():
+        for breaker, escaped in _LINE_BREAKERS_UTF8:
+            out = out.replace(breaker, escaped)
+    return out
+
+
 def dumps(obj: Any) -> str:
     """One JSON line (without the newline), compact, UTF-8, line-safe."""
     return _escape_line_breakers(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))

@@ -156,14 +156,14 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         found = resolved
     elif not config.paths.state.exists() and inputs:
         # Validate the dataset before creating state.db, so a bad first run leaves nothing behind.
-        found = resolve_inputs(None, config)
+        found = resolve_inputs(None, config, escape=command in _PLANS)
     elif command in _READS_DATASET:
         # Likewise before recording a run in an existing state.db: a bad dataset, or a judge the
         # config would silently turn into a contestant, changes nothing (not even the runs table).
         # (Read-only: the document cache makes this a stat per unchanged document.)
         with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True) as ro:
             check_role_changes(ro, config)
-            found = resolve_inputs(ro, config)
+            found = resolve_inputs(ro, config, escape=command in _PLANS)
     else:
         found = resolve_inputs(None, config, corpus=False)
     lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
@@ -236,6 +236,9 @@ def note_rehearsal(config: Config) -> None:
 
 # Commands that read the dataset and corpus (poll and cancel don't: they keep working on a broken dataset).
 _READS_DATASET = frozenset({"plan", "submit", "collect", "refresh", "retry", "accept-failures"})
+# The commands that write request files (submit and refresh plan first): the documents they
+# measure are escaped in the same pass, for plan (corpus.EscapedSpool: each read once).
+_PLANS = frozenset({"plan", "submit", "refresh"})
 
 
 def announce_warnings(ctx: Context, store: Store, config: Config) -> None:

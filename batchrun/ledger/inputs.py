@@ -51,21 +51,24 @@ class Inputs:
         return self.corpus
 
 
-def resolve_inputs(store: Store | None, config: Config, *, corpus: bool = True) -> Inputs:
+def resolve_inputs(store: Store | None, config: Config, *, corpus: bool = True, escape: bool = False) -> Inputs:
     """The command's inputs: the policies, and with `corpus` the dataset and every document it
-    names, measured (state.db's cache, from `store` if there is one, answers for unchanged files)."""
-    scanned = scan_corpus(config, cached_measurements(store) if store is not None else None) if corpus else None
+    names, measured (state.db's cache, from `store` if there is one, answers for unchanged files).
+    `escape`: the command plans (plan, submit, refresh): each document measured now is escaped in
+    the same pass and kept for plan (corpus.EscapedSpool), so a plan reads each document once."""
+    scanned = scan_corpus(config, cached_measurements(store) if store is not None else None, escape=escape) if corpus else None
     return Inputs(config, route_policies(config), scanned)
 
 
-def as_inputs(store: Store | None, config: Config | Inputs, *, corpus: bool = True) -> Inputs:
+def as_inputs(store: Store | None, config: Config | Inputs, *, corpus: bool = True, escape: bool = False) -> Inputs:
     """A library function's `config` argument as Inputs: resolved now if it is a Config (a script
     calling the library), used as it is if a command resolved it (adding the corpus if it lacks
     it and `corpus` is asked for)."""
     if isinstance(config, Config):
-        return resolve_inputs(store, config, corpus=corpus)
+        return resolve_inputs(store, config, corpus=corpus, escape=escape)
     if corpus and config.corpus is None:
-        return replace(config, corpus=scan_corpus(config.config, cached_measurements(store) if store is not None else None))
+        return replace(config, corpus=scan_corpus(config.config, cached_measurements(store) if store is not None else None,
+                                                  escape=escape))
     return config
 
 

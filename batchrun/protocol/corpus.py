@@ -1,5 +1,7 @@
 """Corpus documents: resolved safely, streamed in pieces, measured once (then cached in state.db),
-JSON-escaped once per plan.
+JSON-escaped once per plan, and read once per plan: a document a plan measures is escaped in the
+same pass and kept (EscapedSpool) until plan writes its lines; one state.db already measured is
+read only to be escaped.
 
 A document is its text as the reference harness (Python) reads it: `open(path,
 encoding="utf-8").read()`, that is strict UTF-8 with universal newlines (`\r\n` and a lone `\r`
@@ -17,11 +19,11 @@ import io
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..base.errors import DataError
-from ..base.jsonl import escape_str
+from ..base.jsonl import escape_utf8
 from ..base.userfiles import NotRegularFile, open_regular
 from .caps import CJK_WINDOW, is_cjk
 from .config import Config
@@ -114,14 +116,21 @@ def _decoded_chunks(path: Path, *, where: str, stamp: tuple[int, int] | None = N
             offset += len(piece)
 
 
-def measure_file(name: str, path: Path, *, where: str) -> DocumentInfo:
-    """sha256 of the bytes, length in characters, size and CJK flag, streamed in pieces."""
+def measure_file(name: str, path: Path, *, where: str, stamp: tuple[int, int] | None = None,
+                 escaped: list[bytes] | None = None) -> DocumentInfo:
+    """sha256 of the bytes, length in characters, size and CJK flag, streamed in pieces.
+
+    `escaped`: also JSON-escape the text (as EscapedDocument does), appending the pieces to it,
+    so a plan that measures a document need not read it again to write it. `stamp`: the file's
+    (size, mtime_ns) when the caller looked at it; a file changed since is refused."""
     h = hashlib.sha256()
     chars = nbytes = 0
     head = ""
     translated = False
-    for piece, text in _decoded_chunks(path, where=where):
+    for piece, text in _decoded_chunks(path, where=where, stamp=stamp):
         h.update(piece)
+        if escaped is not None and text:
+            escaped.append(escape_utf8(text))
         translated = translated or b"\r" in piece  # UTF-8: a 0x0D byte is always a CR
         nbytes += len(piece)
         chars += len(text)
@@ -152,18 +161,81 @@ class EscapedDocument:
     One document at a time is held (the largest WildTrace document escapes to ~3 MB). An earlier
     version spooled it to a scratch file and read it back for every line: at 30 routes that was
     30 reads of each document through the page cache, and plan's system time grew faster than
-    the bytes it wrote (issue 15; docs/performance.md)."""
+    the bytes it wrote (issue 15; docs/performance.md). A document this command measured was
+    escaped then (EscapedSpool): it is taken from there, and the file is not read again."""
 
     __slots__ = ("data",)
 
-    def __init__(self, path: Path, *, where: str, stamp: tuple[int, int] | None = None):
+    def __init__(self, data: bytes):
+        self.data = data
+
+    @classmethod
+    def read(cls, path: Path, *, where: str, stamp: tuple[int, int] | None = None) -> EscapedDocument:
         """`stamp`: the file's (size, mtime_ns) when the command measured it (Corpus.stamps): a
         document edited since is refused, not escaped into lines that carry the old one's ids."""
         chunks = _decoded_chunks(path, where=where, stamp=stamp)
-        self.data = b"".join([escape_str(text).encode() for _, text in chunks if text])
+        return cls(b"".join([escape_utf8(text) for _, text in chunks if text]))
+
+    @classmethod
+    def of(cls, corpus: Corpus, corpus_file: str, *, where: str) -> EscapedDocument:
+        """The document as the command measured it (its ids carry that checksum): escaped in the
+        same pass if this command measured it, else read now and refused if it changed since."""
+        if corpus.escaped is not None and (data := corpus.escaped.take(corpus_file)) is not None:
+            return cls(data)
+        return cls.read(corpus.paths[corpus_file], where=where, stamp=corpus.stamps[corpus_file])
 
     def __len__(self) -> int:
         return len(self.data)
+
+
+class EscapedSpool:
+    """Documents escaped while they were measured, kept in an unnamed temporary file until plan
+    writes them, so a plan reads each document once (issue 30; a second pass to escape it cost a
+    second read and decode of the corpus on every first run). Kept on the disk, not in memory: at
+    WildTrace scale the escaped corpus is ~240 MB, and plan's memory must not grow with the
+    corpus. The file has no name (tempfile.TemporaryFile, in the temporary folder): nothing is
+    left behind, whatever happens to the process. Each document is taken once (`take`)."""
+
+    def __init__(self) -> None:
+        self._file: io.BufferedRandom | None = None
+        self._where: dict[str, tuple[int, int]] = {}  # corpus_file -> (offset, length)
+        self._end = 0
+
+    def put(self, corpus_file: str, pieces: list[bytes]) -> None:
+        import tempfile  # here: most commands never spool (tempfile imports shutil and random)
+
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="batchrun-escaped-")
+            self._file.writelines(pieces)
+        except OSError as e:
+            # A full or read-only temporary folder is said as such (errors.environment_error
+            # names the file an OSError carries), not as a file of the project.
+            raise OSError(e.errno, e.strerror, f"{tempfile.gettempdir()} (the temporary folder, TMPDIR: documents "
+                                               "escaped for plan wait there)") from e
+        n = sum(len(p) for p in pieces)
+        self._where[corpus_file] = (self._end, n)
+        self._end += n
+
+    def take(self, corpus_file: str) -> bytes | None:
+        """The escaped document, once; None if it is not here (not measured by this command, or
+        taken already)."""
+        spot = self._where.pop(corpus_file, None)
+        if spot is None or self._file is None:
+            return None
+        self._file.flush()
+        data = os.pread(self._file.fileno(), spot[1], spot[0])
+        if len(data) != spot[1]:
+            raise OSError(f"the scratch file of escaped documents returned {len(data)} bytes of {spot[1]}")
+        if not self._where:
+            self.close()
+        return data
+
+    def close(self) -> None:
+        self._where.clear()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 # --- scanning the corpus a dataset names ------------------------------------------------------
@@ -181,6 +253,9 @@ class Corpus:
     # caches the measurement under it, and plan refuses a document that changed since
     # (EscapedDocument), whose text would go out under the old checksum's ids.
     stamps: dict[str, tuple[int, int]]
+    # The documents measured by this scan, escaped in the same pass (scan_corpus(escape=True):
+    # the commands that plan), for plan to take instead of reading them again.
+    escaped: EscapedSpool | None = field(default=None, compare=False, repr=False)
 
 
 # What state.db already measured, by file path (ledger.inputs.cached_measurements): the file's
@@ -197,16 +272,18 @@ def cacheable(mtime_ns: int) -> bool:
     return mtime_ns < time.time_ns() - _RACY_NS
 
 
-def scan_corpus(config: Config, measured: Measured | None = None) -> Corpus:
+def scan_corpus(config: Config, measured: Measured | None = None, *, escape: bool = False) -> Corpus:
     """Load the dataset and measure every document it names (validating all, writing nothing).
 
     `measured`: state.db's measurements; a document found there with the same size and mtime is
-    not read again. Without (no state.db yet) every document is measured."""
+    not read again. Without (no state.db yet) every document is measured. `escape`: the command
+    will plan; each document measured is escaped in the same pass and kept (Corpus.escaped)."""
     dataset = load_dataset(config.paths.dataset)
     corpus_dir = config.paths.corpus
     if not corpus_dir.is_dir():
         raise DataError(f"Corpus folder {corpus_dir} does not exist.", "Set [paths] corpus in the config, or put the documents in corpus/.")
     cache = measured or {}
+    spool = EscapedSpool() if escape else None
     docs: dict[str, DocumentInfo] = {}
     paths: dict[str, Path] = {}
     stamps: dict[str, tuple[int, int]] = {}
@@ -225,8 +302,11 @@ def scan_corpus(config: Config, measured: Measured | None = None) -> Corpus:
         else:
             if not os.access(path, os.R_OK):
                 raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
-            info = measure_file(name, path, where=where)
+            pieces: list[bytes] | None = [] if spool is not None else None
+            info = measure_file(name, path, where=where, stamp=(st.st_size, st.st_mtime_ns), escaped=pieces)
+            if spool is not None and pieces is not None:
+                spool.put(task.corpus_file, pieces)
         docs[task.corpus_file] = info
         paths[task.corpus_file] = path
         stamps[task.corpus_file] = (st.st_size, st.st_mtime_ns)
-    return Corpus(dataset=dataset, docs=docs, paths=paths, stamps=stamps)
+    return Corpus(dataset=dataset, docs=docs, paths=paths, stamps=stamps, escaped=spool)

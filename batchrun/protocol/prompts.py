@@ -58,6 +58,10 @@ def format_points(points: int | float) -> str:
     return str(points)
 
 
+# The judge sees the first 5000 characters of an answer (the harness: response[:5000]).
+JUDGE_RESPONSE_CHARS = 5000
+
+
 def judge_prompt(question: str, rubric: Sequence[_RubricItem], response: str) -> str:
     """The exact judge prompt: question[:600], rubric criteria [:260] each, response[:5000]."""
     lines = [
@@ -68,7 +72,7 @@ def judge_prompt(question: str, rubric: Sequence[_RubricItem], response: str) ->
     for i, item in enumerate(rubric, start=1):
         lines.append(f"P{i} ({format_points(item.points)}pts): {item.criterion[:260]}")
     lines.append("RESPONSE:")
-    lines.append(response[:5000])
+    lines.append(response[:JUDGE_RESPONSE_CHARS])
     lines.append(JUDGE_REPLY_LINE)
     return "\n".join(lines)
 

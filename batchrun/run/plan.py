@@ -28,13 +28,22 @@ from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.sync import sync_state
 from ..protocol.config import Config, Route
 from ..protocol.corpus import EscapedDocument
-from ..protocol.prompts import generation_prompt, judge_prompt
+from ..protocol.dataset import Task
+from ..protocol.policy import RoutePolicy
+from ..protocol.prompts import JUDGE_RESPONSE_CHARS, generation_prompt, judge_prompt
 from ..providers import Adapter, RequestSpec, get_adapter
 from .request_files import Closer, RequestFile
 
 # Stands in for the document while a line is serialised; the escaped document replaces it.
 _DOC_SENTINEL = "\x01BATCHRUN-DOCUMENT-9f1c2e\x01"
 _DOC_SENTINEL_ESCAPED = jsonl.escape_str(_DOC_SENTINEL)
+# Likewise the answer in a judge line: serialising each 2-6 KB answer inside its line with json.dumps
+# was most of the judge stage's own work (issue 30: 29% of it at 30 routes); escape_utf8 is faster.
+_ANSWER_SENTINEL = "\x02BATCHRUN-ANSWER-4d7a0b\x02"
+_ANSWER_SENTINEL_ESCAPED = jsonl.escape_str(_ANSWER_SENTINEL)
+# And the custom_id, so a judge's line for a task is serialised once (_JudgeLines), not per answer.
+_ID_SENTINEL = "\x03BATCHRUN-ID-8e2f61\x03"
+_ID_SENTINEL_ESCAPED = jsonl.escape_str(_ID_SENTINEL)
 
 
 @dataclass
@@ -217,20 +226,81 @@ def _line_parts(adapter: Adapter, route: Route, spec: RequestSpec, document_esca
     return [head.encode(), document_escaped.data, tail.encode() + b"\n"]
 
 
+class _JudgeLines:
+    """One judge route's request lines: per task, the line is serialised once around two
+    placeholders (the custom_id and the answer) and cut there; each request's line is then the
+    pieces with its id and its escaped answer put back. The judge stage at 30 routes writes
+    40,578 lines over 481 tasks: serialising each whole line (judge_prompt, build_line,
+    json.dumps) was most of its own work (issue 30). The bytes are the same (escaping is per
+    character, and the adapters put the id and the prompt in the line as they are); a template
+    in which a placeholder is not found exactly once (a question holding one) is not used."""
+
+    def __init__(self, adapter: Adapter, route: Route, policy: RoutePolicy):
+        self.adapter, self.route, self.policy = adapter, route, policy
+        self._templates: dict[str, list[bytes | str] | None] = {}
+
+    def _template(self, task: Task) -> list[bytes | str] | None:
+        spec = RequestSpec(_ID_SENTINEL, self.route.model, judge_prompt(task.question, task.rubric, _ANSWER_SENTINEL),
+                           self.policy.max_tokens, self.policy.temperature)
+        line = jsonl.dumps(self.adapter.build_line(self.route, spec))
+        if line.count(_ID_SENTINEL_ESCAPED) != 1 or line.count(_ANSWER_SENTINEL_ESCAPED) != 1:
+            return None
+        pieces: list[bytes | str] = []
+        for i, part in enumerate(re.split(f"({re.escape(_ID_SENTINEL_ESCAPED)}|{re.escape(_ANSWER_SENTINEL_ESCAPED)})", line)):
+            # Odd positions are the placeholders (kept as str: which one), even ones the text around them.
+            pieces.append(part if i % 2 else part.encode())
+        pieces.append(b"\n")
+        return pieces
+
+    def line(self, custom_id: str, task: Task, answer: str) -> bytes:
+        if task.task_id not in self._templates:
+            self._templates[task.task_id] = self._template(task)
+        template = self._templates[task.task_id]
+        response = answer[:JUDGE_RESPONSE_CHARS]
+        if template is None or "\x7f" in response:
+            return _judge_line(self.adapter, self.route, self.policy, custom_id, task, answer)
+        escaped_id, escaped_answer = jsonl.escape_str(custom_id).encode(), jsonl.escape_utf8(response)
+        return b"".join([p if isinstance(p, bytes) else escaped_id if p == _ID_SENTINEL_ESCAPED else escaped_answer for p in template])
+
+
+def _judge_line(adapter: Adapter, route: Route, policy: RoutePolicy, custom_id: str, task: Task, answer: str) -> bytes:
+    """A judge request line: the line built around a placeholder, the escaped answer spliced in.
+    The same bytes as serialising the whole line (escaping is per character), except that DEL
+    would be written escaped (escape_utf8): an answer holding one is serialised whole."""
+    response = answer[:JUDGE_RESPONSE_CHARS]
+    if "\x7f" in response:
+        spec = RequestSpec(custom_id, route.model, judge_prompt(task.question, task.rubric, response), policy.max_tokens,
+                           policy.temperature)
+        return jsonl.dumps(adapter.build_line(route, spec)).encode() + b"\n"
+    spec = RequestSpec(custom_id, route.model, judge_prompt(task.question, task.rubric, _ANSWER_SENTINEL), policy.max_tokens,
+                       policy.temperature)
+    line = jsonl.dumps(adapter.build_line(route, spec))
+    # The response is the prompt's last part but one: the last occurrence is the placeholder's.
+    head, sep, tail = line.rpartition(_ANSWER_SENTINEL_ESCAPED)
+    assert sep, "answer placeholder missing from the judge request line"
+    return b"".join((head.encode(), jsonl.escape_utf8(response), tail.encode(), b"\n"))
+
+
 def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = None, stages: set[str] | None = None,
          write: bool = True) -> PlanResult:
     """Sync state, then write request files for everything pending (unless write=False).
     `config`: the command's resolved inputs (a Config is resolved here, once)."""
-    inputs = as_inputs(store, config)
+    inputs = as_inputs(store, config, escape=True)
     config = inputs.config
     config.require_routes(routes or ())
     recover_interrupted_writes(store, config)
     # A plan writes and reads each page of state.db about once; SQLite's default 2 MB page cache
     # would only fill with them and add to the plan's peak memory (which must not grow with the
     # corpus).
-    with store.page_cache(kib=256):
-        sync_state(store, inputs)
-        return _plan_pending(store, inputs, routes=routes, stages=stages, write=write)
+    try:
+        with store.page_cache(kib=256):
+            sync_state(store, inputs)
+            return _plan_pending(store, inputs, routes=routes, stages=stages, write=write)
+    finally:
+        # What the command escaped while measuring is for its first plan; a later round of a
+        # refresh reads the documents it needs again (and refuses one changed since).
+        if inputs.corpus is not None and inputs.corpus.escaped is not None:
+            inputs.corpus.escaped.close()
 
 
 def _plan_pending(store: Store, inputs: Inputs, *, routes: set[str] | None, stages: set[str] | None, write: bool) -> PlanResult:
@@ -351,17 +421,15 @@ def _write_judge_requests(files: _Files, pending: list[Pending]) -> None:
     for judge_name, reqs in by_judge.items():
         policy = files.inputs.policy(judge_name)
         route = policy.route
-        adapter = get_adapter(route.provider)
+        lines = _JudgeLines(get_adapter(route.provider), route, policy)
         writer = files.writer(route, "judge")
         for start in range(0, len(reqs), _ANSWERS_PER_QUERY):
             chunk = reqs[start:start + _ANSWERS_PER_QUERY]
             answers = _answer_texts(store, [p.parent_result_id for p in chunk if p.parent_result_id is not None])
             for p in chunk:
-                task = tasks[p.task_id]
                 answer = answers.get(p.parent_result_id or 0) or ""
-                spec = RequestSpec(p.custom_id, route.model, judge_prompt(task.question, task.rubric, answer), policy.max_tokens,
-                                   policy.temperature)
-                writer.write(p.custom_id, _line_parts(adapter, route, spec, None), p.est_input_tokens, p.est_output_tokens)
+                writer.write(p.custom_id, [lines.line(p.custom_id, tasks[p.task_id], answer)], p.est_input_tokens,
+                             p.est_output_tokens)
         writer.finish()
 
 
@@ -389,9 +457,9 @@ def _write_generation_requests(files: _Files, pending: list[Pending]) -> None:
         by_doc[tasks[p.task_id].corpus_file].append(p)
     writers: dict[str, ShardWriter] = {}
     for corpus_file in sorted(by_doc):
-        # The document as the command measured it (its ids carry that checksum): refused if it changed since.
-        escaped = EscapedDocument(corpus.paths[corpus_file], where=f"{corpus.dataset.path} (corpus_file {corpus_file})",
-                                  stamp=corpus.stamps[corpus_file])
+        # The document as the command measured it (its ids carry that checksum): escaped when it was
+        # measured, or read now and refused if it changed since.
+        escaped = EscapedDocument.of(corpus, corpus_file, where=f"{corpus.dataset.path} (corpus_file {corpus_file})")
         for p in by_doc[corpus_file]:
             policy = files.inputs.policy(p.route)
             route = policy.route

@@ -74,7 +74,7 @@ def refresh(store: Store, config: Config | Inputs, *, deadline: float | None = N
 
     `config`: the command's resolved inputs (a Config is resolved here): every round works from
     them, as the inputs were when the refresh started; an edit made meanwhile is the next run's."""
-    inputs = as_inputs(store, config)
+    inputs = as_inputs(store, config, escape=True)
     failed: dict[str, Check] = {}
     with netguard.time_limit(deadline):
         outcome = _refresh(store, inputs, deadline=deadline, interval=interval, budget=budget, preflight=preflight,

@@ -164,7 +164,7 @@ def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = N
     sends nothing in this submit (its batches are held, said with the provider's message and the
     fix), and the other routes go on. `config`: the command's resolved inputs (a Config is
     resolved here, once)."""
-    inputs = as_inputs(store, config)
+    inputs = as_inputs(store, config, escape=True)
     config = inputs.config
     result_plan = plan(store, inputs, routes=routes, stages=stages, write=not dry_run)
     result = SubmitResult(plan=result_plan)

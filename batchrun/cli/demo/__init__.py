@@ -126,7 +126,7 @@ def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., N
             raise
         store.start_run("demo")
         try:
-            inputs = resolve_inputs(store, config)  # once, for the refresh and what it publishes
+            inputs = resolve_inputs(store, config, escape=True)  # once, for the refresh and what it publishes
             outcome = refresh(store, inputs, interval=interval, progress=progress)
             published = publish(store, inputs, command="demo")
             store.end_run("ok")
