@@ -24,15 +24,17 @@ from .lifecycle import Status, move_all
 from .store import Store
 
 
-def current_requests_sql() -> str:
-    """custom_ids of the requests the current config wants (gen of current cells, judges of those)."""
-    return """
-      SELECT c.custom_id FROM cells c
+def current_requests_sql(among: str | None = None) -> str:
+    """custom_ids of the requests the current config wants (gen of current cells, judges of those).
+    `among`: a table of custom_ids; only those of them (ledger.kept: the requests that changed)."""
+    gen, judge = (f"JOIN {among} a ON a.custom_id = c.custom_id", f"JOIN {among} a ON a.custom_id = jr.custom_id") if among else ("", "")
+    return f"""
+      SELECT c.custom_id FROM cells c {gen}
         JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
         JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
         WHERE c.custom_id IS NOT NULL
       UNION ALL
-      SELECT jr.custom_id FROM requests jr
+      SELECT jr.custom_id FROM requests jr {judge}
         JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
         JOIN cells c ON c.custom_id = jr.parent_custom_id
         JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
@@ -54,19 +56,28 @@ def view_sql(store: Store, view: str, **tables: str) -> str:
     return body
 
 
-def evaluate_requests(store: Store) -> None:
+def drop_temp(store: Store, name: str) -> None:
+    """Drop the temporary table or view `name` if there is one (`requests_now` and `cells_now` are
+    views of the kept state when it is current, tables evaluated here when it is not)."""
+    kind = store.scalar("SELECT type FROM sqlite_temp_master WHERE name = ?", [name])
+    if kind in ("table", "view"):
+        store.db.execute(f"DROP {kind.upper()} temp.{name}")
+
+
+def evaluate_requests(store: Store, among: str | None = None) -> None:
     """request_status evaluated once, into the temporary table `requests_now`, for the requests
     the current config wants (current_requests_sql) and only their results, found by index.
 
     A view is evaluated again by every query that reads it, and SQLite pushes no filter into
     request_outcomes (an aggregate over every result ever collected, history included), so a
     query of request_status costs all of history. This runs the views' own SQL (view_sql) once,
-    over just the rows they need: plan's scan and outputs.snapshot_cells read `requests_now`."""
+    over just the rows they need: plan's scan and outputs.snapshot_cells read `requests_now`.
+    `among`: only the requests of that table of custom_ids (ledger.kept: the ones that changed)."""
     db = store.db
     for table in ("requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
-        db.execute(f"DROP TABLE IF EXISTS temp.{table}")
+        drop_temp(store, table)
     db.execute("CREATE TEMP TABLE wanted (custom_id TEXT PRIMARY KEY) WITHOUT ROWID")
-    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql()}")
+    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql(among)}")
     # The columns request_outcomes reads (a migration that reads another one fails here, loudly).
     db.execute("""CREATE TEMP TABLE results_wanted AS SELECT res.id, res.custom_id, res.kind, res.collected_at, res.run_id
                   FROM temp.wanted w JOIN results res ON res.custom_id = w.custom_id ORDER BY res.id""")

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..ledger.inputs import Inputs, as_inputs
-from ..ledger.pending import evaluate_requests, view_sql
+from ..ledger import kept
+from ..ledger.pending import drop_temp, evaluate_requests, view_sql
 from ..ledger.store import Store
 from ..protocol.config import Config
 from ..protocol.policy import generation_decoding
@@ -54,8 +55,18 @@ def snapshot_cells(store: Store) -> None:
     their attempts, neither the number of routes nor the history kept beside them
     (bench/scale.py)."""
     db = store.db
-    for table in ("cells_now", "judged_now", "judging_now"):  # judging_now: built from these when first read
-        db.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    for table in ("cells_now", "judged_now", "judging_now", "requests_now"):  # judging_now: built from these when first read
+        drop_temp(store, table)
+    if kept.available(store) and (not store.readonly or kept.is_current(store)):
+        # The state kept current in state.db (ledger/kept.py): brought up to date by a writer,
+        # read as it is by a reader when it is current. The same rows, under the same names.
+        if not store.readonly:
+            kept.keep_current(store)
+        db.execute("CREATE TEMP VIEW requests_now AS SELECT * FROM main.kept_requests")
+        db.execute("CREATE TEMP VIEW cells_now AS SELECT * FROM main.kept_cells")
+        db.execute("CREATE TEMP VIEW judged_now AS SELECT custom_id, ok_result_id FROM main.kept_requests "
+                   "WHERE stage = 'judge' AND state = 'ok'")
+        return
     evaluate_requests(store)
     # Indexed only after cells_now is built: without it SQLite plans cell_status over the table
     # exactly as over the view (an automatic index per join), so each score's average over the

@@ -34,6 +34,7 @@ from typing import Any
 from ..base import jsonl
 from ..base.progress import SILENT, Progress
 from ..base.redaction import Keys, known_keys, redact, redact_json_line
+from ..ledger import kept
 from ..ledger.cost import billed_output, request_cost
 from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
 from ..ledger.store import Store
@@ -100,6 +101,10 @@ def collect(store: Store, config: Config | Inputs, *, progress: Progress = SILEN
         stale = changed_inputs(store, inputs, statuses=(Status.DOWNLOADED,))
     if sync:
         sync_state(store, inputs, queue=False)
+    if kept.available(store):
+        # The per-cell state (ledger/kept.py) checked against the inputs just synced, once:
+        # then brought up to date as each batch's lines go in, in the same transaction.
+        kept.keep_current(store)
     ingest(store, config, result, progress=progress)
     for bid, (_, changes) in stale.items():
         if bid in result.batches:
@@ -112,6 +117,8 @@ def collect(store: Store, config: Config | Inputs, *, progress: Progress = SILEN
     # (1.5 -> 0.9 s, bench/ingest.py night 1).
     with store.page_cache(kib=INGEST_CACHE_KIB), store.db.atomic():
         queue_judgments(store, config)
+        if kept.available(store):
+            kept.keep_current(store, check_inputs=False)
     result.new_judge_requests = (store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0) - judge_requests_before
     if result.new_judge_requests:
         progress.event(f"queued {result.new_judge_requests} judge request(s)")
@@ -305,6 +312,8 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                            error_message = ?, raw_json = ?, truncated = ?, retry_after = NULL WHERE batch_id = ? AND custom_id = ?""",
                         [DUPLICATE, message, raw_json, cut, b["id"], cid])
                 move(store, b["id"], Status.COLLECTED, collected_at=now)
+                if kept.available(store):  # the batch's answers and the kept state, in one transaction
+                    kept.keep_current(store, check_inputs=False)
 
     keys = known_keys()
     # Every line naming one of the batch's requests: custom_id -> (file, line, hash of the line,
