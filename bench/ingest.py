@@ -172,7 +172,8 @@ def floor_ingest(files_by_batch: dict[str, list[Path]], state: Path, db_path: Pa
     """The floor (module docstring): seconds, rows. `state`: a state.db whose results DDL to copy."""
     con = sqlite3.connect(state)
     ddl = [sql for (sql,) in con.execute(
-        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND sql IS NOT NULL ORDER BY type DESC, name")]
+        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND type IN ('table', 'index') AND sql IS NOT NULL "
+        "ORDER BY type DESC, name")]
     con.close()
     remove_state(db_path)
     t0 = time.perf_counter()

@@ -817,7 +817,8 @@ def floor_insert(lines: list[tuple[str, str]], base: Path, db_path: Path) -> tup
     own DDL and indexes, one transaction, WAL, ingest's page cache. Seconds, rows."""
     con = sqlite3.connect(base)
     ddl = [sql for (sql,) in con.execute(
-        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND sql IS NOT NULL ORDER BY type DESC, name")]
+        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND type IN ('table', 'index') AND sql IS NOT NULL "
+        "ORDER BY type DESC, name")]
     con.close()
     remove_state(db_path)
     t0 = time.perf_counter()

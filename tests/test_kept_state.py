@@ -181,3 +181,39 @@ def test_a_writer_killed_before_or_during_the_update_leaves_a_state_the_next_one
             kept.keep_current(store)
             assert_kept_is_the_views(store)
     assert killed >= 2
+
+
+def test_results_files_are_not_rebuilt_when_nothing_they_read_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_results builds a route's data only when something it reads changed (the kept
+    state's epoch, the config, the batches...) or a file is not as written; then the same bytes."""
+    from batchrun.ledger.inputs import as_inputs
+    from batchrun.protocol.config_file import load_config
+    from batchrun.publish import outputs
+
+    project = _project(tmp_path)
+    config = load_config(project / "batchrun.json")
+    with Store(project / "state.db") as store:
+        inputs = as_inputs(store, config, corpus=False)
+        paths = outputs.write_results(store, inputs)
+        before = {p: p.read_bytes() for p in paths if p.name != "manifest.json"}
+        built: list[str] = []
+        real = outputs.route_responses
+        monkeypatch.setattr(outputs, "route_responses", lambda s, c, route: built.append(route) or real(s, c, route))
+        outputs.write_results(store, inputs)
+        assert built == []  # nothing changed: no route's data built
+        victim = next(iter(before))
+        victim.write_text("edited by hand")
+        outputs.write_results(store, inputs)
+        assert built and victim.read_bytes() == before[victim]  # a file not as written: rebuilt, the same bytes
+        built.clear()
+        rng = random.Random(7)
+        while _step(store, rng, 0) != "results":
+            pass
+        outputs.write_results(store, inputs)  # new results: the kept state moved on, the data is built again
+        assert built
+        fresh = {p: p.read_bytes() for p in before}
+        built.clear()
+        with Store(project / "state.db") as other:  # what a collect without the shortcut writes
+            other.db.execute("DELETE FROM meta WHERE key = 'results_stamp'")
+        outputs.write_results(store, inputs)
+        assert built and {p: p.read_bytes() for p in before} == fresh

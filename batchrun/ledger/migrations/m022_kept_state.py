@@ -10,15 +10,14 @@ changes what they derive from, only for what changed:
 
 - `kept_dirty` names the requests whose state may have changed since. The triggers below fill it
   in the same transaction as the change: a request inserted, updated or deleted, a request put
-  into or taken out of a batch, a batch whose status changed, a request reopened, a result row
-  corrected. New results need no trigger (collect inserts 100,000 a night): `kept_meta.results_upto`
+  into or taken out of a batch, a batch whose status changed, a request reopened. New results need no trigger (collect inserts 100,000 a night): `kept_meta.results_upto`
   is the highest results.id already counted, and every result above it is new.
 - `kept_meta.run_id`: the run the kept state was computed in (the retry budgets count the
   current run's failures; a new run can only end a request's `waiting`).
 - `kept_meta.inputs`: a digest of the inputs every state depends on (the config's routes, the
   tasks, the current cells); the sync rewrites those tables on every command, so they are
-  compared by content. A change there, an accepted failure or an edited judgment sets it to NULL:
-  everything is evaluated again.
+  compared by content. A change there, an accepted failure, a result row corrected or an edited
+  judgment sets it to NULL: everything is evaluated again.
 - `kept_meta.epoch` grows whenever a kept row changes (what results/ files are stamped with).
 
 The kept rows are a cache, checked against the views (tests/test_kept_state.py): a reader uses
@@ -53,8 +52,10 @@ def migrate(db: Database) -> None:
         "kept_requests_insert": f"AFTER INSERT ON requests BEGIN {_DIRTY} (NEW.custom_id); END",
         "kept_requests_update": f"AFTER UPDATE ON requests BEGIN {_DIRTY} (OLD.custom_id); {_DIRTY} (NEW.custom_id); END",
         "kept_requests_delete": f"AFTER DELETE ON requests BEGIN {_DIRTY} (OLD.custom_id); END",
-        "kept_results_update": f"AFTER UPDATE ON results BEGIN {_DIRTY} (OLD.custom_id); {_DIRTY} (NEW.custom_id); END",
-        "kept_results_delete": f"AFTER DELETE ON results BEGIN {_DIRTY} (OLD.custom_id); END",
+        # A result row corrected in place (collect's conflicting lines): rare, and its text is
+        # in the results files whether or not a state changes, so everything is evaluated again.
+        "kept_results_update": f"AFTER UPDATE ON results BEGIN {_STALE}; END",
+        "kept_results_delete": f"AFTER DELETE ON results BEGIN {_STALE}; END",
         "kept_batch_requests_insert": f"AFTER INSERT ON batch_requests BEGIN {_DIRTY} (NEW.custom_id); END",
         "kept_batch_requests_delete": f"AFTER DELETE ON batch_requests BEGIN {_DIRTY} (OLD.custom_id); END",
         "kept_batches_status": ("AFTER UPDATE OF status ON batches WHEN OLD.status IS NOT NEW.status BEGIN "
