@@ -142,18 +142,25 @@ def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None
     (honouring the provider's Retry-After), counted by its failures in this run; a `retry`
     (reopen) after the failure makes it due at once."""
     now = time.time() if now is None else now
-    evaluate_requests(store)  # request_status of the current requests only: not all of history
+    from . import kept
+
+    if kept.available(store) and not store.readonly:
+        kept.keep_current(store)  # the kept state, brought up to date: request_status's rows
+        states = "main.kept_requests"
+    else:
+        evaluate_requests(store)  # request_status of the current requests only: not all of history
+        states = "temp.requests_now"
     cur = store.db.execute(
-        """SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens,
+        f"""SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens,
                    p.route AS judged_route, s.retry_run_n + s.resubmit_run_n AS run_failures, s.reopened_at,
                    last.collected_at AS failed_at, last.retry_after, b.transport, last.batch_id
-            FROM temp.requests_now s JOIN requests r ON r.custom_id = s.custom_id
+            FROM {states} s JOIN requests r ON r.custom_id = s.custom_id
             JOIN tasks t ON t.task_id = s.task_id
             LEFT JOIN requests p ON p.custom_id = r.parent_custom_id
             LEFT JOIN results last ON last.id = s.last_result_id
             LEFT JOIN batches b ON b.id = last.batch_id
             WHERE s.state = 'pending'
-            ORDER BY s.stage DESC, s.route, t.position"""
+            ORDER BY s.stage DESC, s.route, t.position, r.rowid"""  # ties (a judge's answers of one task) as queued
     )
     observed = observed_output_tokens(store)
     due: list[Pending] = []
