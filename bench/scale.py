@@ -803,6 +803,16 @@ def measure(cfg: Config, project: Path, config_path: Path, base: Path, new: Path
     remove_tree(project / "results")
 
 
+def keep_current(state: Path) -> None:
+    """ledger.kept.keep_current on `state` (a batchrun from before issue 30 keeps no state)."""
+    try:
+        from batchrun.ledger import kept
+    except ImportError:
+        return
+    with lib().Store(state) as store:
+        kept.keep_current(store)
+
+
 def floor_lines(base: Path) -> list[tuple[str, str]]:
     """(batch_id, line) of every result of the built state.db that kept its line (raw_json)."""
     con = sqlite3.connect(base)
@@ -915,6 +925,9 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 builder = Builder(project, inputs, n_routes, n_results, args.seed)
                 built = builder.build()
+                # As a project's last batchrun writer leaves it: the per-cell state kept current
+                # (ledger/kept.py; the builder's own last writes are plain SQL).
+                keep_current(project / "state.db")
                 base = project / "base.db"
                 shutil.move(project / "state.db", base)
                 remove_state(project / "state.db")

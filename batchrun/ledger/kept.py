@@ -5,7 +5,8 @@ them costs all of the current requests and their results (~1.3 s at 32 routes an
 results), and every command used to pay it: `status`, `report`, a `collect` with nothing new.
 Here their rows are kept in `kept_requests` and `kept_cells` (migration m022, which says how a
 change is noticed) and brought up to date by `keep_current`, in the transaction of the writer
-that changed them: collect calls it as each batch's lines go in, and every writer at its end.
+that changed them: collect calls it once its lines are in and their judge requests queued, and
+every writer at its end.
 
 `keep_current` evaluates the views' own SQL (pending.view_sql) exactly as a command did, over
 the current requests that changed (`kept_dirty`, and every result above `results_upto`) and the
@@ -34,6 +35,12 @@ _INPUTS = (
        FROM config_routes cr JOIN cells c ON c.policy_fp = cr.policy_fp AND c.route = cr.route
        WHERE cr.role = 'contestant' ORDER BY c.route, c.task_id""",
 )
+
+
+# Above this share of the kept requests changed, everything is evaluated again rather than the
+# changed ones: the views over all current requests cost about as much as over a third of them
+# plus replacing their rows (bench/ingest.py's nights change most of them).
+REBUILD_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,15 @@ def is_current(store: Store) -> bool:
     return mark.inputs == inputs_digest(store)
 
 
+def request_states(store: Store) -> str | None:
+    """For a writer: the kept request states, brought up to date, as a table name for
+    pending.scan_pending (None: this state.db keeps none, or it is read-only; evaluate them)."""
+    if store.readonly or not available(store):
+        return None
+    keep_current(store)
+    return "main.kept_requests"
+
+
 def epoch(store: Store) -> int:
     return _mark(store).epoch
 
@@ -110,7 +126,12 @@ def keep_current(store: Store, *, check_inputs: bool = True) -> None:
                 # yet (each result of it is new, above), so only the counts of the run before go.
                 db.execute("""INSERT OR IGNORE INTO kept_dirty (custom_id) SELECT custom_id FROM kept_requests
                               WHERE retry_run_n > 0 OR resubmit_run_n > 0 OR state = 'waiting'""")
-            changed = _update(store)
+            dirty = store.scalar("SELECT count(*) FROM kept_dirty") or 0
+            if dirty > REBUILD_SHARE * (store.scalar("SELECT count(*) FROM kept_requests") or 0):
+                _rebuild(store)  # most requests changed (a night's answers or verdicts): all at once is cheaper
+                changed = True
+            else:
+                changed = _update(store)
         for table in ("requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
             drop_temp(store, table)  # evaluate_requests' (a reader's requests_now is kept_requests now)
         db.execute("DELETE FROM kept_dirty")

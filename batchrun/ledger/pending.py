@@ -129,25 +129,22 @@ class PendingScan:
     next_retry_at: float | None = None  # when the first of those becomes due (epoch seconds)
 
 
-def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None) -> list[Pending]:
+def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
+                     states: str | None = None) -> list[Pending]:
     """Current requests with nothing live, something left to try, and no backoff to wait out."""
-    return scan_pending(store, config, routes=routes, stages=stages).due
+    return scan_pending(store, config, routes=routes, stages=stages, states=states).due
 
 
 def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
-                 now: float | None = None) -> PendingScan:
+                 now: float | None = None, states: str | None = None) -> PendingScan:
     """Pending requests in a stable order, split into those due now and those backing off.
 
     A request that failed is due `clients.round_backoff` after its last failure was collected
     (honouring the provider's Retry-After), counted by its failures in this run; a `retry`
-    (reopen) after the failure makes it due at once."""
+    (reopen) after the failure makes it due at once. `states`: a table of request_status's rows
+    for the current requests (kept.request_states: the kept state, current); evaluated here without."""
     now = time.time() if now is None else now
-    from . import kept
-
-    if kept.available(store) and not store.readonly:
-        kept.keep_current(store)  # the kept state, brought up to date: request_status's rows
-        states = "main.kept_requests"
-    else:
+    if states is None:
         evaluate_requests(store)  # request_status of the current requests only: not all of history
         states = "temp.requests_now"
     cur = store.db.execute(

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..base import jsonl
 from ..base.errors import DataError
+from ..ledger import kept
 from ..ledger.cost import ExpectedOutput, expected_output, online_cost, request_cost
 from ..ledger.lifecycle import Status, move, new_batch
 from ..ledger.pending import Pending, pending_requests
@@ -241,7 +242,7 @@ def _plan_pending(store: Store, inputs: Inputs, *, routes: set[str] | None, stag
     result = PlanResult(warnings=[w.message for w in config.warnings])
     summaries = _route_summaries(store, config)
     result.routes = list(summaries.values())
-    pending = pending_requests(store, config, routes=routes, stages=stages)
+    pending = pending_requests(store, config, routes=routes, stages=stages, states=kept.request_states(store))
     expected = expected_output(store, config)
     _add_estimates(config, summaries, pending, expected)
     if not write:
