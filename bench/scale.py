@@ -62,10 +62,15 @@ statuses the builder scripted; collect with nothing new must queue 0 judge reque
 write exactly the waiting requests. On the first configuration `batchrun report --format json`
 is checked too (complete routes complete with a headline, each ok cell with 3 judges' details).
 
-Output: a table per command, the ratios of time at the largest result count to the next (300k ÷
-100k, or 30k ÷ 10k with --quick) per command and route count, the targets, and last
-`ratio=<the worst of those ratios>` (target <= 3.3). A ratio whose larger run timed out is a
-lower bound and is marked so.
+Output: a table per command (with the child's peak RSS), the ratios of time at the largest
+result count to the next (300k ÷ 100k, or 30k ÷ 10k with --quick) per command and route count,
+the peak RSS at both counts, the targets, `noop=<collect with nothing new ÷ the floor>` and
+`status=<status ÷ the floor>` at 32 routes and 100k results (issue 30: <= 0.5 and <= 0.25), and
+last `ratio=<the worst of those ratios>` (issue 15: <= 3.3; issue 30: <= 1.7). A ratio whose
+larger run timed out is a lower bound and is marked so. The floor is bench/ingest.py's, over the
+state.db's own result lines (each decoded and inserted as one row into a fresh table with
+results' DDL and indexes), timed in-process once per repeat. Each built state.db has its kept
+per-cell state brought up to date, as a project's last batchrun writer leaves it (ledger/kept.py).
 """
 
 from __future__ import annotations
