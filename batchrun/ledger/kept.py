@@ -111,15 +111,11 @@ def request_states(store: Store) -> str | None:
     return "main.kept_requests"
 
 
-def epoch(store: Store) -> int:
-    return _mark(store).epoch
-
-
 def keep_current(store: Store, *, check_inputs: bool = True) -> None:
     """Bring the kept rows up to date, inside the caller's transaction if there is one.
 
     `check_inputs=False`: the caller knows the inputs did not change since they were last
-    checked in this command (collect, between its batches: ingesting changes no input)."""
+    checked (the digest is then not computed; tests/test_kept_state.py mixes both)."""
     db = store.db
     with db.atomic():
         mark = _mark(store)
