@@ -38,8 +38,10 @@ Timed, interleaved in each repeat:
   timed from spawn to exit: start-up, sync_state, reconciling, queue_judgments, the leaderboard,
   write_results (responses and scores files of every route) and the manifest.
 
-Output: one table, the target, the floor's ratio, and, last, `ratio=<collect throughput / raw executemany
-throughput>` over all lines (= raw seconds / the two collects' seconds). Target (issue 15): >= 0.5.
+Output: one table, the target, the floor's ratio, and, last, `ratio=<collect throughput / floor
+throughput>` over all lines (= floor seconds / the two collects' seconds). Target (issue 30): >= 0.25.
+(Issue 15 measured against raw executemany, >= 0.5: out of reach, since the floor itself reaches
+only ~0.33 of raw; that ratio is still printed.)
 `--profile` reruns night 2's collect under cProfile and prints its top entries to stderr.
 """
 
@@ -69,7 +71,7 @@ JUDGES = [("judge-openai-a", "openai", "gpt-5.1"), ("judge-anthropic-a", "anthro
           ("judge-anthropic-b", "anthropic", "claude-opus-4.6"), ("judge-gemini-b", "gemini", "gemini-3.1")]
 GEN_MODELS = {"openai": "gpt-5.5", "anthropic": "claude-opus-4.8", "gemini": "gemini-2.5-pro"}
 PROVIDER_CYCLE = ("openai", "anthropic", "gemini")
-TARGET = 0.5
+TARGET = 0.25  # issue 30: collect's throughput over both nights ÷ the floor row's
 # Kinds of a generation attempt and of a judge attempt, with their shares.
 GEN_MIX = (("ok", 0.93), ("refusal", 0.01), ("empty", 0.005), ("transient", 0.045), ("invalid", 0.01))
 JUDGE_MIX = (("ok", 0.94), ("unparseable", 0.01), ("transient", 0.05))
@@ -170,7 +172,8 @@ def floor_ingest(files_by_batch: dict[str, list[Path]], state: Path, db_path: Pa
     """The floor (module docstring): seconds, rows. `state`: a state.db whose results DDL to copy."""
     con = sqlite3.connect(state)
     ddl = [sql for (sql,) in con.execute(
-        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND sql IS NOT NULL ORDER BY type DESC, name")]
+        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND type IN ('table', 'index') AND sql IS NOT NULL "
+        "ORDER BY type DESC, name")]
     con.close()
     remove_state(db_path)
     t0 = time.perf_counter()
@@ -306,10 +309,11 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k} {v:,}" for k, v in sorted(cells.items())) + f"; {scored_joins:,} judgments joined to their answer; "
           f"median of {args.repeat} run(s)")
     print_table(["ingestion", "lines", "bytes", "median s", "min-max s", "lines/s", "this/raw"], rows)
-    ratio = raw_s / both
+    ratio = floor_s / both  # issue 30: against the floor, not raw executemany (out of reach of any collect)
     print(f"floor: the least any collect must do reaches {raw_s / floor_s:.3f} of raw; batchrun collect is "
           f"{both / floor_s:.1f}x the floor's time ({both - floor_s:.2f} s above it)")
-    print(f"target collect/raw throughput >= {TARGET}: {ratio:.3f} ({'met' if ratio >= TARGET else 'MISSED'})"
+    print(f"collect/raw throughput (issue 15's yardstick, not a target): {raw_s / both:.3f}")
+    print(f"target collect/floor throughput >= {TARGET}: {ratio:.3f} ({'met' if ratio >= TARGET else 'MISSED'})"
           + (" (a collect timed out: its time is a lower bound, the ratio an upper bound)" if timed_out else ""))
     print(f"ratio={ratio:.3f}")
     return 0

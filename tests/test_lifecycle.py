@@ -84,3 +84,18 @@ def test_move_all_moves_only_the_batches_in_the_source_state(store: Store) -> No
     assert (_status(store, a), _status(store, b)) == ("superseded", "writing")
     with pytest.raises(TransitionError):
         move_all(store, Status.WRITING, Status.COLLECTED)
+
+
+def test_mask_hint_test_answers_as_the_eight_scans():
+    """redaction._may_hold_mask (issue 30: one scan for `*`, one for `...`, the wide mask
+    characters only in a text that is not ASCII) answers exactly as the eight substring scans it
+    replaced, on random texts over the mask characters and prose."""
+    import random
+
+    from batchrun.base.redaction import _MASK_HINTS, _may_hold_mask
+
+    rng = random.Random(30)
+    alphabet = "*.•●·…ab \n"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+        assert _may_hold_mask(text) == any(h in text for h in _MASK_HINTS), text

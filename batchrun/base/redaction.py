@@ -85,6 +85,7 @@ _MASK_CHARS = frozenset("*•●·….")
 _MASK_RUN = re.compile(r"[*•●·….]{3,}|[*•●·.]*…[*•●·….]*")  # three or more, or an ellipsis character
 _MASK_HINTS = ("***", "•", "●", "·", "…", "...", "*.", ".*")
 _MASK_HINTS_BYTES = tuple(h.encode() for h in _MASK_HINTS)
+_MASK_CHARS_WIDE = ("•", "●", "·", "…")  # the hints that are not ASCII
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 
 
@@ -201,7 +202,7 @@ def redact(text: str, keys: Keys | None = None) -> str:
             text = k.tokens.sub(REDACTED, text)
         if "\\" in text:
             text = _redact_escaped(text, k)
-        if k.masks and any(h in text for h in _MASK_HINTS):
+        if k.masks and _may_hold_mask(text):
             text = _redact_masked(text, k.masks)
     if _may_hold_bearer(text):
         text = _BEARER.sub("Bearer " + REDACTED, text)
@@ -233,6 +234,21 @@ def redact_json_line(text: str, keys: Keys | None = None) -> str:
         return f'"{cleaned}"'
 
     return _JSON_STRING.sub(value, text)
+
+
+def _may_hold_mask(text: str) -> bool:
+    """Whether `text` holds one of _MASK_HINTS: the quick test before _redact_masked.
+
+    The same answer as `any(h in text for h in _MASK_HINTS)` in fewer scans: collect redacts
+    every result line and the text decoded from it, and on prose full of full stops the
+    two-character hints (`*.`, `.*`) are slow scans. `*` is looked for once, its hints only in
+    a text that has one; the wider characters only in a text that is not ASCII (isascii() is
+    O(1) on str). bench/ingest.py's 58 MB of answer lines: 0.17 -> 0.045 s a pass."""
+    if "*" in text and ("***" in text or "*." in text or ".*" in text):
+        return True
+    if "..." in text:
+        return True
+    return not text.isascii() and any(c in text for c in _MASK_CHARS_WIDE)
 
 
 def _redact_masked(text: str, keys: tuple[str, ...]) -> str:

@@ -176,6 +176,12 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
                              "Run the command again. Never replace or delete state.db while a writer runs.")
         store.start_run(command)
         yield store, found
+        # The per-cell state brought up to date with what the command changed (ledger/kept.py), so
+        # the next reader (status, report) reads it as it is instead of evaluating the views.
+        from ..ledger import kept
+
+        if kept.available(store):
+            kept.keep_current(store)
         store.end_run("ok")
     except BaseException:
         if store is not None and store.run_id is not None:

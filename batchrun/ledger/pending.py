@@ -24,15 +24,17 @@ from .lifecycle import Status, move_all
 from .store import Store
 
 
-def current_requests_sql() -> str:
-    """custom_ids of the requests the current config wants (gen of current cells, judges of those)."""
-    return """
-      SELECT c.custom_id FROM cells c
+def current_requests_sql(among: str | None = None) -> str:
+    """custom_ids of the requests the current config wants (gen of current cells, judges of those).
+    `among`: a table of custom_ids; only those of them (ledger.kept: the requests that changed)."""
+    gen, judge = (f"JOIN {among} a ON a.custom_id = c.custom_id", f"JOIN {among} a ON a.custom_id = jr.custom_id") if among else ("", "")
+    return f"""
+      SELECT c.custom_id FROM cells c {gen}
         JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
         JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
         WHERE c.custom_id IS NOT NULL
       UNION ALL
-      SELECT jr.custom_id FROM requests jr
+      SELECT jr.custom_id FROM requests jr {judge}
         JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
         JOIN cells c ON c.custom_id = jr.parent_custom_id
         JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
@@ -54,19 +56,28 @@ def view_sql(store: Store, view: str, **tables: str) -> str:
     return body
 
 
-def evaluate_requests(store: Store) -> None:
+def drop_temp(store: Store, name: str) -> None:
+    """Drop the temporary table or view `name` if there is one (`requests_now` and `cells_now` are
+    views of the kept state when it is current, tables evaluated here when it is not)."""
+    kind = store.scalar("SELECT type FROM sqlite_temp_master WHERE name = ?", [name])
+    if kind in ("table", "view"):
+        store.db.execute(f"DROP {kind.upper()} temp.{name}")
+
+
+def evaluate_requests(store: Store, among: str | None = None) -> None:
     """request_status evaluated once, into the temporary table `requests_now`, for the requests
     the current config wants (current_requests_sql) and only their results, found by index.
 
     A view is evaluated again by every query that reads it, and SQLite pushes no filter into
     request_outcomes (an aggregate over every result ever collected, history included), so a
     query of request_status costs all of history. This runs the views' own SQL (view_sql) once,
-    over just the rows they need: plan's scan and outputs.snapshot_cells read `requests_now`."""
+    over just the rows they need: plan's scan and outputs.snapshot_cells read `requests_now`.
+    `among`: only the requests of that table of custom_ids (ledger.kept: the ones that changed)."""
     db = store.db
     for table in ("requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
-        db.execute(f"DROP TABLE IF EXISTS temp.{table}")
+        drop_temp(store, table)
     db.execute("CREATE TEMP TABLE wanted (custom_id TEXT PRIMARY KEY) WITHOUT ROWID")
-    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql()}")
+    db.execute(f"INSERT OR IGNORE INTO temp.wanted {current_requests_sql(among)}")
     # The columns request_outcomes reads (a migration that reads another one fails here, loudly).
     db.execute("""CREATE TEMP TABLE results_wanted AS SELECT res.id, res.custom_id, res.kind, res.collected_at, res.run_id
                   FROM temp.wanted w JOIN results res ON res.custom_id = w.custom_id ORDER BY res.id""")
@@ -118,31 +129,35 @@ class PendingScan:
     next_retry_at: float | None = None  # when the first of those becomes due (epoch seconds)
 
 
-def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None) -> list[Pending]:
+def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
+                     states: str | None = None) -> list[Pending]:
     """Current requests with nothing live, something left to try, and no backoff to wait out."""
-    return scan_pending(store, config, routes=routes, stages=stages).due
+    return scan_pending(store, config, routes=routes, stages=stages, states=states).due
 
 
 def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
-                 now: float | None = None) -> PendingScan:
+                 now: float | None = None, states: str | None = None) -> PendingScan:
     """Pending requests in a stable order, split into those due now and those backing off.
 
     A request that failed is due `clients.round_backoff` after its last failure was collected
     (honouring the provider's Retry-After), counted by its failures in this run; a `retry`
-    (reopen) after the failure makes it due at once."""
+    (reopen) after the failure makes it due at once. `states`: a table of request_status's rows
+    for the current requests (kept.request_states: the kept state, current); evaluated here without."""
     now = time.time() if now is None else now
-    evaluate_requests(store)  # request_status of the current requests only: not all of history
+    if states is None:
+        evaluate_requests(store)  # request_status of the current requests only: not all of history
+        states = "temp.requests_now"
     cur = store.db.execute(
-        """SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens,
+        f"""SELECT s.custom_id, s.stage, s.route, s.task_id, r.parent_result_id, r.est_input_tokens, r.est_output_tokens,
                    p.route AS judged_route, s.retry_run_n + s.resubmit_run_n AS run_failures, s.reopened_at,
                    last.collected_at AS failed_at, last.retry_after, b.transport, last.batch_id
-            FROM temp.requests_now s JOIN requests r ON r.custom_id = s.custom_id
+            FROM {states} s JOIN requests r ON r.custom_id = s.custom_id
             JOIN tasks t ON t.task_id = s.task_id
             LEFT JOIN requests p ON p.custom_id = r.parent_custom_id
             LEFT JOIN results last ON last.id = s.last_result_id
             LEFT JOIN batches b ON b.id = last.batch_id
             WHERE s.state = 'pending'
-            ORDER BY s.stage DESC, s.route, t.position"""
+            ORDER BY s.stage DESC, s.route, t.position, r.rowid"""  # ties (a judge's answers of one task) as queued
     )
     observed = observed_output_tokens(store)
     due: list[Pending] = []

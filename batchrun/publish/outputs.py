@@ -10,6 +10,7 @@ must accompany every published number.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..ledger.inputs import Inputs, as_inputs
-from ..ledger.pending import evaluate_requests, view_sql
+from ..ledger import kept
+from ..ledger.pending import drop_temp, evaluate_requests, view_sql
 from ..ledger.store import Store
 from ..protocol.config import Config
 from ..protocol.policy import generation_decoding
@@ -54,8 +56,18 @@ def snapshot_cells(store: Store) -> None:
     their attempts, neither the number of routes nor the history kept beside them
     (bench/scale.py)."""
     db = store.db
-    for table in ("cells_now", "judged_now", "judging_now"):  # judging_now: built from these when first read
-        db.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    for table in ("cells_now", "judged_now", "judging_now", "requests_now"):  # judging_now: built from these when first read
+        drop_temp(store, table)
+    if kept.available(store) and (not store.readonly or kept.is_current(store)):
+        # The state kept current in state.db (ledger/kept.py): brought up to date by a writer,
+        # read as it is by a reader when it is current. The same rows, under the same names.
+        if not store.readonly:
+            kept.keep_current(store)
+        db.execute("CREATE TEMP VIEW requests_now AS SELECT * FROM main.kept_requests")
+        db.execute("CREATE TEMP VIEW cells_now AS SELECT * FROM main.kept_cells")
+        db.execute("CREATE TEMP VIEW judged_now AS SELECT custom_id, ok_result_id FROM main.kept_requests "
+                   "WHERE stage = 'judge' AND state = 'ok'")
+        return
     evaluate_requests(store)
     # Indexed only after cells_now is built: without it SQLite plans cell_status over the table
     # exactly as over the view (an automatic index per join), so each score's average over the
@@ -329,18 +341,89 @@ def write_results(store: Store, inputs: Inputs, board: list[dict[str, Any]] | No
 
     shas: dict[Path, str] = {}
     board = board if board is not None else leaderboard(store)
+    stamp = _results_stamp(store, inputs)
+    if stamp is not None and store.meta(_STAMP_KEY) == f"{stamp} {_records(store, config, board)}" and (
+            kept_shas := _intact(store, config, board)) is not None:
+        # Nothing any route file reads changed since they were all written, and each is still
+        # the file written: their data is not built again (~1 s at 32 routes and 100k results).
+        from . import manifest as manifest_
+
+        return [*kept_shas, manifest_.write(store, config, kept_shas)]
     details = judge_details(judge_scores(store))
     sources = provenance_sources(store)
     for row in board:
         if row["route"] not in config.routes:
             continue
-        base = config.paths.results / row["route"].replace("/", "_")
-        responses, scores = Path(f"{base}.responses.json"), Path(f"{base}.scores.json")
+        responses, scores = _route_paths(config, row["route"])
         shas[responses] = publish(store, responses, route_responses(store, config, row["route"]))
         shas[scores] = publish(store, scores, route_scores(store, inputs, row, details, sources))
+    if stamp is not None:
+        with store.db.atomic():  # after every file is in place: a crash before leaves the old stamp
+            store.set_meta(_STAMP_KEY, f"{stamp} {_records(store, config, board)}")
     from . import manifest
 
     return [*shas, manifest.write(store, config, shas)]
+
+
+_STAMP_KEY = "results_stamp"
+
+
+def _route_paths(config: Config, route: str) -> tuple[Path, Path]:
+    base = config.paths.results / route.replace("/", "_")
+    return Path(f"{base}.responses.json"), Path(f"{base}.scores.json")
+
+
+def _results_stamp(store: Store, inputs: Inputs) -> str | None:
+    """A digest of everything the route files are made from, or None when it cannot be told
+    cheaply (the kept state is not current: ledger/kept.py). The kept state's epoch grows with
+    every change of a current cell's or request's state, which is what brings a new answer, a
+    verdict, an attempt or a status into a file; the rest is read here: the config and each
+    route's policy, the tasks' order, the batches (provenance's dates and hosts), the
+    accepted failures, the dataset, the rehearsal, batchrun's version and how files are rendered."""
+    if store.readonly or not kept.is_current(store):
+        return None
+    from .results_files import RENDERING
+
+    h = hashlib.sha256()
+    for part in (RENDERING, _batchrun_version(), repr(inputs.config), repr(sorted(inputs.policies.items())),
+                 store.meta("dataset_sha256"), store.meta("rehearsal")):
+        h.update(repr(part).encode() + b"\x00")
+    for sql in ("SELECT epoch, inputs FROM kept_meta",
+                "SELECT task_id, position, rubric_total FROM tasks ORDER BY task_id",
+                "SELECT id, status, submitted_at, ended_at, endpoint_host FROM batches ORDER BY id",
+                "SELECT * FROM accepted_failures ORDER BY id"):
+        for row in store.db.execute(sql):
+            h.update(repr(row).encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def _records(store: Store, config: Config, board: list[dict[str, Any]]) -> str:
+    """A digest of the route files' records in results_files as they were when the stamp was
+    set: a record changed since (a crash between writing a file and recording it) takes the long way."""
+    h = hashlib.sha256()
+    for row in board:
+        if row["route"] in config.routes:
+            for path in _route_paths(config, row["route"]):
+                h.update(repr(store.db.execute("SELECT path, fingerprint, sha256 FROM results_files WHERE path = ?",
+                                               [str(path)]).fetchone()).encode())
+    return h.hexdigest()
+
+
+def _intact(store: Store, config: Config, board: list[dict[str, Any]]) -> dict[Path, str] | None:
+    """Each route file's recorded sha256, if every one is still on disk as written (else None)."""
+    from ..base.checksums import file_digest
+
+    out: dict[Path, str] = {}
+    for row in board:
+        if row["route"] not in config.routes:
+            continue
+        for path in _route_paths(config, row["route"]):
+            sha = store.scalar("SELECT sha256 FROM results_files WHERE path = ?", [str(path)])
+            if sha is None or not path.is_file() or file_digest(path) != sha:
+                return None
+            out[path] = sha
+    return out
 
 
 def report_data(store: Store, config: Config | Inputs, board: list[dict[str, Any]] | None = None,

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..base import jsonl
 from ..base.errors import DataError
+from ..ledger import kept
 from ..ledger.cost import ExpectedOutput, expected_output, online_cost, request_cost
 from ..ledger.lifecycle import Status, move, new_batch
 from ..ledger.pending import Pending, pending_requests
@@ -310,7 +311,7 @@ def _plan_pending(store: Store, inputs: Inputs, *, routes: set[str] | None, stag
     summaries = _route_summaries(store, config)
     # The summary shows what was asked for: --route and --stage filter its rows too.
     result.routes = [s for s in summaries.values() if (not routes or s.route in routes) and (not stages or s.stage in stages)]
-    pending = pending_requests(store, config, routes=routes, stages=stages)
+    pending = pending_requests(store, config, routes=routes, stages=stages, states=kept.request_states(store))
     expected = expected_output(store, config)
     _add_estimates(config, summaries, pending, expected)
     if not write:

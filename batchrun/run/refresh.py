@@ -24,6 +24,7 @@ from ..base import netguard
 from ..base.errors import ProviderError
 from ..base.progress import SILENT, Progress
 from ..ledger.inputs import Inputs, as_inputs
+from ..ledger import kept
 from ..ledger.lifecycle import LIVE, NOT_CREATED, TO_FOLLOW
 from ..ledger.pending import scan_pending
 from ..ledger.store import Store, sql_list
@@ -152,7 +153,7 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
                             f"AND NOT (status IN {sql_list(TO_FOLLOW)} AND route IN ({marks}))", sorted(blocked)) or 0
         if out_of_time():
             return outcome(False, _time_limit_reason(store, live), c.leaderboard)
-        scan = scan_pending(store, config)
+        scan = scan_pending(store, config, states=kept.request_states(store))
         if live == 0 or (s.held and not p.in_flight and not s.awaiting and not s.provider_errors and not progressed):
             if s.held:
                 why = "; ".join(sorted({r for _, r in s.held}))

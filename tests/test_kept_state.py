@@ -1,0 +1,219 @@
+"""The per-cell state kept in state.db (ledger/kept.py, m023) against the views that define it.
+
+The views stay the definition (docs/schema.md); kept_requests and kept_cells are a cache of them.
+These tests replay randomized histories on the report fixture's state.db (every cell state:
+ok, retried, refusal, empty, blocked, waiting, out of context, pending), written the way
+batchrun's writers write (results and verdicts, new runs, judge requests queued, batches moving,
+reopened requests, accepted failures, a changed config), and compare the kept rows with the views
+after each step, exactly (floats to the last bit, rows in the view's order). Writers are killed
+mid-way with SIGKILL in real subprocesses: after their changes were committed and before the kept
+state was brought up to date, and inside that update at a random point.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from batchrun import __version__
+from batchrun.cli import cli
+from batchrun.ledger import kept
+from batchrun.ledger.pending import current_requests_sql
+from batchrun.ledger.store import Store
+from batchrun.ledger.lifecycle import Status
+
+FIXTURE = Path(__file__).parent / "fixtures" / "report-project"
+KINDS = ("ok", "ok", "ok", "transient", "refusal", "empty", "invalid", "expired", "cancelled", "missing", "batch_failed",
+         "unparseable", "auth")
+
+
+def _project(tmp_path: Path) -> Path:
+    for name in ("batchrun.json", "state.db"):
+        shutil.copyfile(FIXTURE / name, tmp_path / name)
+    Store(tmp_path / "state.db").close()  # migrations
+    return tmp_path
+
+
+def assert_kept_is_the_views(store: Store) -> None:
+    assert kept.is_current(store)
+    assert store.rows("SELECT * FROM kept_cells") == store.rows("SELECT * FROM cell_status")
+    cols = ", ".join(r[1] for r in store.db.execute("PRAGMA table_info(kept_requests)"))
+    assert store.rows(f"SELECT {cols} FROM kept_requests ORDER BY custom_id") == store.rows(
+        f"SELECT {cols} FROM request_status WHERE custom_id IN ({current_requests_sql()}) ORDER BY custom_id")
+
+
+def test_a_reader_reads_the_kept_state_and_the_report_stays_byte_identical(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    with Store(project / "state.db") as store:
+        assert not kept.is_current(store)  # never evaluated: a reader evaluates the views itself
+        with store.db.atomic():
+            kept.keep_current(store)
+        assert_kept_is_the_views(store)
+    with Store(project / "state.db", readonly=True) as store:
+        assert kept.is_current(store)
+    config = project / "batchrun.json"
+    for fmt in ("md", "json", "csv"):
+        r = CliRunner().invoke(cli, ["--config", str(config), "-q", "report", "--format", fmt], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        expected = (FIXTURE / f"expected-report.{fmt}").read_text(encoding="utf-8")
+        assert r.stdout == expected.replace("{CONFIG}", str(config)).replace("{VERSION}", __version__)
+
+
+def _step(store: Store, rng: random.Random, n: int) -> str:
+    """One random change, as batchrun's writers make it; its name."""
+    db = store.db
+    wanted = [r[0] for r in db.execute(f"SELECT custom_id FROM ({current_requests_sql()}) ORDER BY 1")]
+    what = rng.choice(("results", "results", "results", "run", "queue", "batch", "reopen", "accept", "config", "nothing"))
+    with db.atomic():
+        if what == "results":
+            run = store.scalar("SELECT max(id) FROM runs")
+            for cid in rng.sample(wanted, min(len(wanted), rng.randrange(1, 12))):
+                kind = rng.choice(KINDS)
+                cur = db.execute(
+                    """INSERT INTO results (batch_id, custom_id, kind, text, collected_at, run_id, error_type)
+                       VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                    [f"test-{n}", cid, kind, f"answer {n}" if kind == "ok" else None, time.time() + n, run,
+                     None if kind == "ok" else kind])
+                stage, task = db.execute("SELECT stage, task_id FROM requests WHERE custom_id = ?", [cid]).fetchone()
+                if stage == "judge" and kind in ("ok", "unparseable"):
+                    rubric = store.scalar("SELECT rubric_total FROM tasks WHERE task_id = ?", [task]) or 1.0
+                    total = None if kind == "unparseable" else rng.choice((0.0, rubric / 3, rubric * rng.random(), rubric))
+                    db.execute("INSERT INTO judgments (result_id, custom_id, total, rubric_total, score) VALUES (?, ?, ?, ?, ?)",
+                               [cur.lastrowid, cid, total, rubric, None if total is None else total / rubric])
+        elif what == "run":
+            db.execute("INSERT INTO runs (command, started_at, pid) VALUES ('collect', ?, 1)", [time.time()])
+        elif what == "queue":
+            from batchrun.ledger.sync import queue_judgments
+            from batchrun.protocol.config_file import load_config
+
+            queue_judgments(store, load_config(store.path.parent / "batchrun.json"))
+        elif what == "batch":
+            bid = rng.choice([r[0] for r in db.execute("SELECT id FROM batches ORDER BY id")])
+            db.execute("UPDATE batches SET status = ? WHERE id = ?", [rng.choice(list(Status)).value, bid])
+        elif what == "reopen":
+            cid = rng.choice(wanted)
+            route, task = db.execute("SELECT route, task_id FROM requests WHERE custom_id = ?", [cid]).fetchone()
+            db.execute("INSERT INTO reopens (custom_id, route, task_id, state, created_at) VALUES (?, ?, ?, 'failed', ?)",
+                       [cid, route, task, time.time() + n])
+        elif what == "accept":
+            route, fp = rng.choice(db.execute("SELECT route, policy_fp FROM config_routes WHERE role = 'contestant'").fetchall())
+            db.execute("INSERT INTO accepted_failures (route, policy_fp, reason, cells, created_at) VALUES (?, ?, 'test', 1, ?)",
+                       [route, fp, time.time() + n])
+        elif what == "config":
+            db.execute("UPDATE config_routes SET retry_budget = ? WHERE route = (SELECT min(route) FROM config_routes)",
+                       [rng.randrange(0, 4)])
+    return what
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_kept_state_equals_the_views_over_random_histories(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    project = _project(tmp_path)
+    with Store(project / "state.db") as store:
+        kept.keep_current(store)
+        inputs_changed = False
+        for n in range(25):
+            what = _step(store, rng, n)
+            inputs_changed |= what == "config"
+            if rng.random() < 0.3:  # several changes before the next update, as a writer's phases make them
+                continue
+            # Within one command the inputs are checked once (collect between its batches: only
+            # when no input changed since the last check may a writer skip it).
+            kept.keep_current(store, check_inputs=inputs_changed or rng.random() < 0.5)
+            inputs_changed = False
+            assert_kept_is_the_views(store)
+        kept.keep_current(store)
+        assert_kept_is_the_views(store)
+
+
+_CHILD = """
+import os, random, signal, sys, time
+from batchrun.ledger import kept
+from batchrun.ledger.store import Store
+sys.path.insert(0, sys.argv[3])
+from test_kept_state import _step
+
+seed, mode = int(sys.argv[2]), sys.argv[4]
+rng = random.Random(seed)
+store = Store(sys.argv[1])
+for n in range(3):
+    _step(store, rng, 100 + 10 * seed + n)
+if mode == "before":  # the changes committed, the kept state not brought up to date
+    os.kill(os.getpid(), signal.SIGKILL)
+steps = [0]
+def tick():
+    steps[0] += 1
+    if steps[0] >= int(sys.argv[5]):
+        os.kill(os.getpid(), signal.SIGKILL)
+store.db.conn.set_progress_handler(tick, 50)  # SIGKILL after a random number of SQLite steps
+kept.keep_current(store)
+"""
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_writer_killed_before_or_during_the_update_leaves_a_state_the_next_one_repairs(tmp_path: Path, seed: int) -> None:
+    project = _project(tmp_path)
+    with Store(project / "state.db") as store:
+        kept.keep_current(store)
+    rng = random.Random(seed)
+    killed = 0
+    for round_ in range(4):
+        mode = "before" if round_ % 2 == 0 else "during"
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(project / "state.db"), str(seed * 10 + round_), str(Path(__file__).parent),
+             mode, str(rng.randrange(1, 400))],
+            capture_output=True, text=True, timeout=60)
+        assert child.returncode in (0, -signal.SIGKILL), child.stderr
+        killed += child.returncode == -signal.SIGKILL
+        with Store(project / "state.db", readonly=True) as reader:
+            if not kept.is_current(reader):  # what a reader then does: the views themselves
+                assert child.returncode == -signal.SIGKILL
+        with Store(project / "state.db") as store:
+            kept.keep_current(store)
+            assert_kept_is_the_views(store)
+    assert killed >= 2
+
+
+def test_results_files_are_not_rebuilt_when_nothing_they_read_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_results builds a route's data only when something it reads changed (the kept
+    state's epoch, the config, the batches...) or a file is not as written; then the same bytes."""
+    from batchrun.ledger.inputs import as_inputs
+    from batchrun.protocol.config_file import load_config
+    from batchrun.publish import outputs
+
+    project = _project(tmp_path)
+    config = load_config(project / "batchrun.json")
+    with Store(project / "state.db") as store:
+        inputs = as_inputs(store, config, corpus=False)
+        paths = outputs.write_results(store, inputs)
+        before = {p: p.read_bytes() for p in paths if p.name != "manifest.json"}
+        built: list[str] = []
+        real = outputs.route_responses
+        monkeypatch.setattr(outputs, "route_responses", lambda s, c, route: built.append(route) or real(s, c, route))
+        outputs.write_results(store, inputs)
+        assert built == []  # nothing changed: no route's data built
+        victim = next(iter(before))
+        victim.write_text("edited by hand")
+        outputs.write_results(store, inputs)
+        assert built and victim.read_bytes() == before[victim]  # a file not as written: rebuilt, the same bytes
+        built.clear()
+        rng = random.Random(7)
+        while _step(store, rng, 0) != "results":
+            pass
+        outputs.write_results(store, inputs)  # new results: the kept state moved on, the data is built again
+        assert built
+        fresh = {p: p.read_bytes() for p in before}
+        built.clear()
+        with Store(project / "state.db") as other:  # what a collect without the shortcut writes
+            other.db.execute("DELETE FROM meta WHERE key = 'results_stamp'")
+        outputs.write_results(store, inputs)
+        assert built and {p: p.read_bytes() for p in before} == fresh
