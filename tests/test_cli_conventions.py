@@ -115,6 +115,19 @@ def test_global_options_work_after_the_command_with_the_same_meaning(project: Pr
         assert all(names.count(o) == 1 for o in ("--config", "--emulator", "-q", "--version")), command.name
 
 
+def test_a_global_option_after_the_command_still_needs_its_value(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `batchrun refresh --emulator` (the URL forgotten) must not run for real: after the command as
+    # before it, an option that takes a value refuses to go without one (plan stands in for refresh).
+    small_project(project)
+    monkeypatch.chdir(project.root)
+    monkeypatch.setenv("BATCHRUN_CONFIG", str(project.config_path))
+    runner = CliRunner()
+    for args in (["plan", "--emulator"], ["status", "--emulator"], ["status", "--config"], ["--emulator"]):
+        clean_exit_1(runner.invoke(cli, args), "requires an argument")
+    clean_exit_1(runner.invoke(cli, ["plan", "--emulator", "--json"]), "must be an http:// or https:// URL", "got '--json'")
+    assert not project.state_path.exists() and not (project.root / "rehearsal").exists()
+
+
 # --- item 6: one duration syntax ------------------------------------------------------------------
 
 
