@@ -259,6 +259,21 @@ def test_every_dataset_problem_is_reported_at_once_with_close_keys(project: Proj
     assert "51. " not in r.output
 
 
+def test_every_corpus_file_problem_is_reported_at_once(project: Project) -> None:
+    # The records are sound, but two name documents batchrun cannot read: both are said, in one
+    # run (a release with many documents missing is not fixed one run per document).
+    small_project(project)
+    records = json.loads(project.dataset_path.read_text())
+    records[1]["corpus_file"] = "../outside.txt"
+    records[3]["corpus_file"] = "missing.txt"
+    project.dataset_path.write_text(json.dumps(records))
+    r = project.run("plan")
+    clean_exit_1(r, f"{project.dataset_path}: 2 problems in the corpus:",
+                 f"1. (task t2, field corpus_file): corpus_file '../outside.txt' points outside the corpus folder",
+                 "2. (task t4, field corpus_file): corpus file", "missing.txt does not exist. Fix: Put the document", "Fix them all")
+    assert not project.state_path.exists()
+
+
 # --- item 11: the config found from a folder below it ---------------------------------------------
 
 
