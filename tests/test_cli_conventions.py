@@ -115,6 +115,19 @@ def test_global_options_work_after_the_command_with_the_same_meaning(project: Pr
         assert all(names.count(o) == 1 for o in ("--config", "--emulator", "-q", "--version")), command.name
 
 
+def test_a_global_option_after_the_command_still_needs_its_value(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `batchrun refresh --emulator` (the URL forgotten) must not run for real: after the command as
+    # before it, an option that takes a value refuses to go without one (plan stands in for refresh).
+    small_project(project)
+    monkeypatch.chdir(project.root)
+    monkeypatch.setenv("BATCHRUN_CONFIG", str(project.config_path))
+    runner = CliRunner()
+    for args in (["plan", "--emulator"], ["status", "--emulator"], ["status", "--config"], ["--emulator"]):
+        clean_exit_1(runner.invoke(cli, args), "requires an argument")
+    clean_exit_1(runner.invoke(cli, ["plan", "--emulator", "--json"]), "must be an http:// or https:// URL", "got '--json'")
+    assert not project.state_path.exists() and not (project.root / "rehearsal").exists()
+
+
 # --- item 6: one duration syntax ------------------------------------------------------------------
 
 
@@ -244,6 +257,21 @@ def test_every_dataset_problem_is_reported_at_once_with_close_keys(project: Proj
     r = project.run("plan")
     clean_exit_1(r, "50 problems in the dataset (180 in all; the first 50 are listed):", "50. record 17 (task x16)")
     assert "51. " not in r.output
+
+
+def test_every_corpus_file_problem_is_reported_at_once(project: Project) -> None:
+    # The records are sound, but two name documents batchrun cannot read: both are said, in one
+    # run (a release with many documents missing is not fixed one run per document).
+    small_project(project)
+    records = json.loads(project.dataset_path.read_text())
+    records[1]["corpus_file"] = "../outside.txt"
+    records[3]["corpus_file"] = "missing.txt"
+    project.dataset_path.write_text(json.dumps(records))
+    r = project.run("plan")
+    clean_exit_1(r, f"{project.dataset_path}: 2 problems in the corpus:",
+                 f"1. (task t2, field corpus_file): corpus_file '../outside.txt' points outside the corpus folder",
+                 "2. (task t4, field corpus_file): corpus file", "missing.txt does not exist. Fix: Put the document", "Fix them all")
+    assert not project.state_path.exists()
 
 
 # --- item 11: the config found from a folder below it ---------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import sqlite3
 from datetime import datetime
 from typing import Any
@@ -412,6 +413,12 @@ def test_held_work_exits_2_and_dry_run_and_status_say_why(project: Project, emul
     assert planned["id"] == anon["id"] and planned["held"] == no_price and planned["held_at"]
     assert f"  would hold {anon['id']}: {no_price}" in ok(project.run("submit", "--dry-run")).stdout
 
+    # refresh says each hold once too: its `held` line, not again in the summary (-q: the held
+    # line still, since held work needs action, and the summary).
+    for args in (("refresh", "--interval", "0.05"), ("-q", "refresh", "--interval", "0.05")):
+        r = ok(project.run(*args), code=2)
+        assert r.stderr.count(no_price) == 1 and r.stderr.count(f"held {anon['id']}: ") == 1, r.stderr
+        assert "refresh: 1 batch(es) held back, not sent (why: each 'held' line)" in r.stderr, r.stderr
     ok(project.run("submit"), code=2)  # held again for the same reason: one row, since the first
     assert [h["reason"] for h in project.sql("SELECT * FROM batch_holds")] == [no_price]
     # Without a budget nothing is held: it goes, submit exits 0, and status no longer lists it.
@@ -440,7 +447,7 @@ def test_refresh_with_a_budget_sends_the_rest_once_actuals_are_known_then_holds(
     tight = spent + 0.5 * c5
     sent = len(batch_requests(emulator))
     r = ok(project.run("refresh", "--budget", repr(tight), "--interval", "0.05", emulator=emulator), code=2)
-    assert "held back: budget: " in r.stderr and f"would exceed {money(tight)}" in r.stderr
+    assert re.search(r"\] held \S+: budget: ", r.stderr) and "batch(es) held back, not sent" in r.stderr and f"would exceed {money(tight)}" in r.stderr
     assert len(batch_requests(emulator)) == sent
 
 

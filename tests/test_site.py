@@ -117,8 +117,8 @@ def test_each_route_has_a_page_with_its_headline_breakdowns_failures_cost_proven
     assert block and block.group(0) in big
     # Tasks by score, best first (by hand: t1 90, t4 85, t3 75, t2 40), each linked to its page.
     assert re.findall(r'<tr class="route-task" data-task="([^"]+)"><th scope="row"><a href="../tasks/\1.html">', big) == ["t1", "t4", "t3", "t2"]
-    assert re.findall(r'data-task="t1">.*?<span class="sq"[^>]*>([^<]+)</span></td><td class="num">([^<]+)</td><td class="num">([^<]+)</td>', big) == \
-        [("90.0", "100.0", "80.0")]  # the task's score, then each judge's
+    assert re.findall(r'data-task="t1">.*?<span class="sq"[^>]*>([^<]+)</span></td><td class="q">[^<]+</td><td class="num">([^<]+)</td>'
+                      r'<td class="num">([^<]+)</td>', big) == [("90.0", "100.0", "80.0")]  # the task's score, its question, each judge's
 
     flaky = _route_page(board_site, "flaky")
     failures = re.findall(r'<tr class="unscored-row"><th scope="row"><a href="../tasks/(t\d).html">\1</a></th><td><span class="status [a-z]+">([a-z ]+)</span></td><td>([^<]+)</td>', flaky)
@@ -361,6 +361,10 @@ def test_a_route_page_shows_what_the_route_cost_as_batchrun_cost_counts_it(demo:
 # Every table, on every page the test opens: a non-empty caption, and scope on every header.
 TABLES_OK = ("[...document.querySelectorAll('table')].every(t => t.caption && t.caption.textContent.trim() !== '') && "
              "[...document.querySelectorAll('th')].every(th => th.scope === 'col' || th.scope === 'row')")
+# A task table's question reads in lines of a few words, not one word a line (at 390 px the
+# route and judge columns squeezed it to a word's width; the table scrolls sideways instead).
+QUESTION_WIDTHS = "[...document.querySelectorAll('td.q')].map(td => td.getBoundingClientRect().width)"
+QUESTIONS_READ = f"(() => {{ const w = {QUESTION_WIDTHS}; return w.length === 30 && Math.min(...w) >= 180; }})()"
 # No horizontal scroll of the page. (On a phone the layout viewport widens to what overflows:
 # innerWidth is not the screen's width then, the screen is.)
 FITS = "document.documentElement.scrollWidth <= {width} && innerWidth === {width}"
@@ -404,6 +408,7 @@ def test_site_in_chromium(width: int, board_site: Path, demo: tuple[Path, Any], 
         assert len(nav) == 7 and all(left >= 0 and right <= width for _, left, right in nav), nav
         if width < 700:  # stacked: a card per route, the plot below the name across the card
             assert b.eval("getComputedStyle(document.querySelector('tr.route-row')).display") == "grid"
+        assert b.eval(QUESTIONS_READ), b.eval(QUESTION_WIDTHS)
         b.screenshot(shots / "index.png")
         b.screenshot(shots / "index-full.png", full_page=True)
         assert b.eval(TABLES_OK)
@@ -428,6 +433,9 @@ def test_site_in_chromium(width: int, board_site: Path, demo: tuple[Path, Any], 
         assert len(scores) == 30 and scores == sorted(scores, reverse=True)
         assert b.eval(fits) and b.eval(TABLES_OK)
         assert b.eval("document.querySelectorAll('#breakdowns .breakdown').length") == 6
+        assert b.eval(QUESTIONS_READ), b.eval(QUESTION_WIDTHS)
+        # ... and on the screen beside the task and its score, the judges' columns after it.
+        assert b.eval("document.querySelector('tr.route-task td.q').getBoundingClientRect().right") <= width
         b.screenshot(shots / "route.png")
 
         # --- the best task's page, opened from there, and its document (item 14) ---

@@ -54,7 +54,8 @@ def all_at_once(problems: Sequence[BatchrunError], where: str, what: str) -> Bat
         return problems[0]
     lines = [f"{where}: {len(problems)} problems in {what}:"]
     for i, p in enumerate(problems, 1):
-        lines.append(f"  {i}. {p.message.removeprefix(f'{where}: ').removeprefix(f'{where}, ')}" + (f" Fix: {p.hint}" if p.hint else ""))
+        message = p.message.removeprefix(f"{where}: ").removeprefix(f"{where}, ").removeprefix(f"{where} ")  # "PATH (task t2, ...): "
+        lines.append(f"  {i}. {message}" + (f" Fix: {p.hint}" if p.hint else ""))
     return type(problems[0])("\n".join(lines), "Fix them all, then run the command again.")
 
 

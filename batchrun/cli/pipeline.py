@@ -243,6 +243,9 @@ def refresh(ctx: Context, timeout_: float | None, until: str | None, interval: f
                 click.echo(f"blocked: {redact(text)}", err=True)
             print_problems(store, config, requests="requests_now")  # publish's leaderboard just filled it
         print_preflight_failures(outcome.preflight_failed)
+        if ctx.quiet:  # held work needs action: -q silenced the `held` lines as they happened, not their news
+            for bid, why in outcome.held:
+                click.echo(f"held {bid}: {redact(why)}", err=True)
         if not ctx.quiet or not outcome.complete:  # -q: why it stopped only when that needs action
             click.echo(f"refresh: {redact(outcome.reason)}", err=True)
         if not ctx.quiet:

@@ -305,8 +305,10 @@ class BatchrunGroup(click.Group):
                 continue
             # --version keeps its own callback; the others set what the group's callback stored.
             callback = p.callback if not p.expose_value else _set_global(p.name or "")
-            cmd.params.append(click.Option(p.opts, is_flag=p.is_flag, metavar=p.metavar, expose_value=False, hidden=True,
-                                           is_eager=p.is_eager, callback=callback))
+            # is_flag only for flags: click (>= 8.2) reads an explicit is_flag=False as "the value
+            # may be left out", so `refresh --emulator` without its URL would run for real.
+            cmd.params.append(click.Option(p.opts, is_flag=True if p.is_flag else None, metavar=p.metavar, expose_value=False,
+                                           hidden=True, is_eager=p.is_eager, callback=callback))
         super().add_command(cmd, name)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:

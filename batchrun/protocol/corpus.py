@@ -22,12 +22,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..base.errors import DataError
+from ..base.errors import BatchrunError, DataError, all_at_once
 from ..base.jsonl import escape_utf8
 from ..base.userfiles import NotRegularFile, open_regular
 from .caps import CJK_WINDOW, is_cjk
 from .config import Config
-from .dataset import Dataset, load_dataset
+from .dataset import MAX_SHOWN, Dataset, load_dataset
 
 # Documents are read, decoded and escaped in pieces of 32 KiB, so measuring one does not hold it
 # in memory (plan holds one escaped document: EscapedDocument). The pieces and their decoded and escaped copies stay below glibc's 128 KiB mmap
@@ -287,26 +287,45 @@ def scan_corpus(config: Config, measured: Measured | None = None, *, escape: boo
     docs: dict[str, DocumentInfo] = {}
     paths: dict[str, Path] = {}
     stamps: dict[str, tuple[int, int]] = {}
+    # Every document batchrun cannot use is said in one error, as the dataset's records are: a
+    # release with many documents missing is not fixed one run per document.
+    problems: list[BatchrunError] = []
+    failed: set[str] = set()
     for task in dataset.tasks:
-        if task.corpus_file in docs:
+        if task.corpus_file in docs or task.corpus_file in failed:
             continue
         where = f"{dataset.path} (task {task.task_id}, field corpus_file)"
-        name, path = resolve(corpus_dir, task.corpus_file, where=where)
         try:
-            st = path.stat()
-        except FileNotFoundError:
-            raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
-        hit = cache.get(str(path))
-        if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns):
-            info = replace(hit[2], name=name)
-        else:
-            if not os.access(path, os.R_OK):
-                raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
-            pieces: list[bytes] | None = [] if spool is not None else None
-            info = measure_file(name, path, where=where, stamp=(st.st_size, st.st_mtime_ns), escaped=pieces)
-            if spool is not None and pieces is not None:
-                spool.put(task.corpus_file, pieces)
+            info, name, path, st = _measure(corpus_dir, task.corpus_file, where, cache, spool)
+        except DataError as e:
+            problems.append(e)
+            failed.add(task.corpus_file)
+            continue
         docs[task.corpus_file] = info
         paths[task.corpus_file] = path
         stamps[task.corpus_file] = (st.st_size, st.st_mtime_ns)
+    if problems:
+        more = f" ({len(problems)} in all; the first {MAX_SHOWN} are listed)" if len(problems) > MAX_SHOWN else ""
+        raise all_at_once(problems[:MAX_SHOWN], str(dataset.path), "the corpus" + more)
     return Corpus(dataset=dataset, docs=docs, paths=paths, stamps=stamps, escaped=spool)
+
+
+def _measure(corpus_dir: Path, corpus_file: str, where: str, cache: Measured,
+             spool: EscapedSpool | None) -> tuple[DocumentInfo, str, Path, os.stat_result]:
+    """One document of scan_corpus: found inside the corpus folder, measured (or its measurement
+    taken from state.db when its size and mtime are unchanged)."""
+    name, path = resolve(corpus_dir, corpus_file, where=where)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise DataError(f"{where}: corpus file {path} does not exist.", "Put the document in the corpus folder or fix corpus_file.")
+    hit = cache.get(str(path))
+    if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns):
+        return replace(hit[2], name=name), name, path, st
+    if not os.access(path, os.R_OK):
+        raise DataError(f"{where}: corpus file {path} is not readable.", "Check the file's permissions.")
+    pieces: list[bytes] | None = [] if spool is not None else None
+    info = measure_file(name, path, where=where, stamp=(st.st_size, st.st_mtime_ns), escaped=pieces)
+    if spool is not None and pieces is not None:
+        spool.put(corpus_file, pieces)
+    return info, name, path, st

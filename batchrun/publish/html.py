@@ -82,7 +82,7 @@ details.document .note{overflow-wrap:anywhere}
 .question{font-size:16px;background:var(--band);border-left:4px solid var(--accent);padding:8px 12px;overflow-wrap:anywhere;white-space:pre-wrap}
 dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:14px}
 dl.kv dt{color:var(--muted)}dl.kv dd{margin:0;overflow-wrap:anywhere}
-td.q{max-width:420px;overflow-wrap:anywhere}
+td.q{min-width:16em;max-width:420px;overflow-wrap:anywhere}
 ul.groups{padding-left:0;list-style:none}ul.groups li{margin:3px 0}
 footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding:10px 20px;overflow-wrap:anywhere}
 @media (max-width:700px){
@@ -93,7 +93,7 @@ footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);paddin
  .wide{display:none}
  nav{gap:4px 12px}
  .key{white-space:normal}
- td.q{max-width:220px}
+ td.q{min-width:14em;max-width:260px} /* a question in lines of words: the table scrolls sideways instead */
  /* The leaderboard as one card per route: no column needs a horizontal scroll. The header row
     gives way to each cell's own label (data-label, shown before it and read with it). */
  table.leaderboard,table.leaderboard tbody{display:block;width:100%}

@@ -202,13 +202,13 @@ def _tasks(r: dict[str, Any], tasks: list[dict[str, Any]], cells: Cells, verdict
         judges = "".join(f'<td class="num">{fmt(pct(judged[j]["score"])) if j in judged else "—"}</td>' for j in panel)
         q = t["question"]
         rows.append(f'<tr class="route-task" data-task="{e(t["task_id"])}"><th scope="row"><a href="{e(task_href(t["task_id"]))}">'
-                    f'{e(t["task_id"])}</a></th><td class="num">{cell}</td>{judges}'
-                    f'<td class="q">{e(q if len(q) <= 140 else q[:139] + "…")}</td>'
+                    f'{e(t["task_id"])}</a></th><td class="num">{cell}</td>'
+                    f'<td class="q">{e(q if len(q) <= 140 else q[:139] + "…")}</td>{judges}'
                     f'<td class="num">{"—" if t["doc_chars"] is None else format(t["doc_chars"], ",")}</td></tr>')
     judge_head = "".join(f'<th scope="col" class="num">{e(j)}</th>' for j in panel)
     return ('<section id="tasks"><h2>Tasks, best first</h2><div class="scroll"><table class="tasks">'
             f'<caption>Every task by this route\'s score (0–100), then those without one; each judge\'s score beside it</caption>'
-            f'<thead><tr><th scope="col">Task</th><th scope="col" class="num">Score</th>{judge_head}<th scope="col">Question</th>'
+            f'<thead><tr><th scope="col">Task</th><th scope="col" class="num">Score</th><th scope="col">Question</th>{judge_head}'
             f'<th scope="col" class="num">Doc. chars</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>')
 
 

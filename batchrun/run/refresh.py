@@ -51,6 +51,9 @@ class RefreshOutcome:
     blocked: list[str] = field(default_factory=list)
     # Routes whose last preflight in this run did not pass: they sent nothing (the others went on).
     preflight_failed: list[Check] = field(default_factory=list)
+    # The batches the last submit held back, (batch id, why): each was said once as it was held
+    # (a progress `held` line); the CLI says them again only where -q silenced those lines.
+    held: list[tuple[str, str]] = field(default_factory=list)
 
 
 def deadline_from(timeout: float | None, until: str | None) -> float | None:
@@ -94,8 +97,8 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
     blocked: dict[str, str] = {}  # routes blocked in this run (poll.PollResult.blocked)
     held: dict[str, str] = {}  # batch -> why submit held it, as last said in this run
 
-    def outcome(complete: bool, reason: str, leaderboard: list[dict]) -> RefreshOutcome:
-        return RefreshOutcome(complete, reason, created, leaderboard, list(blocked.values()))
+    def outcome(complete: bool, reason: str, leaderboard: list[dict], held_now: list[tuple[str, str]] | None = None) -> RefreshOutcome:
+        return RefreshOutcome(complete, reason, created, leaderboard, list(blocked.values()), held=list(held_now or []))
 
     def out_of_time() -> bool:
         return deadline is not None and time.time() >= deadline
@@ -156,8 +159,9 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
         scan = scan_pending(store, config, states=kept.request_states(store))
         if live == 0 or (s.held and not p.in_flight and not s.awaiting and not s.provider_errors and not progressed):
             if s.held:
-                why = "; ".join(sorted({r for _, r in s.held}))
-                return outcome(False, f"held back: {why}", c.leaderboard)
+                # Each batch's why is its `held` line: the summary counts them, not repeats them.
+                return outcome(False, f"{len(s.held)} batch(es) held back, not sent (why: each 'held' line); the next run tries "
+                                      "them again, and `batchrun status` says why each waits", c.leaderboard, s.held)
             if not scan.due and not c.new_judge_requests:
                 retry_at = scan.next_retry_at
                 if retry_at is None or (deadline is not None and retry_at > deadline):
