@@ -265,6 +265,7 @@ CONTENTS = [{"role": "user", "parts": [{"text": PROMPT}]}]
     ({"contents": CONTENTS, "generationConfig": {"maxOutputTokens": "many"}},
      "Invalid value at 'generation_config.max_output_tokens' (TYPE_INT32), string"),
     ({"generationConfig": {"maxOutputTokens": 5}}, "* GenerateContentRequest.contents: contents is not specified"),
+    ({"contents": [*CONTENTS, {"role": "assistant", "parts": [{"text": "Hello"}]}]}, "Please use a valid role: user, model."),
 ])
 def test_gemini_refusals_online(emu: Emulator, body: dict, message: str) -> None:
     status, err = gemini_post(emu, body)

@@ -355,6 +355,37 @@ def test_batchrun_flows_get_only_valid_objects(project: Project, emu: Emulator, 
     assert_clean(answers)
 
 
+# --------------------------------------------------------------------------- what a compliance suite sends
+
+
+def test_system_prompts_and_multi_turn_conversations_on_every_online_endpoint(emu: Emulator, rec: Recorder) -> None:
+    """The cases an outside compliance suite runs against the online endpoints (plain, system
+    prompt, multi-turn, error): each provider's own way of saying them is answered with a valid
+    object, and an OpenAI-style role sent to Gemini is refused as Gemini refuses it."""
+    oa = openai.OpenAI(base_url=emu.url + "/v1", api_key="sk-test", max_retries=0)
+    turns = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "And?"}]
+    for system in ("system", "developer"):
+        oa.chat.completions.create(model="gpt-4.1", messages=[{"role": system, "content": "Be terse."}, *turns])
+    oa.responses.create(model="gpt-4.1", instructions="Be terse.", input="Hi")
+    oa.responses.create(model="gpt-4.1", input=[{"role": "developer", "content": "Be terse."}, *turns[:2],
+                                                {"role": "user", "content": [{"type": "input_text", "text": "And?"}]}])
+    an = anthropic.Anthropic(base_url=emu.url, api_key="sk-ant-test", max_retries=0)
+    an.messages.create(model="claude-sonnet-4-6", max_tokens=64, system="Be terse.", messages=turns)
+    an.messages.create(model="claude-sonnet-4-6", max_tokens=64, system=[{"type": "text", "text": "Be terse."}],
+                       messages=[*turns[:2], {"role": "user", "content": [{"type": "text", "text": "And?"}]}])
+    ge = genai.Client(api_key="g-test", http_options={"base_url": emu.url, "retry_options": {"attempts": 1}})
+    history = [genai.types.Content(role="user", parts=[genai.types.Part(text="Hi")]),
+               genai.types.Content(role="model", parts=[genai.types.Part(text="Hello.")]),
+               genai.types.Content(role="user", parts=[genai.types.Part(text="And?")])]
+    ge.models.generate_content(model="gemini-2.5-flash", contents=history,
+                               config=genai.types.GenerateContentConfig(system_instruction="Be terse."))
+    with pytest.raises(genai_errors.ClientError, match="Please use a valid role: user, model."):
+        ge.models.generate_content(model="gemini-2.5-flash", contents=[genai.types.Content(role="assistant", parts=[genai.types.Part(text="Hi")])])
+    answers = rec.take()
+    assert Counter(a.provider for a in answers if a.status == 200) == {"openai": 4, "anthropic": 2, "gemini": 1}
+    assert_clean(answers)
+
+
 # --------------------------------------------------------------------------- the check catches a broken object
 
 

@@ -25,6 +25,11 @@ Wording (400 ``INVALID_ARGUMENT`` unless said), from real answers:
   GenerationConfig; langchain-ai/langchain-google#781), topP 0-1, maxOutputTokens and
   candidateCount at least 1 (a count of tokens or candidates to generate; the range messages
   are modelled on the field-validation form above);
+* a content's role other than "user" or "model" (an OpenAI-style "assistant" or "system"): "Please
+  use a valid role: user, model." (ai.google.dev/api/caching#Content: "Must be either 'user' or
+  'model'"; the answer in langbot-app/LangBot#1486, langgenius/dify-official-plugins#566,
+  router-for-me/CLIProxyAPI#2791). A role left out is accepted (the docs' own curl examples send
+  none);
 * an unknown model: 404 ``NOT_FOUND`` "models/gemini-x is not found for API version v1beta, or is
   not supported for generateContent. Call ListModels to see the list of available models and
   their supported methods." (found in many public logs);
@@ -139,6 +144,9 @@ def request_refusal(request: Any) -> Outcome | None:
         return describe_parse(found)
     if not request.get("contents"):
         return Outcome.error(400, "* GenerateContentRequest.contents: contents is not specified")
+    contents = request["contents"] if isinstance(request["contents"], list) else [request["contents"]]
+    if any(isinstance(c, dict) and c.get("role") not in (None, "", "user", "model") for c in contents):
+        return Outcome.error(400, "Please use a valid role: user, model.")
     config = request.get("generationConfig") or request.get("generation_config") or {}
     for name, low, high in RANGES:
         value = config.get(name)
