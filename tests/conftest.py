@@ -25,6 +25,9 @@ KEY_ENV = "BATCHRUN_TEST_KEY"
 # The custom_id of a preflight's online request (batchrun.run.preflight.CUSTOM_ID): submit and refresh
 # send one per route whose policy has not passed a preflight, before anything of it is uploaded.
 PREFLIGHT_ID = "batchrun-preflight"
+# The writer lock's grace in tests (BATCHRUN_LOCK_GRACE; 5 s in production): a second writer the
+# tests expect to be refused is refused after this, not after 5 s.
+LOCK_GRACE = "0.3"
 
 
 def batch_requests(emulator: Any) -> list[dict[str, Any]]:
@@ -65,6 +68,8 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
     # Backoffs scale with this (a batch retry waits 60 s at 1.0): 6 ms between rounds here.
     monkeypatch.setenv("BATCHRUN_RETRY_BASE", "0.0001")
+    # A second writer is refused after this grace, not the 5 s default (batchrun/ledger/lock.py).
+    monkeypatch.setenv("BATCHRUN_LOCK_GRACE", LOCK_GRACE)
     monkeypatch.setenv(KEY_ENV, "test-key-not-secret")
 
 
