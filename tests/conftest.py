@@ -48,6 +48,37 @@ def resent(requests: list[dict[str, Any]]) -> tuple[int, Counter[str]]:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _small_ca_bundle(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """SSL_CERT_FILE: one CA certificate instead of the system's ~150.
+
+    Every SDK client builds an SSL context when it is constructed, also for the emulator's plain
+    http:// on loopback, and loading the whole CA bundle into it costs ~20 ms of CPU (more under
+    load): a refresh builds about ten clients, and the suite builds thousands. No test speaks TLS
+    (nothing leaves loopback), so what the context trusts is never used; httpx2 and google-genai
+    read SSL_CERT_FILE (httpcore2's default_ssl_context, genai's _ensure_httpx_ssl_ctx), so the
+    SDKs still build their contexts their own way, from a smaller file."""
+    import os
+
+    try:
+        import certifi  # google-genai's and httpx's own CA bundle
+
+        bundle = Path(certifi.where()).read_text(encoding="ascii", errors="replace")
+    except (ImportError, OSError):
+        bundle = ""
+    end = "-----END CERTIFICATE-----"
+    if end not in bundle or "SSL_CERT_FILE" in os.environ or "SSL_CERT_DIR" in os.environ:
+        yield
+        return
+    path = tmp_path_factory.mktemp("ca") / "one-ca.pem"
+    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----"):bundle.index(end) + len(end)] + "\n", encoding="ascii")
+    os.environ["SSL_CERT_FILE"] = str(path)
+    try:
+        yield
+    finally:
+        os.environ.pop("SSL_CERT_FILE", None)
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _warm_batchrun_processes() -> Any:
     """tests/cliproc.py runs batchrun child processes forked from a warm server: stop it at the end."""
     yield
