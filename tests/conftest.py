@@ -49,33 +49,50 @@ def resent(requests: list[dict[str, Any]]) -> tuple[int, Counter[str]]:
 
 @pytest.fixture(autouse=True, scope="session")
 def _small_ca_bundle(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """SSL_CERT_FILE: one CA certificate instead of the system's ~150.
+    """SSL_CERT_FILE: one CA certificate instead of a bundle of ~150.
 
     Every SDK client builds an SSL context when it is constructed, also for the emulator's plain
-    http:// on loopback, and loading the whole CA bundle into it costs ~20 ms of CPU (more under
-    load): a refresh builds about ten clients, and the suite builds thousands. No test speaks TLS
-    (nothing leaves loopback), so what the context trusts is never used; httpx2 and google-genai
-    read SSL_CERT_FILE (httpcore2's default_ssl_context, genai's _ensure_httpx_ssl_ctx), so the
-    SDKs still build their contexts their own way, from a smaller file."""
+    http:// on loopback, and loading a whole CA bundle into it costs ~20 ms of CPU (~50 ms under
+    load): a refresh builds about ten such contexts, and the suite thousands (google-genai two per
+    client). No test speaks TLS (nothing leaves loopback), so what the contexts trust is never
+    used. httpx2 (httpcore2's default_ssl_context) and google-genai (_ensure_httpx_ssl_ctx) read
+    SSL_CERT_FILE, so the SDKs still build their contexts their own way, from a smaller file. Set
+    even when the machine sets it (to its whole bundle); restored at the end."""
     import os
+    import ssl
 
+    end = "-----END CERTIFICATE-----"
+    sources = [os.environ.get("SSL_CERT_FILE"), ssl.get_default_verify_paths().cafile]
     try:
         import certifi  # google-genai's and httpx's own CA bundle
 
-        bundle = Path(certifi.where()).read_text(encoding="ascii", errors="replace")
-    except (ImportError, OSError):
+        sources.insert(0, certifi.where())
+    except ImportError:
+        pass
+    bundle = ""
+    for source in filter(None, sources):
+        try:
+            bundle = Path(source).read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        if "-----BEGIN CERTIFICATE-----" in bundle and end in bundle:
+            break
         bundle = ""
-    end = "-----END CERTIFICATE-----"
-    if end not in bundle or "SSL_CERT_FILE" in os.environ or "SSL_CERT_DIR" in os.environ:
+    if not bundle:
         yield
         return
     path = tmp_path_factory.mktemp("ca") / "one-ca.pem"
     path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----"):bundle.index(end) + len(end)] + "\n", encoding="ascii")
+    before = os.environ.get("SSL_CERT_FILE")
     os.environ["SSL_CERT_FILE"] = str(path)
+    ssl.create_default_context(cafile=str(path))  # a file the SDKs could not load would fail every test: fail here
     try:
         yield
     finally:
-        os.environ.pop("SSL_CERT_FILE", None)
+        if before is None:
+            os.environ.pop("SSL_CERT_FILE", None)
+        else:
+            os.environ["SSL_CERT_FILE"] = before
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -90,7 +90,7 @@ def test_incremental_refresh_sends_exactly_the_new_route(project: Project, emula
 
 def test_refresh_timeout_stops_cleanly_and_resumes_without_resubmitting(project: Project, tmp_path: Path) -> None:
     small_project(project)
-    emu = Emulator(port=0, latency=4.0).start()  # batches take longer than the time limit
+    emu = Emulator(port=0, latency=2.5).start()  # batches take longer than the time limit
     try:
         first = project.run("refresh", "--timeout", "1s", "--interval", "0.2", emulator=emu)
         assert first.exit_code == 2, first.output
@@ -177,10 +177,10 @@ def test_progress_reports_per_batch_counts_and_time_left(project: Project) -> No
     from batchrun.run.refresh import refresh
 
     small_project(project, panel=[], routes={"gpt": DEFAULT_ROUTES["gpt"]})
-    # 4 s for 4 requests: one finishes about every second, and polls every 0.3 s see it happen.
-    emu = Emulator(port=0, latency=4.0).start()
+    # 2 s for 4 requests: one finishes about every half second, and polls every 0.1 s see it happen.
+    emu = Emulator(port=0, latency=2.0).start()
     try:
-        result = project.run("refresh", "--interval", "0.3", emulator=emu)
+        result = project.run("refresh", "--interval", "0.1", emulator=emu)
         assert result.exit_code == 0, result.output
         lines = [ln for ln in result.stderr.splitlines() if "requests done" in ln]
         found = [re.search(r"\] (\S+) (\d+)/(\d+) requests done(, about \d+ s left)?$", ln) for ln in lines]
@@ -199,7 +199,7 @@ def test_progress_reports_per_batch_counts_and_time_left(project: Project) -> No
         buf = io.StringIO()
         store = project.store()
         store.start_run("refresh")
-        refresh(store, project.load(emu), interval=0.3, progress=Progress(buf, live=True))
+        refresh(store, project.load(emu), interval=0.1, progress=Progress(buf, live=True))
         store.close()
         assert re.search(r"1 batch\(es\) in flight \(4 requests\): \S+-gpt-gen [1-3]/4 done, about \d+ s left", buf.getvalue()), buf.getvalue()
     finally:
