@@ -90,13 +90,22 @@ def test_incremental_refresh_sends_exactly_the_new_route(project: Project, emula
 
 def test_refresh_timeout_stops_cleanly_and_resumes_without_resubmitting(project: Project, tmp_path: Path) -> None:
     small_project(project)
+    # The 1 s limit is for the run, not for this process's first imports (seconds on a loaded
+    # machine, when this test runs first): the SDKs, and sqlite-utils with the pandas it imports.
+    import anthropic  # noqa: F401
+    import openai  # noqa: F401
+    from google import genai  # noqa: F401
+
+    from batchrun.ledger.migrations import database
+
+    database().close()
     emu = Emulator(port=0, latency=2.5).start()  # batches take longer than the time limit
     try:
         first = project.run("refresh", "--timeout", "1s", "--interval", "0.2", emulator=emu)
         assert first.exit_code == 2, first.output
         assert "time limit reached" in first.output
         live = project.sql("SELECT id, status FROM batches WHERE status = 'in_flight'")
-        assert len(live) == 3  # one generation batch per contestant route
+        assert len(live) == 3, first.output  # one generation batch per contestant route
         accepted = Counter(r["custom_id"] for r in batch_requests(emu))
 
         emu.set_latency(0.0)  # retries and judge batches created from now on finish at once
