@@ -25,6 +25,9 @@ KEY_ENV = "BATCHRUN_TEST_KEY"
 # The custom_id of a preflight's online request (batchrun.run.preflight.CUSTOM_ID): submit and refresh
 # send one per route whose policy has not passed a preflight, before anything of it is uploaded.
 PREFLIGHT_ID = "batchrun-preflight"
+# The writer lock's grace in tests (BATCHRUN_LOCK_GRACE; 5 s in production): a second writer the
+# tests expect to be refused is refused after this, not after 5 s.
+LOCK_GRACE = "0.3"
 
 
 def batch_requests(emulator: Any) -> list[dict[str, Any]]:
@@ -42,6 +45,54 @@ def resent(requests: list[dict[str, Any]]) -> tuple[int, Counter[str]]:
     custom_id, so they are counted by model (one route per model in the tests that use this)."""
     counts = Counter(r["custom_id"] for r in requests if r["custom_id"] != PREFLIGHT_ID)
     return sum(n - 1 for n in counts.values()), Counter(r["model"] for r in requests if r["custom_id"] == PREFLIGHT_ID)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _small_ca_bundle(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """SSL_CERT_FILE: one CA certificate instead of a bundle of ~150.
+
+    Every SDK client builds an SSL context when it is constructed, also for the emulator's plain
+    http:// on loopback, and loading a whole CA bundle into it costs ~20 ms of CPU (~50 ms under
+    load): a refresh builds about ten such contexts, and the suite thousands (google-genai two per
+    client). No test speaks TLS (nothing leaves loopback), so what the contexts trust is never
+    used. httpx2 (httpcore2's default_ssl_context) and google-genai (_ensure_httpx_ssl_ctx) read
+    SSL_CERT_FILE, so the SDKs still build their contexts their own way, from a smaller file. Set
+    even when the machine sets it (to its whole bundle); restored at the end."""
+    import os
+    import ssl
+
+    end = "-----END CERTIFICATE-----"
+    sources = [os.environ.get("SSL_CERT_FILE"), ssl.get_default_verify_paths().cafile]
+    try:
+        import certifi  # google-genai's and httpx's own CA bundle
+
+        sources.insert(0, certifi.where())
+    except ImportError:
+        pass
+    bundle = ""
+    for source in filter(None, sources):
+        try:
+            bundle = Path(source).read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        if "-----BEGIN CERTIFICATE-----" in bundle and end in bundle:
+            break
+        bundle = ""
+    if not bundle:
+        yield
+        return
+    path = tmp_path_factory.mktemp("ca") / "one-ca.pem"
+    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----"):bundle.index(end) + len(end)] + "\n", encoding="ascii")
+    before = os.environ.get("SSL_CERT_FILE")
+    os.environ["SSL_CERT_FILE"] = str(path)
+    ssl.create_default_context(cafile=str(path))  # a file the SDKs could not load would fail every test: fail here
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SSL_CERT_FILE", None)
+        else:
+            os.environ["SSL_CERT_FILE"] = before
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -65,6 +116,8 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
     # Backoffs scale with this (a batch retry waits 60 s at 1.0): 6 ms between rounds here.
     monkeypatch.setenv("BATCHRUN_RETRY_BASE", "0.0001")
+    # A second writer is refused after this grace, not the 5 s default (batchrun/ledger/lock.py).
+    monkeypatch.setenv("BATCHRUN_LOCK_GRACE", LOCK_GRACE)
     monkeypatch.setenv(KEY_ENV, "test-key-not-secret")
 
 

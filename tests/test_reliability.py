@@ -23,7 +23,7 @@ import pytest
 
 import cliproc
 from batchrun.run import faults as fault_points
-from conftest import KEY_ENV, PREFLIGHT_ID, Project, route, small_project
+from conftest import KEY_ENV, LOCK_GRACE, PREFLIGHT_ID, Project, route, small_project
 
 ROUTES_ALL = {
     "gpt": route("openai", "gpt-5.5"),
@@ -91,7 +91,8 @@ def run_batchrun(project: Project, *args: str, emu: EmulatorProcess | None = Non
         cmd += ["--emulator", emu.url]
         project.rehearsing = True  # its state is under rehearsal/ (see conftest.Project)
     # Module-scoped fixtures run before the autouse `env` fixture: set what it would.
-    full_env = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001", **(env or {})}
+    full_env = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001", "BATCHRUN_LOCK_GRACE": LOCK_GRACE,
+                **(env or {})}
     full_env.pop("BATCHRUN_DIE_AT", None) if "BATCHRUN_DIE_AT" not in (env or {}) else None
     return cliproc.run(cmd + list(args), env=full_env, timeout=timeout)
 
@@ -257,7 +258,7 @@ def test_second_writer_exits_naming_the_first_and_readers_still_work(project: Pr
         holder.kill()
         holder.wait()
     # --wait-lock waits for the holder instead of exiting.
-    holder = hold_writer_lock(project, seconds=1.5)
+    holder = hold_writer_lock(project, seconds=1.0)  # longer than the grace: refused without --wait-lock
     waited = run_batchrun(project, "submit", "--wait-lock", emu=emu)
     holder.wait()
     assert waited.returncode == 0, waited.stderr

@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 
 import cliproc
-from conftest import KEY_ENV, PREFLIGHT_ID, Project, batch_requests, resent, route, small_project
+from conftest import KEY_ENV, LOCK_GRACE, PREFLIGHT_ID, Project, batch_requests, resent, route, small_project
 from test_reliability import EmulatorProcess, emu, emu_proc, integrity_ok, run_batchrun  # noqa: F401 (emu, emu_proc: fixtures)
 
-ENV = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001"}
+ENV = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001", "BATCHRUN_LOCK_GRACE": LOCK_GRACE}
 
 
 def start_refresh(project: Project, emu: EmulatorProcess, *extra: str) -> cliproc.BatchrunProcess:
@@ -251,7 +251,7 @@ def hold_flock(path: Path) -> subprocess.Popen[str]:
 
 
 def acquire_now(project: Project) -> str:
-    """What a second writer is told, taking the lock in this process without the 5 s grace (on a
+    """What a second writer is told, taking the lock in this process without a grace (on a
     thread: a note read that blocked, as on a FIFO, must fail the test, not hang it)."""
     from batchrun.base.errors import LockError
     from batchrun.ledger.lock import WriterLock
@@ -331,3 +331,26 @@ def test_flock_holders_reads_the_kernel_table(tmp_path: Path) -> None:
         with open(path, "rb") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             assert os.getpid() in _flock_holders((st.st_dev, st.st_ino))
+
+
+def test_a_second_writer_waits_out_the_grace_which_only_the_environment_shortens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grace (5 s; BATCHRUN_LOCK_GRACE, which the suite sets small) lets a writer that starts
+    as another ends run after it; a writer still held past it is refused."""
+    from batchrun.base.errors import LockError
+    from batchrun.ledger.lock import GRACE, WriterLock, lock_grace
+
+    monkeypatch.delenv("BATCHRUN_LOCK_GRACE")
+    assert lock_grace() == GRACE == 5.0
+    for bad in ("nan", "inf", "-1", "soon"):
+        monkeypatch.setenv("BATCHRUN_LOCK_GRACE", bad)
+        assert lock_grace() == GRACE, bad
+    monkeypatch.setenv("BATCHRUN_LOCK_GRACE", "0.25")
+    assert lock_grace() == 0.25
+    db = tmp_path / "state.db"
+    first = WriterLock(db, "refresh").acquire()
+    with pytest.raises(LockError):
+        WriterLock(db, "submit").acquire()  # held past the grace (0.25 s from the environment)
+    threading.Timer(0.3, first.release).start()
+    second = WriterLock(db, "submit").acquire(grace=30.0)  # released within the grace: it runs
+    assert second.identity is not None
+    second.release()

@@ -17,6 +17,12 @@ kernel's own table of locks (/proc/locks on Linux: the pid holding each flock, b
 inode) names the holder, and its unfinished `runs` row in state.db says what it runs. Readers
 (`status`, `report`, SQL) never take the lock: SQLite's WAL lets them read meanwhile.
 
+A second writer does not give up at once: it tries again for a grace of 5 seconds, so two runs
+that merely touch (a cron job starting as the last one records its end) both run, one after the
+other. `--wait-lock` waits without limit. The environment variable `BATCHRUN_LOCK_GRACE`
+(seconds) changes the grace; it is a knob for the test suite, whose second writers would
+otherwise each wait the full 5 s to be refused (as BATCHRUN_RETRY_BASE shortens the backoffs).
+
 `flock` and SQLite's own POSIX (`fcntl`) locks are independent on Linux and macOS local file
 systems (SQLite in WAL mode does not support network file systems anyway). But closing *any*
 descriptor of a file drops every POSIX lock the process holds on it (SQLite's "How To Corrupt"
@@ -48,6 +54,18 @@ _idle: OrderedDict[tuple[int, int], list[int]] = OrderedDict()
 _idle_guard = threading.Lock()
 MAX_IDLE = 64
 
+GRACE = 5.0  # seconds a second writer keeps trying before it is refused (see the docstring)
+
+
+def lock_grace() -> float:
+    """The grace before a second writer is refused: GRACE, or BATCHRUN_LOCK_GRACE (tests lower
+    it). A value that is not a finite number >= 0 is ignored."""
+    try:
+        grace = float(os.environ.get("BATCHRUN_LOCK_GRACE", GRACE))
+    except ValueError:
+        return GRACE
+    return grace if 0.0 <= grace < float("inf") else GRACE
+
 
 class WriterLock:
     def __init__(self, state_path: Path, command: str):
@@ -57,9 +75,10 @@ class WriterLock:
         self.fd: int | None = None
         self._inode: tuple[int, int] | None = None
 
-    def acquire(self, *, wait: bool = False, grace: float = 5.0) -> "WriterLock":
+    def acquire(self, *, wait: bool = False, grace: float | None = None) -> "WriterLock":
+        """Take the lock; `grace`: seconds to keep trying before LockError (None: lock_grace())."""
         fd, inode = self._open()
-        deadline = time.monotonic() + grace
+        deadline = time.monotonic() + (lock_grace() if grace is None else grace)
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
