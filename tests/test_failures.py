@@ -376,6 +376,7 @@ def test_a_state_db_from_the_previous_version_is_upgraded_in_place_without_rejud
 
     report = project.run("report")
     assert report.exit_code == 1 and "needs its schema upgraded" in report.output  # a reader never writes
+    assert "Run `batchrun plan` once" in report.output  # the writer that sends nothing, on either kind of state.db
 
     c = project.run("collect")
     assert c.exit_code == 2, c.output

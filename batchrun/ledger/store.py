@@ -200,8 +200,8 @@ class Store:
         if known_migrations() - (applied_names(self.db.conn) or set()):
             raise StateError(
                 f"{self.path} was written by an older batchrun and needs its schema upgraded.",
-                "Run a writing command once (batchrun collect, or batchrun plan): it upgrades state.db in place, "
-                "keeping every row.")
+                "Run `batchrun plan` once (it sends nothing, and works on a rehearsal's state.db such as the "
+                "demo's too): it upgrades state.db in place, keeping every row.")
 
     def check_kind(self, rehearsal: str | None) -> None:
         """Defence in depth behind the separate rehearsal paths (config.rehearsal_path)."""
