@@ -217,3 +217,27 @@ def test_results_files_are_not_rebuilt_when_nothing_they_read_changed(tmp_path: 
             other.db.execute("DELETE FROM meta WHERE key = 'results_stamp'")
         outputs.write_results(store, inputs)
         assert built and {p: p.read_bytes() for p in before} == fresh
+
+
+def _plan(store: Store, sql: str) -> list[str]:
+    # Each step's verb and table alias (index names aside): the order SQLite joins the tables in.
+    return [" ".join(row[3].split()[:2]) for row in store.db.execute(f"EXPLAIN QUERY PLAN {sql}")]
+
+
+def test_the_full_evaluation_joins_in_the_views_own_order_over_its_index(tmp_path: Path) -> None:
+    # kept._rebuild indexes temp.requests_now for cell_status (the automatic index SQLite built
+    # twice, made once). The join order decides the order each score's mean adds its judges in,
+    # so the last bit of a mean: it must be the order of the view over the unindexed table (a
+    # unique index on custom_id reorders the joins, and means differed at bench/ingest.py's scale).
+    project = _project(tmp_path)
+    with Store(project / "state.db") as store:
+        from batchrun.ledger.pending import evaluate_requests
+
+        evaluate_requests(store)
+        sql = f"SELECT * FROM ({kept._cells_sql(store, 'cells', 'temp.requests_now')})"
+        bare = _plan(store, sql)
+        assert any(step.startswith("SEARCH js") for step in bare)
+        store.db.execute(kept.CELLS_INDEX)
+        assert _plan(store, sql) == bare
+        indexed = [row[3] for row in store.db.execute(f"EXPLAIN QUERY PLAN {sql}")]
+        assert sum("requests_now_cells" in step for step in indexed) == 2  # a request's and each judge request's lookup
