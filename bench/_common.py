@@ -273,6 +273,38 @@ def remove_state(path: Path) -> None:
             p.unlink()
 
 
+def floor_insert(state: Path, db_path: Path, rows: Any, *, or_ignore: bool = False) -> tuple[float, int]:
+    """The floor collect is measured against (bench/ingest.py's docstring): a fresh table made with
+    `state`'s own `results` DDL and indexes at `db_path`, WAL, ingest's page cache, and `rows(now)`
+    (the benchmark's lines, each decoded and its custom_id and answer taken by its shape) inserted
+    in one transaction. Seconds (from opening the new file to closing it), rows."""
+    import sqlite3
+    import time
+
+    con = sqlite3.connect(state)
+    ddl = [sql for (sql,) in con.execute(
+        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND type IN ('table', 'index') AND sql IS NOT NULL "
+        "ORDER BY type DESC, name")]
+    con.close()
+    remove_state(db_path)
+    t0 = time.perf_counter()
+    con = sqlite3.connect(db_path)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("PRAGMA cache_size=-65536")
+    for sql in ddl:
+        con.execute(sql)
+    with con:
+        con.executemany(f"""INSERT {'OR IGNORE ' if or_ignore else ''}INTO results
+                            (batch_id, custom_id, kind, text, raw_json, collected_at, run_id) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                        rows(time.time()))
+    n = con.execute("SELECT count(*) FROM results").fetchone()[0]
+    con.close()
+    seconds = time.perf_counter() - t0
+    remove_state(db_path)
+    return seconds, n
+
+
 def load_line() -> str:
     """The 1/5/15-minute load averages and the CPU count: the figures are only comparable with it."""
     one, five, fifteen = os.getloadavg()

@@ -58,8 +58,8 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
-    child_env, load_line, machine_line, median, note, print_table, raw_executemany, refuse_inside_repo, remove_state,
-    remove_tree, run_measured,
+    child_env, floor_insert, load_line, machine_line, median, note, print_table, raw_executemany, refuse_inside_repo,
+    remove_state, remove_tree, run_measured,
 )
 from _lines import EN_WORDS, Lines, age_state, download_planned, id_and_answer
 
@@ -170,22 +170,8 @@ def prepare(root: Path, n_routes: int, n_judges: int, seed: int) -> dict[str, An
 
 def floor_ingest(files_by_batch: dict[str, list[Path]], state: Path, db_path: Path) -> tuple[float, int]:
     """The floor (module docstring): seconds, rows. `state`: a state.db whose results DDL to copy."""
-    con = sqlite3.connect(state)
-    ddl = [sql for (sql,) in con.execute(
-        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND type IN ('table', 'index') AND sql IS NOT NULL "
-        "ORDER BY type DESC, name")]
-    con.close()
-    remove_state(db_path)
-    t0 = time.perf_counter()
-    con = sqlite3.connect(db_path)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
-    con.execute("PRAGMA cache_size=-65536")
-    for sql in ddl:
-        con.execute(sql)
-    now = time.time()
 
-    def rows() -> Any:
+    def rows(now: float) -> Any:
         for batch_id, paths in files_by_batch.items():
             for path in paths:
                 with open(path, "rb") as f:
@@ -195,14 +181,7 @@ def floor_ingest(files_by_batch: dict[str, list[Path]], state: Path, db_path: Pa
                             custom_id, text = id_and_answer(json.loads(line))
                             yield (batch_id, custom_id, "ok" if text is not None else "error", text, line, now, 1)
 
-    with con:
-        con.executemany("""INSERT INTO results (batch_id, custom_id, kind, text, raw_json, collected_at, run_id)
-                           VALUES (?, ?, ?, ?, ?, ?, ?)""", rows())
-    n = con.execute("SELECT count(*) FROM results").fetchone()[0]
-    con.close()
-    seconds = time.perf_counter() - t0
-    remove_state(db_path)
-    return seconds, n
+    return floor_insert(state, db_path, rows)
 
 
 def batch_files(states: list[Path]) -> dict[str, list[Path]]:

@@ -94,6 +94,7 @@ from _common import (
     child_env, lib, load1, load_line, machine_line, median, note, print_table, raw_executemany, refuse_inside_repo,
     remove_state, remove_tree, run_measured,
 )
+from _common import floor_insert as common_floor_insert
 from _lines import EN_WORDS, ZH_CHARS, Lines, age_state, id_and_answer, mark_downloaded, write_result_files
 
 N_TASKS = 481
@@ -830,34 +831,13 @@ def floor_insert(lines: list[tuple[str, str]], base: Path, db_path: Path) -> tup
     """bench/ingest.py's floor over the state.db's own result lines: each decoded (json.loads), its
     custom_id and answer taken by its shape, one row each into a fresh table made with results'
     own DDL and indexes, one transaction, WAL, ingest's page cache. Seconds, rows."""
-    con = sqlite3.connect(base)
-    ddl = [sql for (sql,) in con.execute(
-        "SELECT sql FROM sqlite_master WHERE tbl_name = 'results' AND type IN ('table', 'index') AND sql IS NOT NULL "
-        "ORDER BY type DESC, name")]
-    con.close()
-    remove_state(db_path)
-    t0 = time.perf_counter()
-    con = sqlite3.connect(db_path)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
-    con.execute("PRAGMA cache_size=-65536")
-    for sql in ddl:
-        con.execute(sql)
-    now = time.time()
 
-    def rows() -> Any:
+    def rows(now: float) -> Any:
         for batch_id, line in lines:
             custom_id, text = id_and_answer(json.loads(line))
             yield (batch_id, custom_id, "ok" if text is not None else "error", text, line, now, 1)
 
-    with con:
-        con.executemany("""INSERT OR IGNORE INTO results (batch_id, custom_id, kind, text, raw_json, collected_at, run_id)
-                           VALUES (?, ?, ?, ?, ?, ?, ?)""", rows())
-    n = con.execute("SELECT count(*) FROM results").fetchone()[0]
-    con.close()
-    seconds = time.perf_counter() - t0
-    remove_state(db_path)
-    return seconds, n
+    return common_floor_insert(base, db_path, rows, or_ignore=True)
 
 
 def check_report(config_path: Path, expected: dict[str, Counter]) -> list[str]:
