@@ -408,6 +408,10 @@ def test_site_in_chromium(width: int, board_site: Path, demo: tuple[Path, Any], 
         assert len(nav) == 7 and all(left >= 0 and right <= width for _, left, right in nav), nav
         if width < 700:  # stacked: a card per route, the plot below the name across the card
             assert b.eval("getComputedStyle(document.querySelector('tr.route-row')).display") == "grid"
+        # Each row (each card, at 390 px) says "provider · model" under the route's name, on the screen.
+        models = b.eval("[...document.querySelectorAll('tr.route-row th.name .model')].map(m => { const r = m.getBoundingClientRect(); "
+                        "return [m.textContent, m.checkVisibility(), r.left >= 0 && r.right <= innerWidth && r.height > 0]; })")
+        assert len(models) == 5 and all(" · " in text and seen and inside for text, seen, inside in models), models
         assert b.eval(QUESTIONS_READ), b.eval(QUESTION_WIDTHS)
         b.screenshot(shots / "index.png")
         b.screenshot(shots / "index-full.png", full_page=True)

@@ -90,7 +90,6 @@ footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);paddin
  header.top,nav,.rehearsal,.custom,footer{padding-left:10px;padding-right:10px}
  header.top h1{font-size:18px}
  th,td{padding:4px 5px}
- .wide{display:none}
  nav{gap:4px 12px}
  .key{white-space:normal}
  td.q{min-width:14em;max-width:260px} /* a question in lines of words: the table scrolls sideways instead */

@@ -73,7 +73,7 @@ def leaderboard_row(r: dict[str, Any], st: dict[str, Any], rank: int | None, hre
     return (f'<tr class="route-row" data-route="{e(r["route"])}"><td class="num rank" data-label="#, group">{rank or ""} '
             f'<span class="group">{e(s.get("group") or "–")}</span></td>'
             f'<th scope="row" class="name"><a href="{e(href)}">{e(r["route"])}</a>{mark}'
-            f'<span class="model wide">{e(r["provider"])} · {e(r["model"])}</span></th>'
+            f'<span class="model">{e(r["provider"])} · {e(r["model"])}</span></th>'
             f'<td class="num all" data-label="All-tasks (0–100), 95% CI"{title}>{all_cell}</td>'
             f'<td class="plot"><span class="phone-axis" aria-hidden="true">{axis()}</span>{plot}</td>'
             f'<td class="num scored" data-label="Scored (0–100) (n), 95% CI">{scored_cell}</td>'
