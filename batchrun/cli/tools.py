@@ -166,10 +166,11 @@ def emulator(host: str, port: int, latency: float, responder: str | None, faults
 
 
 @click.command()
-@click.option("--dir", "directory", default="demo-run", show_default=True, type=click.Path(file_okay=False), help="Working folder to create/use.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False),
+              help="Working folder to create/use [default: demo-run; inside a demo folder, that folder].")
 @pass_ctx
 @handle_errors
-def demo(ctx: Context, directory: str) -> None:
+def demo(ctx: Context, directory: str | None) -> None:
     """Run a whole leaderboard refresh on the built-in emulator, no keys needed."""
     from .demo import run_demo
 
