@@ -132,6 +132,14 @@ def ci_text(lo: float | None, hi: float | None, *, sep: str = "–", fmt_: Calla
     return "—" if lo is None or hi is None else f"{fmt_(lo)}{sep}{fmt_(hi)}"
 
 
+def code_spans(text: object) -> str:
+    """Text holding Markdown code spans (the breakdowns' rules: "dataset field `name` (...)", shared
+    with the Markdown report) as HTML: escaped first, since a span may quote the user's text (a
+    dataset field's name), then each `span` made <code>span</code>. Escaping leaves backticks as
+    they are and no markup behind, so the <code> tags are the only markup in the result."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", e(text))
+
+
 def signed(x: float | None) -> str:
     return "—" if x is None else f"{x:+.1f}"
 

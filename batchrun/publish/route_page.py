@@ -21,7 +21,7 @@ from urllib.parse import quote
 from ..ledger.cost import fmt_money
 from ..ledger.lifecycle import Status
 from ..ledger.store import Store
-from .html import STATUS_CLASS, ci_text, page, pct, short_status
+from .html import STATUS_CLASS, ci_text, code_spans, page, pct, short_status
 from .svg import axis, coverage_bar, e, fmt, interval_bar, score_colour, text_colour
 from .task_page import Cells, Verdicts, why_none
 
@@ -156,7 +156,7 @@ def _breakdowns(route: str, st: dict[str, Any]) -> str:
         heading = f'Dataset field: {d["title"]}' if d["dimension"].startswith("field:") else d["title"]
         parts.append(
             f'<div class="breakdown" data-dimension="{e(d["dimension"])}"><div class="scroll"><table><caption>{e(heading)}: '
-            f'{e(d["rule"])}</caption><thead><tr><th scope="col">{e(d["title"])}</th><th scope="col" class="num">tasks</th>'
+            f'{code_spans(d["rule"])}</caption><thead><tr><th scope="col">{e(d["title"])}</th><th scope="col" class="num">tasks</th>'
             '<th scope="col" class="num">docs</th><th scope="col" class="num">All-tasks (0–100)<span class="ci">95% CI</span></th>'
             '<th scope="col" class="num">Scored (0–100) (n)<span class="ci">95% CI</span></th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div></div>')
