@@ -97,10 +97,14 @@ def _child(args: list[str], env: dict[str, str], cwd: str | None, out: str, err:
 class BatchrunProcess:
     """A running `batchrun ARGS` child: the subset of subprocess.Popen the tests use."""
 
-    def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> None:
+    def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+                 stdout: str | Path | None = None) -> None:
         self.args = ["python", "-m", "batchrun", *args]
         self._dir = tempfile.mkdtemp(prefix="batchrun-proc-")
         self._out, self._err = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")
+        self._own_out = stdout is None
+        if stdout is not None:
+            self._out = str(stdout)
         self._proc = _context().Process(
             target=_child, args=(list(args), dict(os.environ if env is None else env),
                                  None if cwd is None else str(cwd), self._out, self._err),
@@ -127,6 +131,9 @@ class BatchrunProcess:
         if self._texts is None:
             texts = []
             for path in (self._out, self._err):
+                if path == self._out and not self._own_out:
+                    texts.append("")  # the caller's (a FIFO, read by the test)
+                    continue
                 try:
                     with open(path, encoding="utf-8", errors="replace") as f:
                         texts.append(f.read())
@@ -152,10 +159,12 @@ class BatchrunProcess:
         return self._texts
 
 
-def start(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> BatchrunProcess:
+def start(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+          stdout: str | Path | None = None) -> BatchrunProcess:
     """`subprocess.Popen([python, -m, batchrun, *args])`, forked warm. Its output goes to files,
-    read (and removed) when it is waited for: `.outputs()` returns (stdout, stderr)."""
-    return BatchrunProcess(args, env=env, cwd=cwd)
+    read (and removed) when it is waited for: `.outputs()` returns (stdout, stderr). `stdout`: a
+    path the child opens for its stdout instead (a FIFO the test reads; its text is then "")."""
+    return BatchrunProcess(args, env=env, cwd=cwd, stdout=stdout)
 
 
 def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,

@@ -134,7 +134,7 @@ def test_a_global_option_after_the_command_still_needs_its_value(project: Projec
 def test_every_duration_option_takes_the_same_syntax(project: Project) -> None:
     found = {(name, p.name) for name, c in cli.commands.items() for p in c.params if isinstance(p.type, Duration)}
     assert found == {("poll", "interval"), ("poll", "timeout"), ("refresh", "interval"), ("refresh", "timeout_"),
-                     ("emulator", "latency")}
+                     ("submit", "timeout_"), ("emulator", "latency")}
     # No option that means a time is left on another type.
     for name, command in cli.commands.items():
         for p in command.params:
@@ -159,6 +159,7 @@ def test_every_duration_option_takes_the_same_syntax(project: Project) -> None:
     assert r.exit_code == 0 and "0 batch(es) in flight" in r.stdout, r.output
     clean_exit_1(project.run("poll", "--timeout", "6x"), "'--timeout'", "'6x' is not a duration", "6h")
     clean_exit_1(project.run("refresh", "--timeout", "6x"), "'--timeout'", "'6x' is not a duration", "6h")
+    clean_exit_1(project.run("submit", "--timeout", "6x"), "'--timeout'", "'6x' is not a duration", "6h")
     help_text = project.run("poll", "--help").output
     assert "--timeout DURATION" in help_text and "--interval DURATION" in help_text and "[default: 30s]" in help_text
 

@@ -3,7 +3,9 @@ no silent minutes, nothing that needs an activated venv to work as printed."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import cliproc
 from batchrun.cli import cli
 from batchrun.emulator import Emulator
 from conftest import KEY_ENV, Project, route, small_project
@@ -171,6 +174,31 @@ def test_usage_error_exit_code_in_a_real_process() -> None:
     env = {**os.environ, KEY_ENV: "x"}
     p = subprocess.run([sys.executable, "-m", "batchrun", "--no-such-flag"], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 1 and "No such option" in p.stderr
+
+
+@pytest.mark.parametrize("command", [["cost"], ["status", "--json"]])
+def test_a_reader_closing_the_pipe_early_ends_batchrun_as_it_ends_cat(project: Project, tmp_path: Path, command: list[str]) -> None:
+    """`batchrun cost | head -1`: the reader leaving is neither the user's error nor state.db's.
+    batchrun used to exit 1 (click's default), which a cron wrapper reads as a user error; now it
+    ends as cat or grep do, by SIGPIPE, saying nothing, with state.db untouched. A real child
+    process whose stdout is a FIFO: the reader opens it and closes it before reading a byte, so
+    the child's first write finds no reader (what `head -1` does to a longer output)."""
+    small_project(project)
+    assert project.run("plan").exit_code == 0
+    assert project.run(*command).exit_code == 0  # a reader's visit leaves state.db-wal and -shm (empty) behind
+
+    def state() -> list[tuple[str, str]]:
+        return [(p.name, hashlib.sha256(p.read_bytes()).hexdigest()) for p in sorted(project.root.glob("state.db*"))]
+
+    before = state()
+    fifo = tmp_path / "stdout.fifo"
+    os.mkfifo(fifo)
+    proc = cliproc.start(["--config", str(project.config_path), *command], stdout=fifo, cwd=project.root)
+    os.close(os.open(fifo, os.O_RDONLY))  # returns once the child has opened its end; closed at once
+    code = proc.wait(60)
+    _, err = proc.outputs()
+    assert (code, err) == (-signal.SIGPIPE, "")
+    assert state() == before
 
 
 def test_a_dry_run_after_plan_lists_the_planned_batches_it_would_send(project: Project, emulator: Emulator) -> None:

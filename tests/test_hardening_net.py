@@ -535,6 +535,28 @@ def test_a_call_that_never_finishes_ends_at_the_time_limit(case: str, project: P
         assert not [r for r in first_run if r["model"] == "kimi-k2.6"], first_run
 
 
+def test_submit_with_a_timeout_ends_at_it_when_an_upload_hangs(project: Project, proxy: HostileProxy, emu: Emulator) -> None:
+    """`submit --timeout` bounds every call as refresh's does: an upload that never answers is cut
+    at the limit, and submit exits 2 saying what it leaves (in flight, planned and not sent); the
+    lock is released and the next submit sends what was left, nothing twice."""
+    setup(project, {"hung": OPENAI})
+    proxy.rule("hang", "POST", r"^/v1/files$")  # the route's upload
+    # Without a preflight (the refresh cases above cut one): the upload is the first call, and hangs.
+    done, took = child(project, "submit", "--no-preflight", "--timeout", f"{LIMIT:g}s", proxy=proxy)
+    assert took < LIMIT + SLACK, (took, done.stderr[-3000:])
+    assert proxy.fired and done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert ("submit: time limit reached with 0 batch(es) in flight and 1 planned, not sent yet; the next run picks them up\n"
+            in done.stderr), done.stderr[-3000:]
+    assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["planned"]
+    assert project.sql("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+    proxy.clear()
+    again, _ = child(project, "submit", "--no-preflight", "--timeout", "60s", proxy=proxy)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["in_flight"]
+    assert [c["path"] for c in emu.calls if c["method"] == "POST"] == ["/v1/files", "/v1/batches"]  # the hung upload never arrived
+
+
 # --- item 9: an uncertain Anthropic create that is about to resolve is waited for ----------------
 
 def test_an_uncertain_anthropic_create_is_waited_for_within_the_run(project: Project, emu: Emulator) -> None:

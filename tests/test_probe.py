@@ -253,7 +253,7 @@ def test_write_refuses_a_json_config_and_a_rehearsal(project: Project, emu: Any)
     setup(project, {"new": route("openai", "gpt-5.2", price=PRICE)})
     before = project.config_path.read_bytes()
     out = probe(project, emu, "new", "--max-cost", "5", "--write", code=1)
-    assert "--write with --emulator" in out.output
+    assert "--write on a rehearsal (--emulator" in out.output
     project.point_at(emu)
     before = project.config_path.read_bytes()
     out = project.run("probe", "new", "--max-cost", "5", "--write")

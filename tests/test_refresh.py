@@ -62,6 +62,13 @@ def test_demo_runs_and_second_run_sends_nothing(tmp_path: Path, monkeypatch) -> 
     assert conn.execute("SELECT count(*) FROM batches WHERE run_id = ?", [last_run]).fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM results WHERE run_id = ?", [last_run]).fetchone()[0] == 0
     conn.close()
+    # `batchrun demo` without --dir from inside the demo's folder (here a folder in it) refreshes
+    # that folder, saying so, rather than nesting a new demo-run in it.
+    monkeypatch.chdir(folder / "results")
+    inside = runner.invoke(cli, ["demo"], catch_exceptions=False)
+    assert inside.exit_code == 0 and "nothing to do" in inside.output
+    assert inside.stderr.startswith(f"Using the demo folder {folder}, which this folder is in")
+    assert not (folder / "results" / "demo-run").exists() and str(folder / "state.db") in inside.stderr
 
 
 def url_of(result: object) -> str:

@@ -274,6 +274,9 @@ def test_demo_folder_reads_as_a_rehearsal_and_refuses_real_work(tmp_path: Path, 
     assert all(r["to_send"] == 0 for r in json.loads(planned.stdout)["routes"])
     dry = run("submit", "--dry-run")
     assert dry.stderr.startswith(TITLE.format(url)[2:]) and "Nothing new to write." in dry.stderr
+    # So does probe --dry-run: its JSON says whose numbers these are, as status's and cost's do.
+    probed = run("probe", "gpt-5.5", "--dry-run", "--json")
+    assert json.loads(probed.stdout)["rehearsal"] == url and probed.stderr.startswith(TITLE.format(url)[2:])
     before = (folder / "state.db").stat().st_mtime_ns, len(list((folder / "jobs").iterdir()))
     # What would send real work into (or collect it from) a rehearsal's state.db is refused.
     for command in (["submit"], ["refresh"], ["poll"], ["collect"], ["cancel", "--all"]):

@@ -337,6 +337,22 @@ def test_demo_writes_its_site_with_every_dataset_field_as_a_breakdown(demo: tupl
     assert dims == ["language", "doc_length", "field:language", "field:category", "field:paradigm", "field:difficulty"]
     assert len(list((folder / "results" / "site" / "tasks").glob("*.html"))) == 30
     assert "Breakdowns by dataset field (language, category, paradigm, difficulty)" in r.stdout
+    # The rules' Markdown code spans are <code> on the site, not backticks shown as text.
+    route_page = (folder / "results" / "site" / "routes" / "gpt-5.5.html").read_text(encoding="utf-8")
+    for field in ("language", "category", "paradigm", "difficulty"):
+        assert f'<p class="note">dataset field <code>{field}</code> (every dataset field' in html
+        assert f"Dataset field: {field}: dataset field <code>{field}</code> (every dataset field" in route_page
+    assert "`" not in html and "`" not in route_page
+
+
+def test_code_spans_are_escaped_first_then_made_code() -> None:
+    """A rule quotes a dataset field's name, which is the user's text: it is escaped before its
+    backticks become <code>, so markup in it stays text."""
+    from batchrun.publish.html import code_spans
+
+    assert (code_spans('dataset field `<img src=x onerror=alert(1)>` & `a"b` (rule)')
+            == 'dataset field <code>&lt;img src=x onerror=alert(1)&gt;</code> &amp; <code>a&quot;b</code> (rule)')
+    assert code_spans("no code, a lone ` tick") == "no code, a lone ` tick"
 
 
 
@@ -408,6 +424,10 @@ def test_site_in_chromium(width: int, board_site: Path, demo: tuple[Path, Any], 
         assert len(nav) == 7 and all(left >= 0 and right <= width for _, left, right in nav), nav
         if width < 700:  # stacked: a card per route, the plot below the name across the card
             assert b.eval("getComputedStyle(document.querySelector('tr.route-row')).display") == "grid"
+        # Each row (each card, at 390 px) says "provider · model" under the route's name, on the screen.
+        models = b.eval("[...document.querySelectorAll('tr.route-row th.name .model')].map(m => { const r = m.getBoundingClientRect(); "
+                        "return [m.textContent, m.checkVisibility(), r.left >= 0 && r.right <= innerWidth && r.height > 0]; })")
+        assert len(models) == 5 and all(" · " in text and seen and inside for text, seen, inside in models), models
         assert b.eval(QUESTIONS_READ), b.eval(QUESTION_WIDTHS)
         b.screenshot(shots / "index.png")
         b.screenshot(shots / "index-full.png", full_page=True)

@@ -125,16 +125,19 @@ def no_preflight_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 @route_stage_options
 @click.option("--dry-run", is_flag=True, help="Plan only: print what would be sent and its estimated cost.")
 @click.option("--budget", type=Number(min=0), metavar="USD", help="Never create a batch that would take tonight's committed spend past USD.")
+@click.option("--timeout", "timeout_", type=seconds(), help="Stop cleanly after this long, every provider call included (90, 90s, 45m, 6h).")
 @no_preflight_option
 @wait_lock_option
 @pass_ctx
 @handle_errors
 def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_run: bool, budget: float | None,
-           no_preflight: bool, wait_lock: bool) -> None:
+           timeout_: float | None, no_preflight: bool, wait_lock: bool) -> None:
     """Plan what is pending, preflight new route policies, then upload request files and create batches.
 
-    Exit 2 when a route did not pass its preflight (it sent nothing; the others went on).
+    Exit 2 when a route did not pass its preflight (it sent nothing; the others went on), or when
+    --timeout cut it short (what is left waits for the next run).
     """
+    from ..run.refresh import deadline_from
     from ..run.submit import submit as do_submit
 
     # A dry run sends nothing: like plan, it works on a rehearsal's state.db (the demo's) and says so.
@@ -142,9 +145,10 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
     config.require_routes(routes)
     if dry_run:
         note_rehearsal(config)
+    deadline = deadline_from(timeout_, None)  # from now: the lock and the inputs count against it, as in refresh
     with writer(ctx, "submit", config, wait_lock=wait_lock) as (store, inputs):
         result = do_submit(store, inputs, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
-                           budget=budget, preflight=not no_preflight, progress=ctx.progress())
+                           budget=budget, preflight=not no_preflight, deadline=deadline, progress=ctx.progress())
         announce_warnings(ctx, store, config)
         if dry_run:
             _print_plan(config, result.plan, False, quiet=ctx.quiet, unsent=result.unsent, submitting=result)
@@ -156,7 +160,9 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
         print_preflight_failures(result.preflight_failed)
     if result.held or result.preflight_failed:
         # Work held back is work not done: exit 2, "incomplete, run again later" (README, exit codes).
-        if result.held:
+        if result.time_limit:
+            click.echo(f"submit: {result.time_limit}", err=True)
+        elif result.held:
             click.echo(f"submit: {len(result.held)} batch(es) held back, not sent (why: each 'held' line); "
                        "the next submit tries them again, and `batchrun status` says why each waits.", err=True)
         sys.exit(EXIT_INCOMPLETE)

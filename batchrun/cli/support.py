@@ -311,6 +311,18 @@ class BatchrunGroup(click.Group):
                                            hidden=True, is_eager=p.is_eager, callback=callback))
         super().add_command(cmd, name)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            try:
+                return super().invoke(ctx)
+            finally:
+                if sys.stdout is not None:  # None: started with stdout closed (click then prints nothing)
+                    sys.stdout.flush()  # what is still buffered goes now, so a closed pipe is caught here
+        except BrokenPipeError:
+            if not _stdio_reader_gone():
+                raise
+            _die_of_sigpipe()
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
@@ -326,6 +338,34 @@ class BatchrunGroup(click.Group):
         except click.ClickException as e:
             e.show()
             sys.exit(1)
+
+
+def _stdio_reader_gone() -> bool:
+    """Whether stdout or stderr is a pipe (or FIFO) whose reader has closed it: poll() reports
+    POLLERR for such a write end (Linux pipe_poll). A BrokenPipeError from anything else (a
+    socket) is not this, and keeps its traceback."""
+    import select
+
+    poller = select.poll()
+    for fd in (1, 2):
+        poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _die_of_sigpipe() -> None:
+    """The reader of our output left (`batchrun cost | head -1`): end as cat, grep or git do when
+    they write to a pipe nobody reads, killed by SIGPIPE (status 141 in a shell), saying nothing.
+    Not exit 1 (click's default): that means a user error here, and a reader that stopped reading
+    is nobody's error; not 0 or 2 either: the output was not all delivered, and 2 means "run again
+    later". A shell does not report a SIGPIPE'd command; `set -o pipefail` sees it as it sees any
+    other tool's. Python ignores SIGPIPE (so a closed socket raises instead of killing), hence the
+    default action restored just for this. Reached after the command's own cleanup ran (the
+    writer's lock released, state.db closed)."""
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    sys.exit(128 + signal.SIGPIPE)  # not reached: the signal's default action ends the process
 
 
 # The group's parameter names -> the Context field each sets.

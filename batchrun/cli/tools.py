@@ -10,8 +10,8 @@ import click
 
 from ..base.errors import BatchrunError
 from ..base.redaction import redact
-from .support import (Context, Number, check_store_kind, complete_routes, handle_errors, json_header, pass_ctx, seconds,
-                      wait_lock_option, writer)
+from .support import (Context, Number, check_store_kind, complete_routes, handle_errors, json_header, note_rehearsal, pass_ctx,
+                      seconds, wait_lock_option, writer)
 
 
 @click.command()
@@ -63,9 +63,14 @@ def probe(ctx: Context, route: str, max_cost: float | None, dry_run: bool, write
     from ..run import probe as probing
     from ..run import probe_caps
 
-    config = ctx.config()
+    # A dry run sends nothing: like plan and submit --dry-run, it reads a rehearsal's folder (the
+    # demo's) as the rehearsal it is, and says so (its JSON's `rehearsal` key, stderr).
+    config = ctx.reading_config(fallback=False) if dry_run else ctx.config()
+    if dry_run:
+        note_rehearsal(config)
     if write and config.rehearsal:
-        raise BatchrunError("--write with --emulator would put the emulator's window into the real config.",
+        raise BatchrunError("--write on a rehearsal (--emulator, or a rehearsal's state.db as in the demo's folder) would put "
+                            "the emulator's window into the real config.",
                             "Probe the real provider to write caps, or copy the suggestion by hand.")
     probing.route_for(config, route)  # an unknown route is said before the dataset is read
     if not dry_run:
@@ -161,10 +166,11 @@ def emulator(host: str, port: int, latency: float, responder: str | None, faults
 
 
 @click.command()
-@click.option("--dir", "directory", default="demo-run", show_default=True, type=click.Path(file_okay=False), help="Working folder to create/use.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False),
+              help="Working folder to create/use [default: demo-run; inside a demo folder, that folder].")
 @pass_ctx
 @handle_errors
-def demo(ctx: Context, directory: str) -> None:
+def demo(ctx: Context, directory: str | None) -> None:
     """Run a whole leaderboard refresh on the built-in emulator, no keys needed."""
     from .demo import run_demo
 

@@ -288,6 +288,24 @@ def call(fn: Callable[[], T], *, what: str, route: RouteView, attempts: int = 8,
     raise provider_error(last, what=what, route=route)
 
 
+def send_online(adapter: Any, client: Any, route: RouteView, line: dict[str, Any], custom_id: str) -> tuple[dict[str, Any], Classified | None]:
+    """One online request (the sync transport's, a preflight's, a probe's), its outcome as a value:
+    the result line in the batch output shape, the provider's answer or, for a failed call, its
+    status and message as the adapter's `error_line` writes them (so `parse_line` reads either as
+    it reads a batch's lines: one classification for runs, preflights and probes); and how the
+    call failed (None: it was answered), for what a caller does about it (a deadline, a retry).
+    A redirect to another host, refused by netguard (nothing went there), is written as an invalid
+    request (status 400 reads as one in every adapter's error line): it blocks the route, its
+    message names the host. An exception `classify` does not know is a bug: it propagates."""
+    try:
+        return adapter.send_online(client, route, line), None
+    except Exception as exc:  # noqa: BLE001 - the provider's answer becomes a value
+        c = classify(exc)
+        if c is None:
+            raise
+        return adapter.error_line(custom_id, 400 if c.failure == "redirect" else c.status, c.message), c
+
+
 def _is_loopback(route: RouteView) -> bool:
     from urllib.parse import urlparse
 

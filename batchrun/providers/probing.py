@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from . import TOO_LONG, Adapter, ProbeAnswer, RequestSpec, RouteView
-from .clients import classify
+from .clients import send_online
 
 
 def online_probe(adapter: Adapter, client: Any, route: RouteView, prompt: str, max_tokens: int = 1) -> ProbeAnswer:
@@ -16,15 +16,8 @@ def online_probe(adapter: Adapter, client: Any, route: RouteView, prompt: str, m
     `parse_line` (an SDK error through its `error_line`), so one classification of "too long"
     serves runs and probes alike."""
     line = adapter.build_line(route, RequestSpec("batchrun-probe", route.model, prompt, max_tokens, None))
-    status: int | None = 200
-    try:
-        out = adapter.send_online(client, route, line)
-    except Exception as exc:  # noqa: BLE001 - the provider's answer becomes a value
-        c = classify(exc)
-        if c is None:
-            raise
-        status = c.status
-        out = adapter.error_line("batchrun-probe", c.status, c.message)
+    out, failed = send_online(adapter, client, route, line, "batchrun-probe")
+    status = 200 if failed is None else failed.status
     result = adapter.parse_line(out)
     if result.kind in ("ok", "empty", "refusal"):
         return ProbeAnswer("accepted", input_tokens=result.usage.input_tokens, output_budget=max_tokens, status=status)

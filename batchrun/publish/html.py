@@ -90,7 +90,6 @@ footer{color:var(--muted);font-size:12px;border-top:1px solid var(--line);paddin
  header.top,nav,.rehearsal,.custom,footer{padding-left:10px;padding-right:10px}
  header.top h1{font-size:18px}
  th,td{padding:4px 5px}
- .wide{display:none}
  nav{gap:4px 12px}
  .key{white-space:normal}
  td.q{min-width:14em;max-width:260px} /* a question in lines of words: the table scrolls sideways instead */
@@ -131,6 +130,14 @@ p_fmt = format_p  # p-values to 3 significant digits, never rounded to 0
 def ci_text(lo: float | None, hi: float | None, *, sep: str = "–", fmt_: Callable[[float | None], str] = fmt) -> str:
     """An interval on the 0-100 scale, "—" where it is not estimable (too few documents)."""
     return "—" if lo is None or hi is None else f"{fmt_(lo)}{sep}{fmt_(hi)}"
+
+
+def code_spans(text: object) -> str:
+    """Text holding Markdown code spans (the breakdowns' rules: "dataset field `name` (...)", shared
+    with the Markdown report) as HTML: escaped first, since a span may quote the user's text (a
+    dataset field's name), then each `span` made <code>span</code>. Escaping leaves backticks as
+    they are and no markup behind, so the <code> tags are the only markup in the result."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", e(text))
 
 
 def signed(x: float | None) -> str:

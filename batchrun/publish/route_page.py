@@ -21,7 +21,7 @@ from urllib.parse import quote
 from ..ledger.cost import fmt_money
 from ..ledger.lifecycle import Status
 from ..ledger.store import Store
-from .html import STATUS_CLASS, ci_text, page, pct, short_status
+from .html import STATUS_CLASS, ci_text, code_spans, page, pct, short_status
 from .svg import axis, coverage_bar, e, fmt, interval_bar, score_colour, text_colour
 from .task_page import Cells, Verdicts, why_none
 
@@ -73,7 +73,7 @@ def leaderboard_row(r: dict[str, Any], st: dict[str, Any], rank: int | None, hre
     return (f'<tr class="route-row" data-route="{e(r["route"])}"><td class="num rank" data-label="#, group">{rank or ""} '
             f'<span class="group">{e(s.get("group") or "–")}</span></td>'
             f'<th scope="row" class="name"><a href="{e(href)}">{e(r["route"])}</a>{mark}'
-            f'<span class="model wide">{e(r["provider"])} · {e(r["model"])}</span></th>'
+            f'<span class="model">{e(r["provider"])} · {e(r["model"])}</span></th>'
             f'<td class="num all" data-label="All-tasks (0–100), 95% CI"{title}>{all_cell}</td>'
             f'<td class="plot"><span class="phone-axis" aria-hidden="true">{axis()}</span>{plot}</td>'
             f'<td class="num scored" data-label="Scored (0–100) (n), 95% CI">{scored_cell}</td>'
@@ -156,7 +156,7 @@ def _breakdowns(route: str, st: dict[str, Any]) -> str:
         heading = f'Dataset field: {d["title"]}' if d["dimension"].startswith("field:") else d["title"]
         parts.append(
             f'<div class="breakdown" data-dimension="{e(d["dimension"])}"><div class="scroll"><table><caption>{e(heading)}: '
-            f'{e(d["rule"])}</caption><thead><tr><th scope="col">{e(d["title"])}</th><th scope="col" class="num">tasks</th>'
+            f'{code_spans(d["rule"])}</caption><thead><tr><th scope="col">{e(d["title"])}</th><th scope="col" class="num">tasks</th>'
             '<th scope="col" class="num">docs</th><th scope="col" class="num">All-tasks (0–100)<span class="ci">95% CI</span></th>'
             '<th scope="col" class="num">Scored (0–100) (n)<span class="ci">95% CI</span></th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div></div>')

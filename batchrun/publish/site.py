@@ -36,7 +36,7 @@ from ..protocol.config import Config
 from ..protocol.grading import score as normalised_score
 from .analysis import distinct
 from .excerpt import Excerpt, read_excerpt
-from .html import STATUS_CLASS, ci_text, p_fmt, page, pct, short_status, signed, task_slugs
+from .html import STATUS_CLASS, ci_text, code_spans, p_fmt, page, pct, short_status, signed, task_slugs
 from .report import host_changed
 from .route_page import leaderboard_row, leaderboard_table, ranks, route_costs, route_page
 from .svg import coverage_legend, diff_colour, e, fmt, heatmap, score_colour, text_colour
@@ -214,7 +214,7 @@ def _breakdowns(st: dict[str, Any]) -> str:
                       f'{fmt(pct(x["scored"]["estimate"]))} ({x["scored"]["n"]}) {ci_text(pct(x["scored"]["low"]), pct(x["scored"]["high"]))}</span></td>'
                       for x in (v["routes"][r] for r in ranked)) + "</tr>" for v in d["values"])
         parts.append(
-            f'<div class="breakdown" data-dimension="{e(d["dimension"])}"><h3>{e(heading)}</h3><p class="note">{e(d["rule"])}</p>'
+            f'<div class="breakdown" data-dimension="{e(d["dimension"])}"><h3>{e(heading)}</h3><p class="note">{code_spans(d["rule"])}</p>'
             f'<div class="scroll">{chart}</div><details><summary>Table with 95% intervals (All-tasks, and Scored with its n)</summary>'
             f'<div class="scroll"><table id="breakdown-{i}-table"><caption>{e(heading)} × route: the figures of the heatmap</caption>'
             f'<thead><tr><th scope="col">{e(d["title"])}</th><th scope="col" class="num">tasks</th><th scope="col" class="num">docs</th>{head}</tr></thead>'

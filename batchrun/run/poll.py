@@ -37,7 +37,7 @@ from ..ledger.lifecycle import TO_FOLLOW, Status, move, record
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config, Route
 from ..providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
-from ..providers.clients import Classified, classify, client_host, is_transient, make_client
+from ..providers.clients import Classified, client_host, is_transient, make_client, send_online
 from . import faults
 from .submit import verify_request_file
 
@@ -370,23 +370,15 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
         line = json.loads(raw)
         cid = str(line.get("custom_id") or line.get("key"))
         store.check_same_file()  # each online request is paid for: never sent for a vanished state.db
-        try:
-            out = adapter.send_online(client, route, line)
-        except Exception as exc:  # noqa: BLE001 - per-request failures become result lines
-            c = classify(exc)
-            if c is None:
-                raise
-            if c.failure == "deadline":
-                # Not sent, or cut at the run's time limit (it may have reached the provider):
-                # no result line, so the next run sends it (at most sync_concurrency such, as after a crash).
-                stop.set()
-                unsent.set()
-                return
-            # A redirect to another host is refused like an invalid request (status 400 reads as
-            # one in every adapter's error line): it blocks the route, its message names the host.
-            out = adapter.error_line(cid, 400 if c.failure == "redirect" else c.status, c.message)
-            if c.retry_after is not None:
-                out[RETRY_AFTER_KEY] = c.retry_after
+        out, c = send_online(adapter, client, route, line, cid)  # per-request failures become result lines
+        if c is not None and c.failure == "deadline":
+            # Not sent, or cut at the run's time limit (it may have reached the provider):
+            # no result line, so the next run sends it (at most sync_concurrency such, as after a crash).
+            stop.set()
+            unsent.set()
+            return
+        if c is not None and c.retry_after is not None:
+            out[RETRY_AFTER_KEY] = c.retry_after
         # An answer or an error may quote the key back (the provider repeats what it was sent).
         text = redact_json_line(jsonl.dumps(out)) + "\n"
         with lock:

@@ -49,7 +49,7 @@ from ..ledger.sync import estimate_tokens
 from ..protocol.config import Config, Route
 from ..protocol.policy import fingerprint
 from ..providers import RequestSpec, Usage, get_adapter
-from ..providers.clients import classify, client_host, make_client, provider_error, require_keys
+from ..providers.clients import client_host, make_client, provider_error, require_keys, send_online
 
 Outcome = Literal["ok", "refused", "unavailable"]
 
@@ -281,12 +281,8 @@ def _online(config: Config, t: Target, client: Any, line: dict[str, Any], strict
     route, adapter = t.route, get_adapter(t.route.provider)
     fail = Check(route.name, t.stage, route.provider, route.model, t.host, "unavailable", "", None)
     for attempt in range(ATTEMPTS):
-        try:
-            out = adapter.send_online(client, route, line)
-        except Exception as exc:  # noqa: BLE001 - the provider's answer becomes a value
-            c = classify(exc)
-            if c is None:
-                raise
+        out, c = send_online(adapter, client, route, line, CUSTOM_ID)
+        if c is not None:
             if c.failure == "redirect":
                 # netguard refused a redirect to another host (nothing went there): the route's
                 # real requests would meet the same, so it is refused, as their sends block the route.
@@ -305,10 +301,7 @@ def _online(config: Config, t: Target, client: Any, line: dict[str, Any], strict
                     raise err
                 online = UNREACHABLE if not c.connected else "no answer"
                 return replace(fail, online=online, message=redact(err.message), fix=err.hint or "")
-            out = adapter.error_line(CUSTOM_ID, c.status, c.message)
-            retry_after = c.retry_after
-        else:
-            retry_after = None
+        retry_after = None if c is None else c.retry_after
         result = adapter.parse_line(out)
         if result.kind in ("ok", "empty", "refusal"):
             return result.usage

@@ -25,7 +25,7 @@ from ..base.errors import ProviderError
 from ..base.progress import SILENT, Progress
 from ..ledger.inputs import Inputs, as_inputs
 from ..ledger import kept
-from ..ledger.lifecycle import LIVE, NOT_CREATED, TO_FOLLOW
+from ..ledger.lifecycle import LIVE, TO_FOLLOW
 from ..ledger.pending import scan_pending
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config
@@ -34,7 +34,7 @@ from ..publish.outputs import write_results
 from .collect import collect
 from .poll import poll_once
 from .preflight import Check
-from .submit import submit
+from .submit import submit, time_limit_reason
 
 # Rounds in a row with nothing but provider errors before refresh says the failure is persistent.
 MAX_STALLED_ROUNDS = 10
@@ -155,7 +155,7 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
         live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE)} "
                             f"AND NOT (status IN {sql_list(TO_FOLLOW)} AND route IN ({marks}))", sorted(blocked)) or 0
         if out_of_time():
-            return outcome(False, _time_limit_reason(store, live), c.leaderboard)
+            return outcome(False, time_limit_reason(store, live), c.leaderboard)
         scan = scan_pending(store, config, states=kept.request_states(store))
         if live == 0 or (s.held and not p.in_flight and not s.awaiting and not s.provider_errors and not progressed):
             if s.held:
@@ -169,7 +169,7 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
                 _sleep_until(retry_at, progress, f"{scan.backing_off} request(s) back off after a failure")
             continue  # something new became sendable (retries, judgments): submit it now
         if deadline is not None and time.time() + interval > deadline:
-            return outcome(False, _time_limit_reason(store, live), c.leaderboard)
+            return outcome(False, time_limit_reason(store, live), c.leaderboard)
         if not progressed:
             waited = 0.0
             while waited < interval:
@@ -207,11 +207,3 @@ def _sleep_until(when: float, progress: Progress, what: str) -> None:
         progress.status(f"{what}; next attempt in {left:.0f}s")
         time.sleep(min(1.0, left))
     progress.done()
-
-
-def _time_limit_reason(store: Store, live: int) -> str:
-    """Why a run cut by its time limit stopped, with what it leaves: batches at the provider and
-    batches planned but not sent yet (a limit reached before their preflight or upload)."""
-    unsent = min(live, store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(NOT_CREATED)}") or 0)
-    left = f"{live - unsent} batch(es) in flight" + (f" and {unsent} planned, not sent yet" if unsent else "")
-    return f"time limit reached with {left}; the next run picks them up"

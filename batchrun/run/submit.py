@@ -39,7 +39,7 @@ from ..base.redaction import redact, redact_file
 from ..base.safepath import safe_component
 from ..ledger.cost import fmt_money
 from ..ledger.inputs import Inputs, as_inputs
-from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, NOT_CREATED, Status, move
+from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, LIVE, NOT_CREATED, Status, move
 from ..ledger.pending import supersede_stale_batches
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config, Route
@@ -88,6 +88,8 @@ class SubmitResult:
     # (stage)", reason); and the key variables not set, {variable: [routes]}, named, never read.
     would_hold: list[tuple[str, str]] = field(default_factory=list)
     missing_keys: dict[str, list[str]] = field(default_factory=dict)
+    # Why the time limit (`deadline`) cut this submit short, with what it leaves; None if it did not.
+    time_limit: str | None = None
 
     def hold(self, store: Store, batch_id: str, reason: str) -> None:
         """Hold a batch back in this submit, and record why (`batch_holds`: `status` says it
@@ -155,7 +157,7 @@ def _in_flight(store: Store, batch_id: str, seen: BatchStatus, client: Any, rout
 
 
 def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = None, stages: set[str] | None = None,
-           dry_run: bool = False, budget: float | None = None, preflight: bool = True,
+           dry_run: bool = False, budget: float | None = None, preflight: bool = True, deadline: float | None = None,
            progress: Progress = SILENT) -> SubmitResult:
     """Plan what is pending, then upload and create every planned batch that may go now.
 
@@ -163,7 +165,34 @@ def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = N
     policy has not passed a preflight is checked first (preflight.py); a route that does not pass
     sends nothing in this submit (its batches are held, said with the provider's message and the
     fix), and the other routes go on. `config`: the command's resolved inputs (a Config is
-    resolved here, once)."""
+    resolved here, once).
+
+    `deadline` (epoch seconds, `submit --timeout`): every provider call ends by it, as in refresh
+    (netguard.time_limit); what it leaves unsent is held for the next run, and `time_limit` says
+    so. (refresh passes none: its own limit is in force around every submit it makes.)"""
+    with netguard.time_limit(deadline):
+        # A call cut at the limit is a "deadline" failure, transient: the batch it was for is held
+        # (as are those after it, and a creation it left uncertain), never raised.
+        result = _submit(store, config, routes=routes, stages=stages, dry_run=dry_run, budget=budget,
+                         preflight=preflight, progress=progress)
+        if deadline is not None and netguard.passed() and result.held:
+            result.time_limit = time_limit_reason(store)
+    return result
+
+
+def time_limit_reason(store: Store, live: int | None = None) -> str:
+    """Why a run cut by its time limit stopped, with what it leaves: batches at the provider and
+    batches planned but not sent yet (a limit reached before their preflight or upload). `live`:
+    the live batches to count (default: all of them)."""
+    if live is None:
+        live = store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(LIVE)}") or 0
+    unsent = min(live, store.scalar(f"SELECT count(*) FROM batches WHERE status IN {sql_list(NOT_CREATED)}") or 0)
+    left = f"{live - unsent} batch(es) in flight" + (f" and {unsent} planned, not sent yet" if unsent else "")
+    return f"time limit reached with {left}; the next run picks them up"
+
+
+def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, stages: set[str] | None, dry_run: bool,
+            budget: float | None, preflight: bool, progress: Progress) -> SubmitResult:
     inputs = as_inputs(store, config, escape=True)
     config = inputs.config
     result_plan = plan(store, inputs, routes=routes, stages=stages, write=not dry_run)

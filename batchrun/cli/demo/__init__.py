@@ -21,6 +21,7 @@ from ...ledger.store import Store
 from ...protocol.config_file import load_config
 
 DEMO_KEY_ENV = "BATCHRUN_DEMO_KEY"
+DEFAULT_FOLDER = "demo-run"  # in the current folder, unless that is in a demo folder already (enclosing_demo)
 
 
 # Written by every demo into its folder: the folder is the demo's to refresh, whatever this
@@ -64,6 +65,18 @@ def _refuse_another_project(directory: Path, root: Path) -> None:
                         f"Give the demo a folder of its own: `batchrun demo --dir {elsewhere}`, or any new folder.")
 
 
+def enclosing_demo(start: Path) -> Path | None:
+    """The demo folder `start` is in: itself or the nearest folder above holding a demo's marker
+    (every demo writes it), or None. `batchrun demo` run there without --dir refreshes that folder
+    rather than nesting another demo-run inside it (found by a review: `cd demo-run && batchrun
+    demo` made demo-run/demo-run). Only the marker counts: a folder above that merely holds a
+    state.db is a project's, not known to be the demo's."""
+    for folder in (start, *start.parents):
+        if (folder / MARKER).is_file():
+            return folder
+    return None
+
+
 def prepare(directory: Path) -> Path:
     """Copy the demo files into `directory` (keeping an existing config); return the config path."""
     src = resources.files("batchrun.cli.demo")
@@ -94,16 +107,22 @@ def sqlite_utils_command() -> str:
     return "sqlite-utils"
 
 
-def run_demo(directory: str | Path, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
+def run_demo(directory: str | Path | None, *, progress: Progress, echo: Callable[..., None] = print, latency: float = 0.3,
              interval: float = 0.2, quiet: bool = False) -> int:
-    """Run the demo in `directory`; the exit code. `quiet` (-q): the leaderboard only, and why the
-    refresh stopped if it is incomplete; not where the files are or what to try next."""
+    """Run the demo in `directory` (None: the demo folder the current folder is in, else
+    ./demo-run); the exit code. `quiet` (-q): the leaderboard only, and why the refresh stopped
+    if it is incomplete; not where the files are or what to try next."""
     from ...emulator import Emulator
     from ...ledger.inputs import resolve_inputs
     from ...publish.end_of_run import publish
     from ...run.refresh import refresh
     from ...publish.report import render
 
+    if directory is None:
+        found = enclosing_demo(Path.cwd().resolve())
+        if found is not None and not quiet:
+            echo(f"Using the demo folder {found}, which this folder is in (--dir PATH for another).", err=True)
+        directory = found or DEFAULT_FOLDER
     folder = Path(directory).resolve()
     try:
         config_path = prepare(folder)
