@@ -164,15 +164,21 @@ def judge_details(judgments: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
     (the report reads the same rows for its statistics)."""
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
     # Parsed once per distinct text: verdicts repeat the same few point lists (37,000 judgments,
-    # 60 distinct lists at 32 routes in bench/scale.py). The lists are shared; nothing edits them.
+    # 60 distinct lists at 32 routes in bench/scale.py). And one verdict object per distinct
+    # total, score and points (60 among 81,000 at bench/ingest.py's night 2), which the results
+    # files then render once each (results_files.dumps_indent2). Keyed by repr, as json writes
+    # them: 1 and 1.0, 0.0 and -0.0 stay apart. The lists and verdicts are shared; nothing edits them.
     parsed: dict[str, Any] = {}
+    verdicts: dict[tuple[str | None, str, str], dict[str, Any]] = {}
     for r in judgments:
         text = r["points_awarded_json"]
-        if text and text not in parsed:
-            parsed[text] = json.loads(text)
-        out[r["route"]][r["task_id"]][r["judge"]] = {
-            "total": r["total"], "score": r["score"], "points_awarded": parsed[text] if text else None,
-        }
+        key = (text, repr(r["total"]), repr(r["score"]))
+        verdict = verdicts.get(key)
+        if verdict is None:
+            if text and text not in parsed:
+                parsed[text] = json.loads(text)
+            verdict = verdicts[key] = {"total": r["total"], "score": r["score"], "points_awarded": parsed[text] if text else None}
+        out[r["route"]][r["task_id"]][r["judge"]] = verdict
     return out
 
 
