@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import pickle
 import random
 import shutil
 from collections import OrderedDict
@@ -140,6 +141,7 @@ def test_the_route_files_of_a_real_state_db_render_as_json_dumps(tmp_path: Path)
     assert len(files) >= 4
     for data in files:
         assert render(data) == (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        pickle.dumps(data, protocol=5)  # fingerprinted the fast way, not by the JSON fallback
 
 
 def test_the_fingerprint_follows_the_values_not_the_objects_and_tells_any_change() -> None:
