@@ -76,7 +76,7 @@ def test_containers_shared_many_times_render_as_json_dumps() -> None:
     container it meets again from its first rendering: at any level, nested in another shared
     one, empty, and met at another level than before."""
     rng = random.Random(16)
-    for _ in range(300):
+    for _ in range(100):
         pool = [_value(rng, 3) for _ in range(4)] + [{"total": 50.0, "score": 0.5, "points_awarded": [0, 50]}, [], {}]
         inner = pool[4]
         pool.append({"a": inner, "b": [inner, inner]})
