@@ -213,7 +213,9 @@ def fingerprint(data: Any) -> str:
     (`fast`) the bytes depend on the values only, not on which of them are the same object (the
     judges' shared point lists), so equal data gives the same fingerprint in every collect.
     bench/ingest.py's 65 files a night: 0.31 / 0.54 s -> ~0.08 s (night 1 / 2). What pickle
-    cannot write (a local class) is fingerprinted by json's C encoder as before."""
+    cannot write (a local class) is fingerprinted by json's C encoder as before, and so would
+    everything be if a later Python dropped `fast` (documented as deprecated, without a
+    warning in 3.11; setting a missing attribute of the C Pickler raises AttributeError)."""
     h = hashlib.sha256(RENDERING.encode("ascii"))
     try:
         h.update(b"pickle-5-fast\x00")
