@@ -170,7 +170,7 @@ def judge_details(judgments: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
     # Parsed once per distinct text: verdicts repeat the same few point lists (37,000 judgments,
     # 60 distinct lists at 32 routes in bench/scale.py). And one verdict object per distinct
     # total, score and points (60 among 81,000 at bench/ingest.py's night 2), which the results
-    # files then render once each (results_files.dumps_indent2). Keyed by repr, as json writes
+    # files hold as values. Keyed by repr, as json writes
     # them: 1 and 1.0, 0.0 and -0.0 stay apart. The lists and verdicts are shared; nothing edits them.
     parsed: dict[str, Any] = {}
     verdicts: dict[tuple[str | None, str, str], dict[str, Any]] = {}

@@ -20,7 +20,6 @@ import os
 import pickle
 import tempfile
 import time
-from sys import getrefcount
 from json.encoder import INFINITY, encode_basestring
 from pathlib import Path
 from typing import Any
@@ -35,11 +34,6 @@ RENDERING = "batchrun-results-json/1: json.dumps(ensure_ascii=False, indent=2) +
 
 def render(data: Any) -> bytes:
     return (dumps_indent2(data) + "\n").encode("utf-8")
-
-
-# References from which dumps_indent2 remembers a container's text, in case it meets it again:
-# held by its parent alone it has 3-5 (the parent's, the walk's locals, getrefcount's argument).
-_SHARED = 8
 
 
 class _Unsupported(Exception):
@@ -92,36 +86,11 @@ def dumps_indent2(data: Any) -> str:
     newlines = ["\n"]  # newlines[level]: "\n" and the indent of that level
     keys: dict[str, str] = {}  # an encoded key and ": ", by key
 
-    # A container met again at the same level (the same object: judge_details shares one verdict
-    # among all the verdicts alike, ~60 distinct among 81,000 at bench/ingest.py's night 2) is the
-    # text of its first rendering, joined once: that night's scores files 0.28 -> 0.14 s. Only a
-    # container referenced from many places is remembered (getrefcount: its parent's, the
-    # walk's own few, and every other holder): remembering every one would cost more than it
-    # saves (all the containers of the responses files, each held once). Which ones are
-    # remembered changes only the time, never the text. All of `data` stays alive while it is
-    # walked, so no id is reused meanwhile.
-    seen: dict[int, list[Any]] = {}  # id -> [level, first piece, end, its text once joined]
-
     def container(o: Any, level: int) -> None:
-        if getrefcount(o) < _SHARED:
-            if isinstance(o, dict):
-                dict_(o, level)
-            else:
-                list_(o, level)
-            return
-        mark = seen.get(id(o))
-        if mark is not None and mark[0] == level:
-            if mark[3] is None:
-                mark[3] = "".join(parts[mark[1]:mark[2]])
-            append(mark[3])
-            return
-        start = len(parts)
         if isinstance(o, dict):
             dict_(o, level)
         else:
             list_(o, level)
-        if mark is None:
-            seen[id(o)] = [level, start, len(parts), None]
 
     def dict_(d: dict[Any, Any], level: int) -> None:
         if not d:
