@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import pickle
 import random
 import shutil
 from collections import OrderedDict
@@ -70,6 +71,29 @@ def test_random_nested_data_renders_as_json_dumps() -> None:
         _same(_value(rng, 0))
 
 
+def test_containers_shared_many_times_render_as_json_dumps() -> None:
+    """judge_details shares one verdict dict among every judgment alike; dumps_indent2 renders a
+    container it meets again from its first rendering: at any level, nested in another shared
+    one, empty, and met at another level than before."""
+    rng = random.Random(16)
+    for _ in range(100):
+        pool = [_value(rng, 3) for _ in range(4)] + [{"total": 50.0, "score": 0.5, "points_awarded": [0, 50]}, [], {}]
+        inner = pool[4]
+        pool.append({"a": inner, "b": [inner, inner]})
+        holders = [pool] * 3  # every pooled object held from elsewhere too, as judge_details' memo holds them
+
+        def tree(depth: int) -> Any:
+            roll = rng.random()
+            if depth >= 4 or roll < 0.4:
+                return rng.choice(pool)
+            if roll < 0.7:
+                return [tree(depth + 1) for _ in range(rng.choice([1, 2, 5]))]
+            return {f"k{i}": tree(depth + 1) for i in range(rng.choice([1, 3, 6]))}
+
+        _same([tree(0) for _ in range(rng.choice([1, 3, 12]))])
+        assert holders
+
+
 @pytest.mark.parametrize("data", [
     {}, [], (), {"a": {}}, {"a": []}, [[], {}, [[]]], {"a": {"b": {"c": {"d": [1, {"e": None}]}}}},
     {2: "int key", 1.5: "float key", True: "bool key", None: "none key"}, [math.nan, math.inf, -math.inf],
@@ -117,3 +141,62 @@ def test_the_route_files_of_a_real_state_db_render_as_json_dumps(tmp_path: Path)
     assert len(files) >= 4
     for data in files:
         assert render(data) == (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+        pickle.dumps(data, protocol=5)  # fingerprinted the fast way, not by the JSON fallback
+
+
+def test_the_fingerprint_follows_the_values_not_the_objects_and_tells_any_change() -> None:
+    """A file is skipped when its data's fingerprint matches its record: equal data must give
+    the same fingerprint however its objects are shared (judge_details shares point lists; a
+    fresh collect builds every value anew), and any difference json would write must change it."""
+    import copy
+
+    from batchrun.publish.results_files import fingerprint
+
+    rng = random.Random(30)
+    for _ in range(300):
+        data = _value(rng, 0)
+        if isinstance(data, float) and math.isnan(data):
+            continue
+        try:
+            rebuilt = json.loads(json.dumps(data))
+        except (TypeError, ValueError):
+            continue
+        again = json.loads(json.dumps(data))  # equal, every object new
+        assert fingerprint(rebuilt) == fingerprint(again)
+    points = [50, 50]
+    shared = {"a": {"points": points}, "b": {"points": points}}
+    assert fingerprint(shared) == fingerprint(copy.deepcopy({"a": {"points": [50, 50]}, "b": {"points": [50, 50]}}))
+    variants = [{"score": 1}, {"score": 1.0}, {"score": True}, {"score": "1"}, {"score": None}, {"score": 0.0},
+                {"score": -0.0}, {"score": [1]}, {"score": {"1": 1}}, {"Score": 1}, {"score": 1, "x": 2}, {"x": 2, "score": 1},
+                {"score": "\ud800"}, {"score": "\udfff"}, {"score": "中"}, {"score": 2**70}, {"score": 2**70 + 1}]
+    assert len({fingerprint(v) for v in variants}) == len(variants)
+    for v in variants:
+        assert fingerprint(v) == fingerprint(copy.deepcopy(v))
+
+
+def test_what_pickle_cannot_write_is_still_fingerprinted() -> None:
+    from batchrun.publish.results_files import fingerprint
+
+    class Local(str):  # a local class: pickle refuses it, json writes it as a string
+        pass
+
+    assert fingerprint({"a": Local("x")}) == fingerprint({"a": Local("x")}) != fingerprint({"a": Local("y")})
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        fingerprint(cycle)
+
+
+def test_judge_details_shares_only_verdicts_json_writes_alike() -> None:
+    from batchrun.publish.outputs import judge_details
+
+    rows = [{"route": "r", "task_id": f"t{i}", "judge": "j", "total": total, "score": score, "points_awarded_json": text}
+            for i, (total, score, text) in enumerate([(1, 0.5, "[1]"), (1.0, 0.5, "[1]"), (1, 0.5, "[1]"), (0.0, 0.0, "[0]"),
+                                                      (0.0, -0.0, "[0]"), (None, None, None), (None, None, ""), (1, 0.5, "[1.0]")])]
+    details = judge_details(rows)["r"]
+    for r in rows:
+        v = details[r["task_id"]]["j"]
+        assert json.dumps(v) == json.dumps({"total": r["total"], "score": r["score"],
+                                            "points_awarded": json.loads(r["points_awarded_json"]) if r["points_awarded_json"] else None})
+    assert details["t0"]["j"] is details["t2"]["j"]
+    assert len({id(details[f"t{i}"]["j"]) for i in range(8)}) == 7

@@ -128,15 +128,19 @@ def judging_now(store: Store) -> str:
     it): for every current cell, its judge requests under the current panel that have their
     verdict (route, task_id, judge, graded_sha256, ok_result_id), in the order of `requests`.
     judge_scores and provenance_sources both read this join; evaluated once, it costs about
-    half of what the two cost apart at 32 routes x 100k results (issue 15)."""
+    half of what the two cost apart at 32 routes x 100k results (issue 15). Without any verdict
+    yet nothing is joined: bench/ingest.py's night 1 went through its 86,082 judge requests for
+    none (0.19 s)."""
+    # Without any verdict yet, the table's columns alone (LIMIT 0: nothing is joined).
+    none_yet = store.db.execute("SELECT 1 FROM judged_now LIMIT 1").fetchone() is None
     store.db.execute(
-        """CREATE TEMP TABLE IF NOT EXISTS judging_now AS
+        f"""CREATE TEMP TABLE IF NOT EXISTS judging_now AS
            SELECT cs.route, cs.task_id, jr.route AS judge, jr.graded_sha256, s.ok_result_id
            FROM cells_now cs
            JOIN requests jr ON jr.parent_custom_id = cs.custom_id AND jr.parent_result_id = cs.result_id AND jr.stage = 'judge'
            JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
            JOIN judged_now s ON s.custom_id = jr.custom_id
-           ORDER BY jr.rowid""")
+           ORDER BY jr.rowid{' LIMIT 0' if none_yet else ''}""")
     return "temp.judging_now"
 
 
@@ -164,15 +168,21 @@ def judge_details(judgments: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
     (the report reads the same rows for its statistics)."""
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
     # Parsed once per distinct text: verdicts repeat the same few point lists (37,000 judgments,
-    # 60 distinct lists at 32 routes in bench/scale.py). The lists are shared; nothing edits them.
+    # 60 distinct lists at 32 routes in bench/scale.py). And one verdict object per distinct
+    # total, score and points (60 among 81,000 at bench/ingest.py's night 2), which the results
+    # files hold as values. Keyed by repr, as json writes
+    # them: 1 and 1.0, 0.0 and -0.0 stay apart. The lists and verdicts are shared; nothing edits them.
     parsed: dict[str, Any] = {}
+    verdicts: dict[tuple[str | None, str, str], dict[str, Any]] = {}
     for r in judgments:
         text = r["points_awarded_json"]
-        if text and text not in parsed:
-            parsed[text] = json.loads(text)
-        out[r["route"]][r["task_id"]][r["judge"]] = {
-            "total": r["total"], "score": r["score"], "points_awarded": parsed[text] if text else None,
-        }
+        key = (text, repr(r["total"]), repr(r["score"]))
+        verdict = verdicts.get(key)
+        if verdict is None:
+            if text and text not in parsed:
+                parsed[text] = json.loads(text)
+            verdict = verdicts[key] = {"total": r["total"], "score": r["score"], "points_awarded": parsed[text] if text else None}
+        out[r["route"]][r["task_id"]][r["judge"]] = verdict
     return out
 
 

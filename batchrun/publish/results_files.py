@@ -5,7 +5,7 @@ routes and 100k results) and the manifest, whatever it had collected. Rendering 
 indent=2 goes through json's pure-Python encoder (CPython has a C encoder only without indent),
 so that was most of the time a collect spends in `write_results` when nothing changed.
 
-Now each file's data is fingerprinted first by the C encoder, and state.db (`results_files`, m016)
+Now each file's data is fingerprinted first (pickled, in C), and state.db (`results_files`, m016)
 records, per file, the fingerprint of the data it holds and the sha256 of the bytes written. A file
 is left alone when both still match: the data is the same, and the file on disk is still exactly
 what batchrun wrote (a deleted or hand-edited file is written again). The record is made after the
@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import tempfile
 import time
 from json.encoder import INFINITY, encode_basestring
@@ -163,12 +164,37 @@ def dumps_indent2(data: Any) -> str:
     return "".join(parts)
 
 
+class _Sha256Sink:
+    """A file for pickle to write into: each frame goes straight into the hash, never held whole."""
+
+    __slots__ = ("write",)
+
+    def __init__(self, h: Any) -> None:
+        self.write = h.update
+
+
 def fingerprint(data: Any) -> str:
-    """sha256 of `data` as json's C encoder writes it (compact, ASCII escapes: any string, a lone
-    surrogate included, encodes, and different data gives different text), ~10x faster than
-    rendering the file."""
+    """sha256 of `data` as pickle writes it (protocol 5, without its memo), ~4x faster than the
+    compact JSON text this used to hash and ~10x faster than rendering the file.
+
+    Pickle is a faithful serialization: different data (another value, type, key or order) gives
+    different bytes, so a file is never left alone when its data changed. Without the memo
+    (`fast`) the bytes depend on the values only, not on which of them are the same object (the
+    judges' shared point lists), so equal data gives the same fingerprint in every collect.
+    bench/ingest.py's 65 files a night: 0.31 / 0.54 s -> ~0.08 s (night 1 / 2). What pickle
+    cannot write (a local class) is fingerprinted by json's C encoder as before, and so would
+    everything be if a later Python dropped `fast` (documented as deprecated, without a
+    warning in 3.11; setting a missing attribute of the C Pickler raises AttributeError)."""
     h = hashlib.sha256(RENDERING.encode("ascii"))
-    h.update(json.dumps(data, separators=(",", ":")).encode("ascii"))
+    try:
+        h.update(b"pickle-5-fast\x00")
+        pickler = pickle.Pickler(_Sha256Sink(h), protocol=5)
+        pickler.fast = True
+        pickler.dump(data)
+    except (pickle.PicklingError, TypeError, ValueError, AttributeError, RecursionError):
+        # compact, ASCII escapes: any string, a lone surrogate included, encodes
+        h = hashlib.sha256(RENDERING.encode("ascii"))
+        h.update(json.dumps(data, separators=(",", ":")).encode("ascii"))
     return h.hexdigest()
 
 
