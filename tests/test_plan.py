@@ -768,3 +768,48 @@ def test_a_judge_line_with_its_answer_spliced_in_is_the_whole_line_serialised(pr
         spec = RequestSpec("j-9", r.model, judge_prompt(tricky.question, tricky.rubric, "an answer"), policy.max_tokens,
                            policy.temperature)
         assert lines[name].line("j-9", tricky, "an answer") == jsonl.dumps(adapter.build_line(r, spec)).encode() + b"\n"
+
+
+def test_a_written_back_request_file_leaves_the_page_cache_below_what_was_synced(project: Project,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plan drops a request file's pages from the page cache once they are written back
+    (request_files._write_back: at 30 routes, 17 GB kept cached made every later write wait for a
+    free page). Only whole pages, only below what was synced, each once: the file is the same
+    bytes, and the kernel (fincore, where installed) holds less of it than its size."""
+    import shutil
+    import subprocess
+
+    import blake3
+
+    from batchrun.run import request_files
+
+    if request_files._DROP_CACHED is None:
+        pytest.skip("this system has no posix_fadvise (macOS): nothing is dropped")
+    monkeypatch.setattr("batchrun.run.request_files._WRITEBACK_BYTES", 1)  # a write-back after every line
+    advised: list[tuple[int, int, int]] = []
+    real = os.posix_fadvise
+
+    def record(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append((offset, length, advice))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", record)
+    project.doc("big.txt", "word " * 300_000)  # 1.5 MB: each line carries it
+    project.tasks([task(f"t{i}", f"Question {i}?", "big.txt") for i in range(6)])
+    project.config(routes={"one": route("openai", "gpt-5.5")}, panel=[])
+    ok(project.run("plan"))
+    (b,) = project.sql("SELECT request_file, blake3, bytes FROM batches WHERE status = 'planned'")
+    if shutil.which("fincore"):  # before the file is read back below (which caches it again)
+        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", b["request_file"]],
+                             capture_output=True, text=True, check=True).stdout
+        assert int(out.split()[0]) <= b["bytes"] - 1_000_000, out  # at least the first line's pages are gone
+    data = Path(b["request_file"]).read_bytes()
+    assert b["blake3"] == blake3.blake3(data).hexdigest() and b["bytes"] == len(data) > 9_000_000
+    assert advised, "no write-back dropped its pages"
+    page = request_files._PAGE
+    upto = 0
+    for offset, length, advice in advised:
+        assert advice == os.POSIX_FADV_DONTNEED
+        assert offset == upto and offset % page == 0 and length > 0 and (offset + length) % page == 0  # contiguous, whole pages
+        upto = offset + length
+    assert upto <= len(data) - len(data) % page

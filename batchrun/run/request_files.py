@@ -104,11 +104,31 @@ def _naming(path: Path, call: Callable[[int], None], fd: int) -> None:
         raise OSError(e.errno, e.strerror, str(path)) from e
 
 
-def _write_back(fd: int, path: Path) -> None:
-    """On a closer thread: push what a request file holds so far to the disk. `fd` is a
-    duplicate of the writer's, this thread's own, so the writer may close the file meanwhile."""
+# Once written back, a request file's pages leave the page cache (posix_fadvise DONTNEED; Linux
+# has it, macOS does not, where nothing is dropped). Kept, they pile up: 17 GB at 30 routes, more
+# than the free memory of a 24 GB machine, so every later write waited for the kernel to find a
+# page (reclaim; on a virtual machine, a page the host must back first). Dropped, the next write
+# takes a page just freed. The kernel's copy into the page cache was 81% of plan's CPU at 30
+# routes (perf), and writing 8 GB into 30 files round-robin took 25-36 s kept against 6-7 s
+# dropped (sys time 15-19 s against 3.4-3.9 s, docs/performance.md). Nobody reads the bytes back
+# soon: submit reads each file once to upload it, at the network's pace (and a small file, never
+# written back, stays cached). Only whole pages below what was synced are dropped: the last,
+# partial one would be read back from the disk by the next append.
+_DROP_CACHED = getattr(os, "POSIX_FADV_DONTNEED", None)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _write_back(fd: int, path: Path, start: int, end: int) -> None:
+    """On a closer thread: push what a request file holds so far to the disk, then let the
+    kernel drop its pages in [start, end) from the page cache. `fd` is a duplicate of the
+    writer's, this thread's own, so the writer may close the file meanwhile."""
     try:
         _naming(path, _DATASYNC, fd)
+        if _DROP_CACHED is not None and end > start:
+            try:
+                os.posix_fadvise(fd, start, end - start, _DROP_CACHED)
+            except OSError:
+                pass  # advice: a kernel that ignores or refuses it changes nothing written
     finally:
         os.close(fd)
 
@@ -155,9 +175,10 @@ class Closer:
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="batchrun-fsync")
         return self._pool
 
-    def write_back(self, fd: int, path: Path) -> Future[None]:
-        """Start pushing what the file `fd` holds so far (flushed to the kernel) to the disk."""
-        return self._threads().submit(_write_back, os.dup(fd), path)
+    def write_back(self, fd: int, path: Path, start: int, end: int) -> Future[None]:
+        """Start pushing what the file `fd` holds so far (flushed to the kernel) to the disk, then
+        dropping its cached pages in [start, end) (_write_back)."""
+        return self._threads().submit(_write_back, os.dup(fd), path, start, end)
 
     def close(self, file: BinaryIO, tmp: Path, path: Path, writeback: Future[None] | None, then: Callable[[], None]) -> None:
         """fsync, close and rename `file` (after its last write-back) on a thread; `then()` on the
@@ -207,6 +228,7 @@ class RequestFile:
         self._checksum = BackgroundChecksum()
         self._unwritten = 0  # bytes written since the last write-back started
         self._writeback: Future[None] | None = None  # the last write-back (one at a time)
+        self._dropped = 0  # the file's pages below this offset are written back and dropped from the cache
 
     def write(self, data: bytes) -> None:
         # A document (~1 MB) goes past the 1 MiB buffer straight to the file, and the checksum
@@ -218,7 +240,10 @@ class RequestFile:
             if self._writeback is not None:
                 self._writeback.result()  # a failed write-back fails the plan here (not silently later)
             self._file.flush()
-            self._writeback = self._closer.write_back(self._file.fileno(), self.tmp)
+            synced = self._file.tell()  # what this write-back takes to the disk (at least)
+            synced -= synced % _PAGE
+            self._writeback = self._closer.write_back(self._file.fileno(), self.tmp, self._dropped, synced)
+            self._dropped = max(self._dropped, synced)
             self._unwritten = 0
 
     def hand_over(self, then: Callable[[str], None]) -> None:
