@@ -42,7 +42,7 @@ of each writer (plan's child, both threads; the copy's and the cookbook's own, f
 on a loaded machine wall time follows CPU time, and plan spends more of it than the copy (it
 escapes, builds and checksums what the copy only moves); then, last,
 `ratio=<plan throughput / copy throughput>` over both stages (= copy seconds / plan seconds).
-`--profile` reruns the generation plan under cProfile and prints its top entries to stderr.
+`--profile` reruns each stage's plan under cProfile and prints its top entries to stderr.
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement, median reported (default 3)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, help="where config, state.db and jobs/ go (default: a new folder in /tmp)")
-    ap.add_argument("--profile", action="store_true", help="also print a cProfile of the generation plan to stderr")
+    ap.add_argument("--profile", action="store_true", help="also print a cProfile of each stage's plan to stderr")
     args = ap.parse_args(argv)
 
     corpus_root = bench_corpus(args.scale, args.corpus)
@@ -345,11 +345,12 @@ def main(argv: list[str] | None = None) -> int:
                 run_cookbook(work, config, st, items, s)
                 note(f"  cookbook {s.cookbook[-1]:.2f} s")
         if args.profile:
-            fresh(work, None)
-            run = batchrun(config, "plan", "--json", profile=True)
-            note("\ncProfile of `batchrun plan` (generation stage), top entries by own time:")
-            text = run.stdout
-            note("\n".join(text[text.find("   Ordered by"):].splitlines()[:40]) if "Ordered by" in text else text[-6000:])
+            for st in STAGES:
+                fresh(work, answers if st == "judge" else None)
+                run = batchrun(config, "plan", "--json", profile=True)
+                note(f"\ncProfile of `batchrun plan` ({st} stage), top entries by own time:")
+                text = run.stdout
+                note("\n".join(text[text.find("   Ordered by"):].splitlines()[:40]) if "Ordered by" in text else text[-6000:])
     finally:
         remove_tree(work)
 
