@@ -1,6 +1,6 @@
 """Request files on their way to the disk, for plan: each written through a buffer, checksummed
 (checksums.REQUEST_ALGORITHM: BLAKE3) on another thread as it is written, written back to the
-disk as it grows, then fsync'ed and renamed into place off the main thread, and recorded on it
+disk as it grows (and those pages let go of by the page cache), then fsync'ed and renamed into place off the main thread, and recorded on it
 once it is on the disk (so a crash leaves a 'writing' batch and a file the next plan clears).
 Measured in bench/plan.py and docs/performance.md."""
 
