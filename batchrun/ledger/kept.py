@@ -139,7 +139,7 @@ def keep_current(store: Store, *, check_inputs: bool = True) -> None:
                 changed = True
             else:
                 changed = _update(store)
-        for table in ("requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
+        for table in ("requests_now", "outcomes_now", "requests_wanted", "wanted"):
             drop_temp(store, table)  # evaluate_requests' (a reader's requests_now is kept_requests now)
         db.execute("DELETE FROM kept_dirty")
         db.execute("UPDATE kept_meta SET inputs = ?, run_id = ?, results_upto = ?, epoch = epoch + ? WHERE id = 1",
