@@ -27,18 +27,23 @@ from .store import Store
 def current_requests_sql(among: str | None = None) -> str:
     """custom_ids of the requests the current config wants (gen of current cells, judges of those).
     `among`: a table of custom_ids; only those of them (ledger.kept: the requests that changed)."""
-    gen, judge = (f"JOIN {among} a ON a.custom_id = c.custom_id", f"JOIN {among} a ON a.custom_id = jr.custom_id") if among else ("", "")
+    current_cell = """JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
+        JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256"""
+    judge_route = "JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'"
+    if among:
+        judges = f"""requests jr JOIN {among} a ON a.custom_id = jr.custom_id {judge_route}
+        JOIN cells c ON c.custom_id = jr.parent_custom_id {current_cell}"""
+    else:
+        # Every current cell's judge requests, found by parent (index requests_parent_route_policy),
+        # rather than every request ever queued scanned for its cell (SQLite's choice without the
+        # CROSS JOIN): 0.21 s instead of 0.25-0.34 s at bench/ingest.py's night 2 (89,862 judges).
+        judges = f"cells c {current_cell} CROSS JOIN requests jr ON jr.parent_custom_id = c.custom_id {judge_route}"
     return f"""
-      SELECT c.custom_id FROM cells c {gen}
-        JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
-        JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+      SELECT c.custom_id FROM cells c {f"JOIN {among} a ON a.custom_id = c.custom_id" if among else ""}
+        {current_cell}
         WHERE c.custom_id IS NOT NULL
       UNION ALL
-      SELECT jr.custom_id FROM requests jr {judge}
-        JOIN config_routes j ON j.route = jr.route AND j.policy_fp = jr.policy_fp AND j.role = 'judge'
-        JOIN cells c ON c.custom_id = jr.parent_custom_id
-        JOIN config_routes cr ON cr.route = c.route AND cr.policy_fp = c.policy_fp AND cr.role = 'contestant'
-        JOIN tasks t ON t.task_id = c.task_id AND t.task_sha256 = c.task_sha256
+      SELECT jr.custom_id FROM {judges}
         WHERE jr.stage = 'judge' AND jr.graded_sha256 = t.graded_sha256"""
 
 
