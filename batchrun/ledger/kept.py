@@ -220,8 +220,9 @@ def _update(store: Store) -> bool:
     req, cel = _columns(store, "kept_requests"), _columns(store, "kept_cells")
     # A judge request's state reads its answer's request (an accepted failure is the contestant
     # route's): evaluated with it, as the full evaluation has it at hand.
+    # (CROSS JOIN: the changed requests looked up, not every request scanned for them.)
     db.execute("""INSERT OR IGNORE INTO kept_dirty (custom_id) SELECT r.parent_custom_id FROM kept_dirty d
-                  JOIN requests r ON r.custom_id = d.custom_id WHERE r.parent_custom_id IS NOT NULL""")
+                  CROSS JOIN requests r ON r.custom_id = d.custom_id WHERE r.parent_custom_id IS NOT NULL""")
     evaluate_requests(store, among="main.kept_dirty")  # temp.requests_now: the dirty ones still wanted
     for table in ("kept_old_requests", "kept_cell_keys", "kept_old_cells", "kept_new_cells", "kept_sub_requests"):
         db.execute(f"DROP TABLE IF EXISTS temp.{table}")
