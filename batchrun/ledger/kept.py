@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .pending import drop_temp, evaluate_requests, view_sql
@@ -117,11 +119,17 @@ def keep_current(store: Store, *, check_inputs: bool = True) -> None:
     `check_inputs=False`: the caller knows the inputs did not change since they were last
     checked (the digest is then not computed; tests/test_kept_state.py mixes both)."""
     db = store.db
-    with db.atomic():
+    with db.atomic(), _temp_cache(store):
         mark = _mark(store)
         run_id, results_upto = _now(store)
         digest = inputs_digest(store) if check_inputs or mark.inputs is None else mark.inputs
         if mark.inputs != digest:
+            _rebuild(store)
+            changed = True
+        elif _most_changed(store, store.scalar("SELECT count(*) FROM kept_dirty") or 0):
+            # Decided by what the triggers named alone (the rows added below only add to it):
+            # neither night of bench/ingest.py then copies its 15,000 / 87,000 new results' ids
+            # into kept_dirty to delete them again (0.03 / 0.15 s of CPU).
             _rebuild(store)
             changed = True
         else:
@@ -133,13 +141,12 @@ def keep_current(store: Store, *, check_inputs: bool = True) -> None:
                 # yet (each result of it is new, above), so only the counts of the run before go.
                 db.execute("""INSERT OR IGNORE INTO kept_dirty (custom_id) SELECT custom_id FROM kept_requests
                               WHERE retry_run_n > 0 OR resubmit_run_n > 0 OR state = 'waiting'""")
-            dirty = store.scalar("SELECT count(*) FROM kept_dirty") or 0
-            if dirty > REBUILD_SHARE * (store.scalar("SELECT count(*) FROM kept_requests") or 0):
+            if _most_changed(store, store.scalar("SELECT count(*) FROM kept_dirty") or 0):
                 _rebuild(store)  # most requests changed (a night's answers or verdicts): all at once is cheaper
                 changed = True
             else:
                 changed = _update(store)
-        for table in ("requests_now", "outcomes_now", "requests_wanted", "results_wanted", "wanted"):
+        for table in ("requests_now", "outcomes_now", "requests_wanted", "wanted"):
             drop_temp(store, table)  # evaluate_requests' (a reader's requests_now is kept_requests now)
         db.execute("DELETE FROM kept_dirty")
         db.execute("UPDATE kept_meta SET inputs = ?, run_id = ?, results_upto = ?, epoch = epoch + ? WHERE id = 1",
@@ -147,6 +154,31 @@ def keep_current(store: Store, *, check_inputs: bool = True) -> None:
         if check_inputs or mark.inputs is None:  # computed just now: the writes since changed no input
             conn = db.conn
             _DIGESTS[store] = ((conn.total_changes, conn.execute("PRAGMA data_version").fetchone()[0]), digest)
+
+
+# SQLite's page cache for the temporary tables while they are evaluated (its own, default 2 MB;
+# store.page_cache sets main's). The full evaluation's tables are ~70 MB at bench/ingest.py's
+# night 2 (105,254 requests): with 2 MB they went out to the temporary file and were read back
+# 1.7 GB in 4 KB reads; with 32 MB, 0.5 GB, and the full evaluation took 1.75 s of CPU instead
+# of 2.05 (median of 4, load ~4.5; 64 MB: 1.79, temp_store=MEMORY: 1.70 but not capped). A cap,
+# so memory still follows it, not the number of requests.
+TEMP_CACHE_KIB = 32768
+
+
+@contextmanager
+def _temp_cache(store: Store) -> Iterator[None]:
+    db = store.db
+    old = db.execute("PRAGMA temp.cache_size").fetchone()[0]
+    db.execute(f"PRAGMA temp.cache_size = -{TEMP_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        db.execute(f"PRAGMA temp.cache_size = {int(old)}")
+
+
+def _most_changed(store: Store, dirty: int) -> bool:
+    """Whether `dirty` changed requests are enough to evaluate everything again (REBUILD_SHARE)."""
+    return dirty > REBUILD_SHARE * (store.scalar("SELECT count(*) FROM kept_requests") or 0)
 
 
 def _columns(store: Store, table: str) -> str:
@@ -188,8 +220,9 @@ def _update(store: Store) -> bool:
     req, cel = _columns(store, "kept_requests"), _columns(store, "kept_cells")
     # A judge request's state reads its answer's request (an accepted failure is the contestant
     # route's): evaluated with it, as the full evaluation has it at hand.
+    # (CROSS JOIN: the changed requests looked up, not every request scanned for them.)
     db.execute("""INSERT OR IGNORE INTO kept_dirty (custom_id) SELECT r.parent_custom_id FROM kept_dirty d
-                  JOIN requests r ON r.custom_id = d.custom_id WHERE r.parent_custom_id IS NOT NULL""")
+                  CROSS JOIN requests r ON r.custom_id = d.custom_id WHERE r.parent_custom_id IS NOT NULL""")
     evaluate_requests(store, among="main.kept_dirty")  # temp.requests_now: the dirty ones still wanted
     for table in ("kept_old_requests", "kept_cell_keys", "kept_old_cells", "kept_new_cells", "kept_sub_requests"):
         db.execute(f"DROP TABLE IF EXISTS temp.{table}")
