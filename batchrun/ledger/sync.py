@@ -21,8 +21,8 @@ from ..base.errors import ConfigError
 from ..protocol.caps import CJK_WINDOW, is_cjk
 from ..protocol.config import Config, ConfigWarning, Route
 from ..protocol.dataset import RubricItem
-from ..protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
-from .ids import digest, generation_custom_id, judge_custom_id
+from ..protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt, judge_prompt_chars
+from .ids import digest, generation_custom_id, judge_custom_ids
 from .inputs import Inputs, record_documents
 from .pending import supersede_stale_batches
 from .resume import refuse_changed_inputs
@@ -175,11 +175,14 @@ def queue_judgments(store: Store, config: Config) -> int:
         return 0
     now = time.time()
     new = 0
-    # The judge prompt is the same for every judge of an answer: built (to measure it) and the
+    # The judge prompt is the same for every judge of an answer: measured and the
     # answer hashed (for the custom_id) once per answer, not once per judge. Its text is read
     # once too: each judge's query returns only ids (reading the 2-6 KB answers with every
     # judge's rows was ~0.2 s per judge for a night's 15,000 answers, bench/ingest.py).
     measured: dict[int, tuple[int, bool, str]] = {}
+    # Its length is measured without building it (prompts.judge_prompt_chars): the prompt's
+    # length without the answer, once per task's question and rubric.
+    empty_prompt: dict[tuple[str, str], int] = {}
     # Every current cell's answer, found once (one scan of the cells, one probe per cell), kept in
     # the scan's order; each judge then only probes its own requests for the answers it lacks.
     # Before, each judge's query scanned the cells and probed the results again (~0.1 s a judge
@@ -210,15 +213,19 @@ def queue_judgments(store: Store, config: Config) -> int:
                                      [json.dumps(list(unseen))])
             for result_id, text in texts:
                 _, _, question, rubric_json, _, _ = unseen[result_id]
-                rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(rubric_json)]
-                measured[result_id] = (len(judge_prompt(question, rubric, text)), is_cjk(question + text[:CJK_WINDOW]), digest(text))
+                if (question, rubric_json) not in empty_prompt:
+                    rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(rubric_json)]
+                    empty_prompt[(question, rubric_json)] = len(judge_prompt(question, rubric, ""))
+                measured[result_id] = (judge_prompt_chars(empty_prompt[(question, rubric_json)], text),
+                                       is_cjk(question + text[:CJK_WINDOW]), digest(text))
         rows = []
+        judge_custom_id = judge_custom_ids(jfp)
+        max_retries, max_resubmits, max_tokens = config.judging.max_retries_per_run, config.generation.max_resubmits, config.judging.max_tokens
         for custom_id, task_id, _, _, graded_sha256, result_id in answers:
             prompt_chars, cjk, answer_sha = measured[result_id]
-            cid = judge_custom_id(jfp, custom_id, "", graded_sha256, answer_sha=answer_sha)  # the hash stands for the text
-            rows.append((cid, judge_name, task_id, jfp, custom_id, result_id,
-                         config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
-                         estimate_tokens(prompt_chars, cjk, route), config.judging.max_tokens, now, graded_sha256))
+            cid = judge_custom_id(custom_id, answer_sha, graded_sha256)  # the hash stands for the text
+            rows.append((cid, judge_name, task_id, jfp, custom_id, result_id, max_retries, max_resubmits, prompt_chars,
+                         estimate_tokens(prompt_chars, cjk, route), max_tokens, now, graded_sha256))
         if rows:
             cur = store.db.conn.executemany(
                 """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, parent_custom_id,
