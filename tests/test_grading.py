@@ -14,7 +14,6 @@ import pytest
 
 from batchrun.protocol.dataset import RubricItem
 from batchrun.protocol.grading import parse_verdict, points_json, score
-from batchrun.ledger.ids import digest, judge_custom_id, judge_custom_ids
 from batchrun.protocol.prompts import JUDGE_REPLY_LINE, judge_prompt, judge_prompt_chars
 
 REPLY_LINE = 'Reply JSON: {"points_awarded":[<pts>],"total":<sum>}'
@@ -75,11 +74,9 @@ def test_judge_prompt_keeps_short_texts_whole_and_rubric_in_order() -> None:
 
 @pytest.mark.parametrize("response", ["", "x", "a\nb\r\n", "é" * 4999, "中" * 5000, "z" * 5001, "\U0001f600" + "y" * 7000, "\n" * 6000])
 def test_judge_prompt_chars_is_the_length_of_the_prompt(response: str) -> None:
-    """queue_judgments measures each judge prompt without building it; the ids it makes are judge_custom_id's."""
+    """queue_judgments measures each judge prompt without building it."""
     question, rubric = "Q?\n" + "q" * 700, [RubricItem(2.5, "c" * 300), RubricItem(10, "短")]
     assert judge_prompt_chars(len(judge_prompt(question, rubric, "")), response) == len(judge_prompt(question, rubric, response))
-    fp, gen_id, graded = "f" * 64, "g-" + "1" * 40, "a" * 64
-    assert judge_custom_ids(fp)(gen_id, digest(response), graded) == judge_custom_id(fp, gen_id, response, graded)
 
 
 def test_judge_prompt_truncation_counts_characters_not_bytes() -> None:

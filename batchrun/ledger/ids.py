@@ -6,7 +6,6 @@ is never attributed to other settings; resume.py recomputes them to find what ch
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 
 from ..protocol.corpus import READING, DocumentInfo
 from ..protocol.dataset import Task
@@ -34,15 +33,3 @@ def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha25
     digest(answer), if the caller has it (the same answer goes to every judge of the panel)."""
     return "j-" + digest("judge", judge_fp, gen_custom_id, answer_sha or digest(answer), graded_sha256)[:40]
 
-
-def judge_custom_ids(judge_fp: str) -> Callable[[str, str, str], str]:
-    """`judge_custom_id(judge_fp, gen_custom_id, _, graded_sha256, answer_sha=answer_sha)` as a
-    function of (gen_custom_id, answer_sha, graded_sha256), for one judge's many requests: the
-    same text hashed, without two calls and a join per id (86,000 ids a night, queue_judgments)."""
-    prefix = f"judge\x00{judge_fp}\x00"
-    sha256 = hashlib.sha256
-
-    def custom_id(gen_custom_id: str, answer_sha: str, graded_sha256: str) -> str:
-        return "j-" + sha256(f"{prefix}{gen_custom_id}\x00{answer_sha}\x00{graded_sha256}".encode()).hexdigest()[:40]
-
-    return custom_id

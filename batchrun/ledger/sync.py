@@ -22,7 +22,7 @@ from ..protocol.caps import CJK_WINDOW, is_cjk
 from ..protocol.config import Config, ConfigWarning, Route
 from ..protocol.dataset import RubricItem
 from ..protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt, judge_prompt_chars
-from .ids import digest, generation_custom_id, judge_custom_ids
+from .ids import digest, generation_custom_id, judge_custom_id
 from .inputs import Inputs, record_documents
 from .pending import supersede_stale_batches
 from .resume import refuse_changed_inputs
@@ -219,11 +219,10 @@ def queue_judgments(store: Store, config: Config) -> int:
                 measured[result_id] = (judge_prompt_chars(empty_prompt[(question, rubric_json)], text),
                                        is_cjk(question + text[:CJK_WINDOW]), digest(text))
         rows = []
-        judge_custom_id = judge_custom_ids(jfp)
         max_retries, max_resubmits, max_tokens = config.judging.max_retries_per_run, config.generation.max_resubmits, config.judging.max_tokens
         for custom_id, task_id, _, _, graded_sha256, result_id in answers:
             prompt_chars, cjk, answer_sha = measured[result_id]
-            cid = judge_custom_id(custom_id, answer_sha, graded_sha256)  # the hash stands for the text
+            cid = judge_custom_id(jfp, custom_id, "", graded_sha256, answer_sha=answer_sha)  # the hash stands for the text
             rows.append((cid, judge_name, task_id, jfp, custom_id, result_id, max_retries, max_resubmits, prompt_chars,
                          estimate_tokens(prompt_chars, cjk, route), max_tokens, now, graded_sha256))
         if rows:
