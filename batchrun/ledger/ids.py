@@ -32,4 +32,3 @@ def judge_custom_id(judge_fp: str, gen_custom_id: str, answer: str, graded_sha25
     (question and rubric as the judge sees them: prompts.judge_graded_sha256). `answer_sha`:
     digest(answer), if the caller has it (the same answer goes to every judge of the panel)."""
     return "j-" + digest("judge", judge_fp, gen_custom_id, answer_sha or digest(answer), graded_sha256)[:40]
-
