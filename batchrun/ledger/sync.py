@@ -203,13 +203,21 @@ def queue_judgments(store: Store, config: Config) -> int:
              store.db.execute("SELECT task_id, question, rubric_json FROM tasks")}
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
-        answers = store.db.execute(
-            """SELECT a.custom_id, a.task_id, a.graded_sha256, a.result_id FROM temp.judge_answers a
-               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = a.custom_id
-                                 AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = a.result_id
-                                 AND jr.graded_sha256 = a.graded_sha256)
-               ORDER BY a.rowid""",
-            [judge_name, jfp]).fetchall()
+        if store.db.execute("SELECT 1 FROM requests WHERE route = ? AND stage = 'judge' AND policy_fp = ? LIMIT 1",
+                            [judge_name, jfp]).fetchone():
+            answers = store.db.execute(
+                """SELECT a.custom_id, a.task_id, a.graded_sha256, a.result_id FROM temp.judge_answers a
+                   WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = a.custom_id
+                                     AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = a.result_id
+                                     AND jr.graded_sha256 = a.graded_sha256)
+                   ORDER BY a.rowid""",
+                [judge_name, jfp]).fetchall()
+        else:
+            # No request of this judge's policy yet (a night's first answers, a judge added or
+            # changed): every answer lacks one, without a probe per answer (6 x 14,977 probes
+            # were 0.2 s of bench/ingest.py's night 1; the same rows in the same order).
+            answers = store.db.execute(
+                "SELECT a.custom_id, a.task_id, a.graded_sha256, a.result_id FROM temp.judge_answers a ORDER BY a.rowid").fetchall()
         unseen = {result_id: task_id for _, task_id, _, result_id in answers if result_id not in measured}
         if unseen:
             texts = store.db.execute("SELECT id, text FROM results WHERE id IN (SELECT value FROM json_each(?))",
