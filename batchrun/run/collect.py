@@ -337,8 +337,8 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
                        VALUES (?, ?, ?, ?, ?, ?, ?)""",
                     [(last_id + 1 + i, cid, *judgment) for i, cid, judgment in verdicts])
             elif verdicts:
-                # A row was already there (an earlier collect of this batch was interrupted) or
-                # the ids went otherwise: each judgment finds its result through the key.
+                # A row was ignored, or SQLite chose other ids (it picks them at random once a row
+                # holds the largest rowid): each judgment finds its result through the key.
                 conn.executemany(
                     """INSERT OR IGNORE INTO judgments (result_id, custom_id, total, rubric_total, score, points_awarded_json, parse_error)
                        SELECT id, custom_id, ?, ?, ?, ?, ? FROM results WHERE batch_id = ? AND custom_id = ?""",
