@@ -194,24 +194,10 @@ class _Changes:
                       f"restore task {task_id} in {dataset}")
 
 
-def batch_requests(store: Store, batch_ids: tuple[str, ...]) -> list[tuple[Any, ...]]:
-    """(batch_id, custom_id, stage, route, task_id, policy_fp, graded_sha256, parent_custom_id) of
-    every request of the batches, in batch and custom_id order: what changed_inputs checks, and
-    what collect reads each line's request from (read once for both: a night's 86,000 judge
-    requests are a lookup of requests' key each, ~0.2 s)."""
-    if not batch_ids:
-        return []
-    return store.db.execute(
-        f"""SELECT br.batch_id, q.custom_id, q.stage, q.route, q.task_id, q.policy_fp, q.graded_sha256, q.parent_custom_id
-            FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
-            WHERE br.batch_id IN {sql_list(batch_ids)}""").fetchall()
-
-
-def changed_inputs(store: Store, inputs: Inputs, statuses: tuple[Status, ...] = STARTED, *,
-                   requests: list[tuple[Any, ...]] | None = None) -> dict[str, tuple[dict[str, Any], list[Change]]]:
+def changed_inputs(store: Store, inputs: Inputs,
+                   statuses: tuple[Status, ...] = STARTED) -> dict[str, tuple[dict[str, Any], list[Change]]]:
     """For each batch in `statuses` (not cancelled by the user) that holds requests built from
-    inputs that changed since: the batch and the changes (each input once), in batch order.
-    `requests`: batch_requests() of those batches (and maybe others), if the caller has read them."""
+    inputs that changed since: the batch and the changes (each input once), in batch order."""
     if "batches" not in store.db.table_names():
         return {}
     batches = {b["id"]: b for b in store.rows(
@@ -221,7 +207,10 @@ def changed_inputs(store: Store, inputs: Inputs, statuses: tuple[Status, ...] = 
         return {}
     known = _Changes(store, inputs)
     found: dict[str, dict[str, Change]] = defaultdict(dict)
-    rows = batch_requests(store, tuple(batches)) if requests is None else [r for r in requests if r[0] in batches]
+    rows = store.db.execute(
+        f"""SELECT br.batch_id, q.custom_id, q.stage, q.route, q.task_id, q.policy_fp, q.graded_sha256, q.parent_custom_id
+            FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
+            WHERE br.batch_id IN {sql_list(tuple(batches))}""").fetchall()
     # Each judge request's answer (its parent request): read once per answer, not once per judge
     # request (the six judges of a panel grade the same 14,347 answers at bench/ingest.py's night
     # 2: a join per judge request, 86,082 lookups of requests' key, took 0.2 s; this query 0.05 s).

@@ -96,18 +96,13 @@ def collect(store: Store, config: Config | Inputs, *, progress: Progress = SILEN
     # when the edit came, or was cancelled for it): recorded for audit, never scored, and said so,
     # naming the input (read before the sync, which records the new inputs).
     stale: dict[str, Any] = {}
-    requests: list[tuple[Any, ...]] = []
-    downloaded = tuple(r[0] for r in store.db.execute("SELECT id FROM batches WHERE status = ?", [Status.DOWNLOADED]))
-    if downloaded:
-        from ..ledger.resume import batch_requests, changed_inputs
+    if store.scalar("SELECT 1 FROM batches WHERE status = ? LIMIT 1", [Status.DOWNLOADED]):
+        from ..ledger.resume import changed_inputs
 
-        # The downloaded batches' requests, read once for this check and for ingest (the sync
-        # below changes no request of a downloaded batch, nor its membership).
-        requests = batch_requests(store, downloaded)
-        stale = changed_inputs(store, inputs, statuses=(Status.DOWNLOADED,), requests=requests)
+        stale = changed_inputs(store, inputs, statuses=(Status.DOWNLOADED,))
     if sync:
         sync_state(store, inputs, queue=False)
-    ingest(store, config, result, progress=progress, requests=requests)
+    ingest(store, config, result, progress=progress)
     for bid, (_, changes) in stale.items():
         if bid in result.batches:
             progress.event(f"{bid}: its answers are to {'; '.join(c.input for c in changes)} as it was before it changed: "
@@ -139,8 +134,7 @@ def collect(store: Store, config: Config | Inputs, *, progress: Progress = SILEN
     return result
 
 
-def ingest(store: Store, config: Config, result: CollectResult, *, progress: Progress = SILENT,
-           requests: list[tuple[Any, ...]] | None = None) -> None:
+def ingest(store: Store, config: Config, result: CollectResult, *, progress: Progress = SILENT) -> None:
     """Reconcile every downloaded batch's result lines into state.db, in batch order.
 
     Tuned for volume (bench/ingest.py: 100,000 lines, 116 MB): a 64 MB page cache keeps the
@@ -148,16 +142,11 @@ def ingest(store: Store, config: Config, result: CollectResult, *, progress: Pro
     checkpoints run on another thread instead of inside each COMMIT, and the cyclic garbage
     collector is paused: parsing allocates millions of dicts and lists that never form cycles,
     and its passes over the rows waiting to be inserted cost ~10% of the time.
-
-    `requests`: resume.batch_requests() of the downloaded batches, if the caller has read them.
     """
-    members: dict[str, dict[str, tuple[str, str]]] = {}
-    for batch_id, custom_id, stage, _, task_id, *_ in requests or ():
-        members.setdefault(batch_id, {})[custom_id] = (stage, task_id)
     with store.page_cache(kib=INGEST_CACHE_KIB), store.background_checkpoints(), _gc_paused():
         for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.DOWNLOADED]):
             skipped_before, truncated_before, notices_before = result.skipped_lines, len(result.truncated), len(result.notices)
-            collect_batch(store, config, b, result, members.get(b["id"]))
+            collect_batch(store, config, b, result)
             if not progress.quiet:
                 progress.event(f"collected {b['id']}: " + ", ".join(f"{k} {v}" for k, v in sorted(_kinds(store, b["id"]).items()))
                                + (f"; skipped {result.skipped_lines - skipped_before} unreadable line(s)"
@@ -275,17 +264,16 @@ def _scrub(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def collect_batch(store: Store, config: Config, b: dict[str, Any], result: CollectResult,
-                  requests: dict[str, tuple[str, str]] | None = None) -> None:
-    """`requests`: the batch's requests (custom_id -> stage, task_id), if the caller has read them."""
+def collect_batch(store: Store, config: Config, b: dict[str, Any], result: CollectResult) -> None:
     adapter = get_adapter(b["provider"])
     route = config.routes.get(b["route"])
     rubric_totals = dict(store.db.execute("SELECT task_id, rubric_total FROM tasks"))  # a few hundred rows
-    if requests is None:
-        requests = {cid: (stage, task_id) for cid, stage, task_id in store.db.execute(
+    members = {
+        cid: (stage, rubric_totals.get(task_id, 0))
+        for cid, stage, task_id in store.db.execute(
             """SELECT br.custom_id, q.stage, q.task_id FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
-               WHERE br.batch_id = ?""", [b["id"]])}
-    members = {cid: (stage, rubric_totals.get(task_id, 0)) for cid, (stage, task_id) in requests.items()}
+               WHERE br.batch_id = ?""", [b["id"]])
+    }
     if b["quota"]:
         # "Not now": the provider's queue was full. No result rows: the requests are pending again.
         move(store, b["id"], Status.REFUSED, collected_at=time.time())
