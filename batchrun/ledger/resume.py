@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -208,54 +207,26 @@ def changed_inputs(store: Store, inputs: Inputs,
     known = _Changes(store, inputs)
     found: dict[str, dict[str, Change]] = defaultdict(dict)
     rows = store.db.execute(
-        f"""SELECT br.batch_id, q.custom_id, q.stage, q.route, q.task_id, q.policy_fp, q.graded_sha256, q.parent_custom_id
+        f"""SELECT br.batch_id, q.custom_id, q.stage, q.route, q.task_id, q.policy_fp, q.graded_sha256,
+                   p.custom_id AS parent_id, p.route AS parent_route, p.policy_fp AS parent_fp
             FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
-            WHERE br.batch_id IN {sql_list(tuple(batches))}""").fetchall()
-    # Each judge request's answer (its parent request): read once per answer, not once per judge
-    # request (the six judges of a panel grade the same 14,347 answers at bench/ingest.py's night
-    # 2: a join per judge request, 86,082 lookups of requests' key, took 0.2 s; this query 0.05 s).
-    parents = {cid: (route, fp) for cid, route, fp in store.db.execute(
-        "SELECT custom_id, route, policy_fp FROM requests WHERE custom_id IN (SELECT value FROM json_each(?))",
-        [json.dumps(sorted({row[7] for row in rows if row[7] is not None}))])}
-    if _nothing_changed(known, rows, parents):
-        return {}  # the common case (changed_inputs at bench/ingest.py's night 2: 0.52 -> 0.42 s CPU)
-    for batch_id, cid, stage, route, task_id, fp, graded, parent_custom_id in rows:
+            LEFT JOIN requests p ON p.custom_id = q.parent_custom_id
+            WHERE br.batch_id IN {sql_list(tuple(batches))}""")
+    for batch_id, cid, stage, route, task_id, fp, graded, parent_id, parent_route, parent_fp in rows:
         if route not in known.policies:
             continue  # no longer in the config, or idle: poll and cancel deal with it, as before
         changes: list[Change | None] = [known.policy_change(route, stage, fp)]
         if stage == "gen" and changes[0] is None:
             changes.append(known.generation_change(route, task_id, cid))
         elif stage == "judge":
-            parent_route, parent_fp = parents.get(parent_custom_id, (None, None))
-            if parent_route is not None and parent_route in known.policies:
+            if parent_id is not None and parent_route in known.policies:
                 parent_policy = known.policy_change(parent_route, "gen", parent_fp)
-                changes.append(parent_policy or known.generation_change(parent_route, task_id, parent_custom_id))
+                changes.append(parent_policy or known.generation_change(parent_route, task_id, parent_id))
             changes.append(known.judge_change(task_id, graded))
         for c in changes:
             if c is not None:
                 found[batch_id].setdefault(c.input, c)
     return {bid: (batches[bid], list(found[bid].values())) for bid in batches if bid in found}
-
-
-def _nothing_changed(known: _Changes, rows: list[Any], parents: dict[str, tuple[str, str]]) -> bool:
-    """Whether every request in `rows` was built from the current inputs: changed_inputs' checks,
-    each asked once per distinct question rather than once per request (a batch's policy, a
-    task's rubric and an answer are asked about by thousands of judge requests), in the same
-    order of dependence (an input is looked at only where its policy is unchanged). When one
-    answers, changed_inputs walks the requests in order to name each change where it is first met."""
-    ours = [r for r in rows if r[3] in known.policies]
-    judges = [r for r in ours if r[2] == "judge"]
-    # (answer, task) pairs first: 14,347 distinct of 86,082 judge requests at night 2 (itemgetter
-    # builds the keys in C; a set comprehension over every row took 0.14 s).
-    answers = {(parents[cid], task_id, cid) for cid, task_id in set(map(itemgetter(7, 4), judges)) if cid in parents}
-    answers = {a for a in answers if a[0][0] in known.policies}
-    if any(known.policy_change(route, stage, fp) for route, stage, fp in
-           set(map(itemgetter(3, 2, 5), ours)) | {(route, "gen", fp) for (route, fp), _, _ in answers}):
-        return False
-    if any(known.generation_change(route, task_id, cid) for route, task_id, cid in
-           set(map(itemgetter(3, 4, 1), (r for r in ours if r[2] == "gen"))) | {(route, task_id, cid) for (route, _), task_id, cid in answers}):
-        return False
-    return not any(known.judge_change(task_id, graded) for task_id, graded in set(map(itemgetter(4, 6), judges)))
 
 
 def refuse_changed_inputs(store: Store, inputs: Inputs) -> None:
