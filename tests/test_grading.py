@@ -14,7 +14,7 @@ import pytest
 
 from batchrun.protocol.dataset import RubricItem
 from batchrun.protocol.grading import parse_verdict, points_json, score
-from batchrun.protocol.prompts import JUDGE_REPLY_LINE, judge_prompt
+from batchrun.protocol.prompts import JUDGE_REPLY_LINE, judge_prompt, judge_prompt_chars
 
 REPLY_LINE = 'Reply JSON: {"points_awarded":[<pts>],"total":<sum>}'
 
@@ -70,6 +70,13 @@ def test_judge_prompt_keeps_short_texts_whole_and_rubric_in_order() -> None:
         REPLY_LINE,
     ]
     assert JUDGE_REPLY_LINE == REPLY_LINE
+
+
+@pytest.mark.parametrize("response", ["", "x", "a\nb\r\n", "é" * 4999, "中" * 5000, "z" * 5001, "\U0001f600" + "y" * 7000, "\n" * 6000])
+def test_judge_prompt_chars_is_the_length_of_the_prompt(response: str) -> None:
+    """queue_judgments measures each judge prompt without building it."""
+    question, rubric = "Q?\n" + "q" * 700, [RubricItem(2.5, "c" * 300), RubricItem(10, "短")]
+    assert judge_prompt_chars(len(judge_prompt(question, rubric, "")), response) == len(judge_prompt(question, rubric, response))
 
 
 def test_judge_prompt_truncation_counts_characters_not_bytes() -> None:

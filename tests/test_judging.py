@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -776,3 +777,27 @@ def test_adding_a_judge_queues_exactly_the_new_judges_requests(project: Project,
     scores = results(project, "gpt", "scores")
     assert scores["all_tasks_overall"] == pytest.approx(((0.8 + 0.6) / 2 + (1.0 + 0.4) / 2) / 2, abs=1e-6)
     assert script.unscripted == []
+
+
+def test_judgments_name_their_result_rows_whichever_ids_sqlite_gives_them(project: Project, script: Script) -> None:
+    """collect names each judgment's result by the ids its chunk's insert took (max(id) + 1 on);
+    when SQLite gives other ids (a results row at the largest rowid makes it choose them at
+    random), it finds them through the (batch_id, custom_id) key. Either way each judgment is
+    its own result's verdict."""
+    two_task_project(project, script)
+    for step in ("submit", "poll", "collect", "submit", "poll"):
+        run(project, script, step)
+    conn = sqlite3.connect(project.state_path)
+    with conn:
+        conn.execute("""INSERT INTO results (id, batch_id, custom_id, kind, collected_at)
+                        VALUES (9223372036854775807, 'not-a-batch', 'not-a-request', 'missing', 0)""")
+    conn.close()
+    assert run(project, script, "collect").exit_code == 0
+    rows = project.sql("""select j.custom_id, r.custom_id as result_cid, r.text, j.total, j.result_id from judgments j
+                          join results r on r.id = j.result_id""")
+    assert len(rows) == 4 == len(project.sql("select * from judgments"))
+    assert all(r["custom_id"] == r["result_cid"] and json.loads(r["text"])["total"] == r["total"] for r in rows)
+    assert any(r["result_id"] != 9223372036854775807 - 1 for r in rows)
+    tasks = by_task(results(project, "gpt", "scores"))
+    assert tasks["t1"]["score"] == pytest.approx((40 / 50 + 30 / 50) / 2)
+    assert tasks["t2"]["score"] == pytest.approx((25 / 25 + 10 / 25) / 2)

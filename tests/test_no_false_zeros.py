@@ -147,6 +147,31 @@ def test_a_judge_reply_cut_at_its_budget_is_not_read_for_a_total(project: Projec
     assert project.sql("SELECT status, score FROM cell_status WHERE route = 'r' AND task_id = 'p1'") == [{"status": "ok", "score": 1.0}]
 
 
+def test_the_same_judge_reply_whole_and_cut_at_its_budget_is_read_both_ways(project: Project, emu: Any) -> None:
+    """collect reads each distinct short reply once per batch (by its text, whether it is whole,
+    and the rubric): the same text whole in one line and cut at the budget in another of the same
+    batch gives a total and an unparseable reply."""
+    import json
+
+    setup(project, route("openai", "gpt-5.5"))
+    for command in ("submit", "poll", "collect"):
+        project.run(command, emulator=emu)
+    jids = {t: project.sql("SELECT custom_id FROM requests WHERE stage = 'judge' AND route = 'judge-o' AND task_id = ?",
+                           [t])[0]["custom_id"] for t in ("p1", "p2")}
+    content = json.dumps('I will grade each rubric point carefully... {"points_awarded":[60,40],"total":1')
+    for task_id, finish in (("p1", "length"), ("p2", "stop")):
+        line = ('{"id":"batch_req_1","custom_id":"$CUSTOM_ID","response":{"status_code":200,"request_id":"r","body":'
+                '{"id":"c","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":'
+                '{"role":"assistant","content":' + content + ',"refusal":null},"finish_reason":"' + finish + '"}],'
+                '"usage":{"prompt_tokens":100,"completion_tokens":16384,"total_tokens":16484}}},"error":null}')
+        emu.add_fault({"kind": "corrupt_line", "custom_id": jids[task_id], "line": line, "times": 1})
+    for command in ("submit", "poll", "collect"):
+        project.run(command, emulator=emu)
+    assert kinds(project, "judge", "judge-o", "p1") == ["unparseable"]
+    assert kinds(project, "judge", "judge-o", "p2") == ["ok"]
+    assert [j["total"] for j in project.sql("SELECT total FROM judgments WHERE custom_id = ?", [jids["p2"]])] == [1]
+
+
 def test_rows_read_wrongly_before_are_read_again_on_upgrade(project: Project, emu: Any, responder: Responder) -> None:
     """m019_reread_false_zeros: a state.db collected by the readings before these fixes holds an
     'empty' answer that was a 200 error body, and a judgment whose NaN total was stored as NULL.

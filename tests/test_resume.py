@@ -206,6 +206,21 @@ def test_a_sync_batch_is_not_sent_online_from_a_changed_document(project: Projec
     assert len(current) == 1 and current[0]["custom_id"] in sent
 
 
+def test_a_document_changed_under_judge_batches_in_flight_names_the_document_their_answers_came_from(project: Project, emu: EmulatorProcess) -> None:
+    """A judge request is built from its answer's inputs too: the check reads each answer (its
+    parent request) once for all the judges grading it, and still names the document."""
+    make(project)
+    judge_batches = judges_in_flight(project, emu)
+    doc = project.root / "corpus" / "harbor.txt"
+    original = doc.read_bytes()
+    doc.write_bytes(original.replace(b"nine days", b"ten days"))
+    err = refused(project, emu, ["submit"], ["collect"])
+    assert "the document corpus/harbor.txt" in err and "put corpus/harbor.txt back as it was" in err
+    assert "(task t" not in err and {c[2] for c in cancel_commands(err)} <= set(judge_batches)
+    doc.write_bytes(original)
+    finish(project, emu)
+
+
 def test_answers_that_came_back_before_the_edit_are_kept_never_scored_and_said_so(project: Project, emu: EmulatorProcess) -> None:
     """The batch had ended (downloaded) when the document changed: nothing left to stop or pay for.
     collect records its answers for audit, says which input they answer, and scores none of them."""

@@ -21,7 +21,7 @@ from ..base.errors import ConfigError
 from ..protocol.caps import CJK_WINDOW, is_cjk
 from ..protocol.config import Config, ConfigWarning, Route
 from ..protocol.dataset import RubricItem
-from ..protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt
+from ..protocol.prompts import generation_prompt_overhead, judge_graded_sha256, judge_prompt, judge_prompt_chars
 from .ids import digest, generation_custom_id, judge_custom_id
 from .inputs import Inputs, record_documents
 from .pending import supersede_stale_batches
@@ -175,11 +175,14 @@ def queue_judgments(store: Store, config: Config) -> int:
         return 0
     now = time.time()
     new = 0
-    # The judge prompt is the same for every judge of an answer: built (to measure it) and the
+    # The judge prompt is the same for every judge of an answer: measured and the
     # answer hashed (for the custom_id) once per answer, not once per judge. Its text is read
     # once too: each judge's query returns only ids (reading the 2-6 KB answers with every
     # judge's rows was ~0.2 s per judge for a night's 15,000 answers, bench/ingest.py).
     measured: dict[int, tuple[int, bool, str]] = {}
+    # Its length is measured without building it (prompts.judge_prompt_chars): the prompt's
+    # length without the answer, once per task.
+    empty_prompt: dict[str, int] = {}
     # Every current cell's answer, found once (one scan of the cells, one probe per cell), kept in
     # the scan's order; each judge then only probes its own requests for the answers it lacks.
     # Before, each judge's query scanned the cells and probed the results again (~0.1 s a judge
@@ -187,7 +190,7 @@ def queue_judgments(store: Store, config: Config) -> int:
     store.db.execute("DROP TABLE IF EXISTS temp.judge_answers")
     store.db.execute(
         """CREATE TEMP TABLE judge_answers AS
-           SELECT a.custom_id, a.task_id, t.question, t.rubric_json, t.graded_sha256, res.id AS result_id
+           SELECT a.custom_id, a.task_id, t.graded_sha256, res.id AS result_id
            FROM (SELECT c.custom_id, c.task_id, c.task_sha256,
                         (SELECT min(r.id) FROM results r WHERE r.custom_id = c.custom_id AND r.kind = 'ok') AS ok_id
                  FROM cells c
@@ -195,30 +198,44 @@ def queue_judgments(store: Store, config: Config) -> int:
                  WHERE c.custom_id IS NOT NULL) a
            JOIN tasks t ON t.task_id = a.task_id AND t.task_sha256 = a.task_sha256
            JOIN results res ON res.id = a.ok_id""")
+    # Each task's question and rubric, read once (not with every answer, for every judge).
+    tasks = {task_id: (question, rubric_json) for task_id, question, rubric_json in
+             store.db.execute("SELECT task_id, question, rubric_json FROM tasks")}
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
-        answers = store.db.execute(
-            """SELECT a.custom_id, a.task_id, a.question, a.rubric_json, a.graded_sha256, a.result_id FROM temp.judge_answers a
-               WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = a.custom_id
-                                 AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = a.result_id
-                                 AND jr.graded_sha256 = a.graded_sha256)
-               ORDER BY a.rowid""",
-            [judge_name, jfp]).fetchall()
-        unseen = {a[5]: a for a in answers if a[5] not in measured}
+        if store.db.execute("SELECT 1 FROM requests WHERE route = ? AND stage = 'judge' AND policy_fp = ? LIMIT 1",
+                            [judge_name, jfp]).fetchone():
+            answers = store.db.execute(
+                """SELECT a.custom_id, a.task_id, a.graded_sha256, a.result_id FROM temp.judge_answers a
+                   WHERE NOT EXISTS (SELECT 1 FROM requests jr WHERE jr.parent_custom_id = a.custom_id
+                                     AND jr.route = ? AND jr.policy_fp = ? AND jr.parent_result_id = a.result_id
+                                     AND jr.graded_sha256 = a.graded_sha256)
+                   ORDER BY a.rowid""",
+                [judge_name, jfp]).fetchall()
+        else:
+            # No request of this judge's policy yet (a night's first answers, a judge added or
+            # changed): every answer lacks one, without a probe per answer (6 x 14,977 probes
+            # were 0.2 s of bench/ingest.py's night 1; the same rows in the same order).
+            answers = store.db.execute(
+                "SELECT a.custom_id, a.task_id, a.graded_sha256, a.result_id FROM temp.judge_answers a ORDER BY a.rowid").fetchall()
+        unseen = {result_id: task_id for _, task_id, _, result_id in answers if result_id not in measured}
         if unseen:
             texts = store.db.execute("SELECT id, text FROM results WHERE id IN (SELECT value FROM json_each(?))",
                                      [json.dumps(list(unseen))])
             for result_id, text in texts:
-                _, _, question, rubric_json, _, _ = unseen[result_id]
-                rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(rubric_json)]
-                measured[result_id] = (len(judge_prompt(question, rubric, text)), is_cjk(question + text[:CJK_WINDOW]), digest(text))
+                task_id = unseen[result_id]
+                question, rubric_json = tasks[task_id]
+                if task_id not in empty_prompt:
+                    rubric = [RubricItem(i["points"], i["correct_criterion"]) for i in json.loads(rubric_json)]
+                    empty_prompt[task_id] = len(judge_prompt(question, rubric, ""))
+                measured[result_id] = (judge_prompt_chars(empty_prompt[task_id], text), is_cjk(question + text[:CJK_WINDOW]), digest(text))
         rows = []
-        for custom_id, task_id, _, _, graded_sha256, result_id in answers:
+        max_retries, max_resubmits, max_tokens = config.judging.max_retries_per_run, config.generation.max_resubmits, config.judging.max_tokens
+        for custom_id, task_id, graded_sha256, result_id in answers:
             prompt_chars, cjk, answer_sha = measured[result_id]
             cid = judge_custom_id(jfp, custom_id, "", graded_sha256, answer_sha=answer_sha)  # the hash stands for the text
-            rows.append((cid, judge_name, task_id, jfp, custom_id, result_id,
-                         config.judging.max_retries_per_run, config.generation.max_resubmits, prompt_chars,
-                         estimate_tokens(prompt_chars, cjk, route), config.judging.max_tokens, now, graded_sha256))
+            rows.append((cid, judge_name, task_id, jfp, custom_id, result_id, max_retries, max_resubmits, prompt_chars,
+                         estimate_tokens(prompt_chars, cjk, route), max_tokens, now, graded_sha256))
         if rows:
             cur = store.db.conn.executemany(
                 """INSERT OR IGNORE INTO requests (custom_id, stage, route, task_id, policy_fp, parent_custom_id,

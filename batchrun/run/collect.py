@@ -48,6 +48,7 @@ from . import faults
 
 CHUNK = 20_000  # result lines per transaction: fewer commits (and WAL checkpoints) per batch
 DUPLICATE = "duplicate"  # results.error_type of a request its result file answers with different lines (_conflicts)
+MEMO_REPLY_CHARS = 512  # the longest judge reply whose judgment is remembered (collect_batch's `judged`)
 INGEST_CACHE_KIB = 65536  # SQLite's page cache while rows go into indexed tables (see ingest)
 
 # The most of one answer kept in state.db (results.text; likewise results.raw_json, the line),
@@ -248,6 +249,16 @@ def _conflicts(b: dict[str, Any], first: dict[str, tuple[str, int, int, str | No
     return out
 
 
+def _judgment(answer: str | None, complete: bool, rubric_total: float) -> tuple[Any, ...]:
+    """A judge's reply as its judgments row: (total, rubric_total, score, points_awarded_json, parse_error)."""
+    try:
+        verdict = parse_verdict(answer, complete=complete)
+    except (ValueError, OverflowError, RecursionError) as e:  # a reply no reading of should stop the collect
+        verdict = Verdict(None, error=f"unreadable verdict: {type(e).__name__}")
+    return (verdict.total, rubric_total, None if verdict.total is None else score(verdict.total, rubric_total),
+            points_json(verdict.points_awarded), verdict.error)
+
+
 def _scrub(text: str) -> str:
     """Text with lone surrogates replaced by U+FFFD (and surrogate pairs joined)."""
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
@@ -270,7 +281,14 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
         return
     seen: set[str] = {r[0] for r in store.db.execute("SELECT custom_id FROM results WHERE batch_id = ?", [b["id"]])}
     rows: list[tuple[Any, ...]] = []
-    verdicts: list[tuple[str, Any, float]] = []
+    # Per verdict: its row's index in `rows`, its custom_id, and the judgment's (total,
+    # rubric_total, score, points_awarded_json, parse_error).
+    verdicts: list[tuple[int, str, tuple[Any, ...]]] = []
+    # The judgment a reply makes, by (reply, complete, rubric_total): judges' replies repeat (a
+    # panel's verdicts are a few hundred distinct short texts a night), and parsing one is a pure
+    # function of them. Only short replies are kept, so a provider's unique megabyte replies
+    # cannot fill memory.
+    judged: dict[tuple[str, bool, float], tuple[Any, ...]] = {}
     now = time.time()
 
     def flush(final: bool = False) -> None:
@@ -289,20 +307,30 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
 
     def write(final: bool) -> None:
         store.check_same_file()  # before each commit: never into a state.db deleted or replaced mid-run
+        conn = store.db.conn
         with store.db.atomic():
-            store.db.conn.executemany(
+            last_id = (conn.execute("SELECT max(id) FROM results").fetchone()[0] or 0) if verdicts else 0
+            inserted = conn.executemany(
                 """INSERT OR IGNORE INTO results (batch_id, custom_id, kind, text, finish_reason, input_tokens, output_tokens,
                    reasoning_tokens, cached_tokens, error_type, error_message, raw_json, collected_at, run_id, cost, retry_after,
                    truncated)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows)
-            if verdicts:
-                # Each judgment points at its result row, found through the (batch_id, custom_id) key.
-                store.db.conn.executemany(
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""", rows).rowcount
+            if verdicts and inserted == len(rows) and conn.execute("SELECT max(id) FROM results").fetchone()[0] == last_id + len(rows):
+                # Every row went in, each with the next rowid (an INTEGER PRIMARY KEY without
+                # AUTOINCREMENT takes max(id) + 1): row i of the chunk is result last_id + 1 + i,
+                # so each judgment names its result without a lookup through the (batch_id,
+                # custom_id) key (81,818 lookups at bench/ingest.py's night 2).
+                conn.executemany(
+                    """INSERT OR IGNORE INTO judgments (result_id, custom_id, total, rubric_total, score, points_awarded_json, parse_error)
+                       VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                    [(last_id + 1 + i, cid, *judgment) for i, cid, judgment in verdicts])
+            elif verdicts:
+                # A row was ignored, or SQLite chose other ids (it picks them at random once a row
+                # holds the largest rowid): each judgment finds its result through the key.
+                conn.executemany(
                     """INSERT OR IGNORE INTO judgments (result_id, custom_id, total, rubric_total, score, points_awarded_json, parse_error)
                        SELECT id, custom_id, ?, ?, ?, ?, ? FROM results WHERE batch_id = ? AND custom_id = ?""",
-                    [(v.total, rt, None if v.total is None else score(v.total, rt),
-                      points_json(v.points_awarded), v.error, b["id"], cid)
-                     for cid, v, rt in verdicts])
+                    [(*judgment, b["id"], cid) for _, cid, judgment in verdicts])
             if final:
                 for cid, message, raw_json, cut in conflicts:
                     # The first of the lines was recorded as it came (this batch is not collected
@@ -367,14 +395,16 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
             elif (answer, error_message, finish_reason) != (line.text, line.error_message, line.finish_reason):
                 raw_json = _pointer(path, number, raw, key="batchrun_withheld")  # the line still holds the pieces
             if stage == "judge" and kind == "ok":
-                try:
-                    # A reply cut at the judge's budget, or by us at MAX_STORED_CHARS, may end inside its verdict.
-                    verdict = parse_verdict(answer, complete=not (line.at_budget or cut))
-                except (ValueError, OverflowError, RecursionError) as e:  # a reply no reading of should stop the collect
-                    verdict = Verdict(None, error=f"unreadable verdict: {type(e).__name__}")
-                if verdict.total is None:
+                # A reply cut at the judge's budget, or by us at MAX_STORED_CHARS, may end inside its verdict.
+                complete = not (line.at_budget or cut)
+                if answer is not None and len(answer) <= MEMO_REPLY_CHARS:
+                    judgment = judged.get((answer, complete, rubric_total)) or judged.setdefault(
+                        (answer, complete, rubric_total), _judgment(answer, complete, rubric_total))
+                else:
+                    judgment = _judgment(answer, complete, rubric_total)
+                if judgment[0] is None:
                     kind = "unparseable"
-                verdicts.append((line.custom_id, verdict, rubric_total))
+                verdicts.append((len(rows), line.custom_id, judgment))
             u = line.usage
             cost = None
             if route is not None:
