@@ -26,7 +26,7 @@ Timed, in this order in every repeat, for each stage:
   as an installed batchrun does, even where PYTHONDONTWRITEBYTECODE is set.
 - copy: the request files batchrun just wrote, copied byte for byte (1 MiB reads and writes,
   like `dd bs=1M conv=fsync`), each copy fsync'ed before close: the same bytes, on the same disk,
-  in the same minute, read from the page cache (read once, untimed, before the copy). Copies are deleted as they are made (not timed), so the disk holds one set.
+  in the same minute, each read from the page cache (read once, untimed, just before its copy). Copies are deleted as they are made (not timed), so the disk holds one set.
 - cookbook: what a user writes by hand, in-process: per route, a text-mode file; per request a
   dict (the provider's request shape: the adapters' `build_line`, same model, prompt, budget and
   temperature), `json.dumps` with its defaults, one write per line, fsync at the end of each file;
@@ -172,10 +172,12 @@ def _cpu() -> float:
 def run_copy(work: Path, files: list[Path], s: Stage) -> None:
     """The same bytes: each request file copied in 1 MiB pieces and fsync'ed (dd bs=1M conv=fsync).
 
-    The files are read once first (not timed), so the copy reads them from the page cache as it
-    always did: plan drops the pages of a file it has written back (run/request_files.py), and a
-    copy reading them from the disk would be a slower baseline, flattering plan."""
-    warm_page_cache(files)
+    Each file is read once just before its copy (not timed), so the copy reads it from the page
+    cache as it always did: plan drops the pages of a file it has written back
+    (run/request_files.py), and a copy reading them from the disk would be a slower baseline,
+    flattering plan. One file at a time: 17 GB read ahead of the whole copy (30 routes) did not
+    stay cached (a copy after it read 17.1 GB back from the disk: 43.8 s against 28.4 s; file by
+    file, 0.1 GB and 22.8 s; docs/performance.md)."""
     folder = work / "copy"
     remove_tree(folder)
     folder.mkdir()
@@ -185,6 +187,7 @@ def run_copy(work: Path, files: list[Path], s: Stage) -> None:
     copied = 0
     for i, src in enumerate(files):
         dst = folder / f"copy-{i:04d}.jsonl"
+        warm_page_cache([src])
         c0 = _cpu()
         t0 = time.perf_counter()
         with open(src, "rb", buffering=0) as fin, open(dst, "wb", buffering=0) as fout:
