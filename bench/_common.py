@@ -273,6 +273,17 @@ def remove_state(path: Path) -> None:
             p.unlink()
 
 
+def connect_like_state(db_path: Path) -> Any:
+    """A new SQLite file opened as batchrun opens state.db: WAL, synchronous=NORMAL (the baselines
+    write under the same durability as the command they are measured against)."""
+    import sqlite3
+
+    con = sqlite3.connect(db_path)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    return con
+
+
 def floor_insert(state: Path, db_path: Path, rows: Any, *, or_ignore: bool = False) -> tuple[float, int]:
     """The floor collect is measured against (bench/ingest.py's docstring): a fresh table made with
     `state`'s own `results` DDL and indexes at `db_path`, WAL, ingest's page cache, and `rows(now)`
@@ -288,9 +299,7 @@ def floor_insert(state: Path, db_path: Path, rows: Any, *, or_ignore: bool = Fal
     con.close()
     remove_state(db_path)
     t0 = time.perf_counter()
-    con = sqlite3.connect(db_path)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
+    con = connect_like_state(db_path)
     con.execute("PRAGMA cache_size=-65536")
     for sql in ddl:
         con.execute(sql)
@@ -386,14 +395,11 @@ def lib() -> _Lib:
 def raw_executemany(files: Sequence[Path], db_path: Path) -> tuple[float, int]:
     """The same raw result lines into a fresh table (`line TEXT`): one executemany, one
     transaction, WAL and synchronous=NORMAL as state.db. Returns (seconds, lines)."""
-    import sqlite3
     import time
 
     remove_state(db_path)
     t0 = time.perf_counter()
-    con = sqlite3.connect(db_path)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
+    con = connect_like_state(db_path)
     con.execute("CREATE TABLE raw_lines (line TEXT NOT NULL)")
 
     def lines():
