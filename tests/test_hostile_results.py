@@ -164,6 +164,25 @@ def test_redaction_keeps_the_text_around_the_key_byte_for_byte(monkeypatch: pyte
     assert redaction.redact(untouched) is untouched or redaction.redact(untouched) == untouched
 
 
+def test_a_bearer_token_in_any_case_is_redacted_in_text_lines_and_raw_bytes() -> None:
+    """The bearer rule ignores case; its fast pre-check used to look for "earer"/"EARER" only, so
+    "BeArEr <token>" (a token batchrun does not know) went through unredacted."""
+    token = "Zq81xYtv0PLm3nBv5RcW"  # 20 URL-safe characters with digits: a token's shape
+    for spelling in ("Bearer", "bearer", "BEARER", "BeArEr", "bEARER", "BearER"):
+        text = f"the gateway said: Authorization: {spelling} {token} (refused)"
+        assert redaction.redact(text) == f"the gateway said: Authorization: Bearer {REDACTED} (refused)", spelling
+        line = json.dumps({"error": {"message": text}})
+        assert token not in redaction.redact_json_line(line) and json.loads(redaction.redact_json_line(line)), spelling
+        assert redaction.needs_redaction(line.encode(), redaction.known_keys()), spelling
+        assert redaction.needs_redaction(f"{spelling} {token}".encode(), redaction.known_keys()), spelling
+        # Non-ASCII around it: the str test lowers every character, the bytes test only ASCII.
+        cjk = f"模型回答：{spelling} {token}。"
+        assert token not in redaction.redact(cjk) and redaction.needs_redaction(cjk.encode(), redaction.known_keys())
+    # Prose stays: the rule wants a long token with a digit after the word.
+    for prose in ("BeArEr bonds are paid to whoever holds them", "Bearer authentication uses tokens"):
+        assert redaction.redact(prose) == prose and not redaction.needs_redaction(prose.encode(), redaction.known_keys())
+
+
 def test_a_masked_echo_of_a_key_is_redacted_with_its_mask(monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenAI's 401 quotes a wrong key masked, its first 8 and last 4 characters around asterisks
     (the emulator's openai_rules.masked_key); gateways mask it their own way. The visible parts
