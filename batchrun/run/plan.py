@@ -238,30 +238,35 @@ class _JudgeLines:
 
     def __init__(self, adapter: Adapter, route: Route, policy: RoutePolicy):
         self.adapter, self.route, self.policy = adapter, route, policy
-        self._templates: dict[str, list[bytes | str] | None] = {}
+        self._templates: dict[str, tuple[bytes, bool, bytes, bytes] | None] = {}
 
-    def _template(self, task: Task) -> list[bytes | str] | None:
+    def _template(self, task: Task) -> tuple[bytes, bool, bytes, bytes] | None:
+        """(text before the first placeholder, whether that one is the id, text between, text
+        after with the newline)."""
         spec = RequestSpec(_ID_SENTINEL, self.route.model, judge_prompt(task.question, task.rubric, _ANSWER_SENTINEL),
                            self.policy.max_tokens, self.policy.temperature)
         line = jsonl.dumps(self.adapter.build_line(self.route, spec))
         if line.count(_ID_SENTINEL_ESCAPED) != 1 or line.count(_ANSWER_SENTINEL_ESCAPED) != 1:
             return None
-        pieces: list[bytes | str] = []
-        for i, part in enumerate(re.split(f"({re.escape(_ID_SENTINEL_ESCAPED)}|{re.escape(_ANSWER_SENTINEL_ESCAPED)})", line)):
-            # Odd positions are the placeholders (kept as str: which one), even ones the text around them.
-            pieces.append(part if i % 2 else part.encode())
-        pieces.append(b"\n")
-        return pieces
+        head, first, mid, _, tail = re.split(f"({re.escape(_ID_SENTINEL_ESCAPED)}|{re.escape(_ANSWER_SENTINEL_ESCAPED)})", line)
+        return head.encode(), first == _ID_SENTINEL_ESCAPED, mid.encode(), tail.encode() + b"\n"
 
     def line(self, custom_id: str, task: Task, answer: str) -> bytes:
-        if task.task_id not in self._templates:
-            self._templates[task.task_id] = self._template(task)
-        template = self._templates[task.task_id]
+        template = self._templates.get(task.task_id, _UNSEEN)
+        if template is _UNSEEN:
+            template = self._templates[task.task_id] = self._template(task)
         response = answer[:JUDGE_RESPONSE_CHARS]
         if template is None or "\x7f" in response:
             return _judge_line(self.adapter, self.route, self.policy, custom_id, task, answer)
+        # Five pieces joined once (a list built with a test per piece was ~1.5 us of a line's ~10).
+        head, id_first, mid, tail = template
         escaped_id, escaped_answer = jsonl.escape_str(custom_id).encode(), jsonl.escape_utf8(response)
-        return b"".join([p if isinstance(p, bytes) else escaped_id if p == _ID_SENTINEL_ESCAPED else escaped_answer for p in template])
+        if id_first:
+            return b"".join((head, escaped_id, mid, escaped_answer, tail))
+        return b"".join((head, escaped_answer, mid, escaped_id, tail))
+
+
+_UNSEEN: Any = object()  # a task whose template is not made yet (None: made, and not usable)
 
 
 def _judge_line(adapter: Adapter, route: Route, policy: RoutePolicy, custom_id: str, task: Task, answer: str) -> bytes:
