@@ -11,6 +11,7 @@ says why BLAKE3); request_files.py takes each file to the disk.
 
 from __future__ import annotations
 
+import gc
 import re
 import time
 from collections import defaultdict
@@ -305,12 +306,20 @@ def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = Non
     config = inputs.config
     config.require_routes(routes or ())
     recover_interrupted_writes(store, config)
+    # The cyclic garbage collector is paused: plan's rows, pending requests and lines form no
+    # cycles, and its passes over them found almost nothing (30 routes' judge stage: 119 passes,
+    # ~0.12 s, 21 objects freed; a cycle left meanwhile is freed by the next pass after plan).
+    # analysis.py and collect.py pause it likewise.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     # SQLite's page cache for the plan (PLAN_CACHE_KIB says why this size).
     try:
         with store.page_cache(kib=PLAN_CACHE_KIB):
             sync_state(store, inputs)
             return _plan_pending(store, inputs, routes=routes, stages=stages, write=write)
     finally:
+        if gc_was_enabled:
+            gc.enable()
         # What the command escaped while measuring is for its first plan; a later round of a
         # refresh reads the documents it needs again (and refuses one changed since).
         if inputs.corpus is not None and inputs.corpus.escaped is not None:
