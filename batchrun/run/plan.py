@@ -293,9 +293,10 @@ def _judge_line(adapter: Adapter, route: Route, policy: RoutePolicy, custom_id: 
 # in the order of the file: random places in each. With the 256 KiB cap plan had (its rows were
 # thought to be written once each), those pages left the cache and were read and written again
 # for every few rows: 40,578 judge requests at 30 routes took 0.96-1.0 s of CPU to record; with
-# 8-16 MiB, 0.22-0.26 s (the default 2 MB: 0.66 s). A cap, not an allocation: a small project
-# uses what it touches.
-PLAN_CACHE_KIB = 16384
+# 8 MiB, 0.22-0.25 s (the default 2 MB: 0.66 s; 4 MiB: 0.32-0.37 s; 16 MiB no faster than 8, and
+# 7 MB more of peak memory in the judge stage at 3 routes, which fills it). A cap, not an
+# allocation: a small project uses what it touches.
+PLAN_CACHE_KIB = 8192
 
 
 def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = None, stages: set[str] | None = None,
