@@ -6,6 +6,7 @@ recorded in state.db; nothing is mocked.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -437,6 +438,7 @@ def test_a_plan_that_fails_mid_write_leaves_no_open_file_or_thread_and_the_next_
     with pytest.raises(DataError, match="max_bytes_per_file"):
         do_plan(store, project.load())
     assert not [t for t in threading.enumerate() if t.name.startswith(("batchrun-fsync", "batchrun-checksum"))]
+    assert gc.isenabled()  # plan pauses the cyclic garbage collector, and a failure gives it back
     assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["writing"]
     (partial,) = (project.root / "jobs").glob("*/requests.jsonl.partial")
     assert partial.read_bytes().endswith(b"\n")  # the first line was written, then the file closed
@@ -605,6 +607,28 @@ def test_plan_library_call_reports_the_same_as_the_cli(project: Project) -> None
     assert {r.route: r.to_send for r in result.routes if r.stage == "gen"} == {"gpt": 4, "claude": 4, "gemini": 4}
     assert len(project.jobs_files()) == 3
     assert os.path.isdir(project.root / "jobs")
+
+
+def test_plan_pauses_the_garbage_collector_and_leaves_it_as_it_found_it(project: Project,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import batchrun.run.plan as plan_module
+
+    small_project(project)
+    seen: list[bool] = []
+    sync = plan_module.sync_state
+    monkeypatch.setattr(plan_module, "sync_state", lambda *a, **k: (seen.append(gc.isenabled()), sync(*a, **k))[1])
+    store = project.store()
+    try:
+        do_plan(store, project.load())
+        assert seen == [False] and gc.isenabled()
+        gc.disable()  # a caller that paused it itself (a long refresh) finds it paused still
+        try:
+            do_plan(store, project.load())
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        store.close()
 
 
 # --- reading the corpus -----------------------------------------------------------------------
