@@ -6,7 +6,8 @@ logged (redaction), JSON Lines as every provider writes and reads them (jsonl), 
 of the files a user hands batchrun (userfiles), progress lines on stderr (progress), the guard
 every provider call's HTTP requests pass through (netguard: the route's own origin only, within
 the run's time limit), the backoff arithmetic of retries (backoff), lengths of time as options
-take them (durations) and batchrun's version.
+take them (durations), the garbage collector paused around bulk work (gcpause) and batchrun's
+version.
 
 May import: nothing else of batchrun.
 """

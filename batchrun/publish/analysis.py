@@ -21,7 +21,6 @@ is asked for `provisional` results, which say so.
 
 from __future__ import annotations
 
-import gc
 import json
 import string
 from collections import defaultdict
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.errors import BatchrunError, ConfigError, Incomplete
+from ..base.gcpause import gc_paused
 from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.store import Store
 from ..protocol.config import Config
@@ -573,15 +573,10 @@ def full_report(store: Store, config: Config | Inputs, settings: Settings = Sett
 
     # The report is ~100,000 small dicts and lists, none in a cycle: the cyclic garbage collector's
     # passes over them found nothing and cost ~0.09 s at 32 routes x 100k results (issue 15).
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         board = board if board is not None else leaderboard(store)  # fills cells_now
         judgments = judgments if judgments is not None else judge_scores(store)
         data = report_data(store, inputs, board, judgments, with_tasks=with_tasks)
         # The report's routes carry every leaderboard column the statistics read.
         data["statistics"] = statistics(store, inputs.config, data["routes"], settings, judgments=judgments)
-    finally:
-        if was_enabled:
-            gc.enable()
     return data

@@ -21,17 +21,15 @@ leaderboard are rewritten from the views.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..base import jsonl
+from ..base.gcpause import gc_paused
 from ..base.progress import SILENT, Progress
 from ..base.redaction import Keys, known_keys, redact, redact_json_line
 from ..ledger import kept
@@ -143,7 +141,7 @@ def ingest(store: Store, config: Config, result: CollectResult, *, progress: Pro
     collector is paused: parsing allocates millions of dicts and lists that never form cycles,
     and its passes over the rows waiting to be inserted cost ~10% of the time.
     """
-    with store.page_cache(kib=INGEST_CACHE_KIB), store.background_checkpoints(), _gc_paused():
+    with store.page_cache(kib=INGEST_CACHE_KIB), store.background_checkpoints(), gc_paused():
         for b in store.rows("SELECT * FROM batches WHERE status = ? ORDER BY seq", [Status.DOWNLOADED]):
             skipped_before, truncated_before, notices_before = result.skipped_lines, len(result.truncated), len(result.notices)
             collect_batch(store, config, b, result)
@@ -160,17 +158,6 @@ def _retry_after(obj: Any) -> float | None:
     on the line (RETRY_AFTER_KEY); batch result lines carry none."""
     value = obj.get(RETRY_AFTER_KEY) if isinstance(obj, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _kinds(store: Store, batch_id: str) -> dict[str, int]:

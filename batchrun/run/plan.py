@@ -11,7 +11,6 @@ says why BLAKE3); request_files.py takes each file to the disk.
 
 from __future__ import annotations
 
-import gc
 import re
 import time
 from collections import defaultdict
@@ -21,6 +20,7 @@ from typing import Any
 
 from ..base import jsonl
 from ..base.errors import DataError
+from ..base.gcpause import gc_paused
 from ..ledger import kept
 from ..ledger.cost import ExpectedOutput, expected_output, online_cost, request_cost
 from ..ledger.lifecycle import Status, move, new_batch
@@ -307,20 +307,13 @@ def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = Non
     config = inputs.config
     config.require_routes(routes or ())
     recover_interrupted_writes(store, config)
-    # The cyclic garbage collector is paused: plan's rows, pending requests and lines form no
-    # cycles, and its passes over them found almost nothing (30 routes' judge stage: 119 passes,
-    # ~0.12 s, 21 objects freed; a cycle left meanwhile is freed by the next pass after plan).
-    # analysis.py and collect.py pause it likewise.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    # SQLite's page cache for the plan (PLAN_CACHE_KIB says why this size).
+    # The cyclic garbage collector is paused (base/gcpause.py says why); SQLite's page cache for
+    # the plan is PLAN_CACHE_KIB (which says why this size).
     try:
-        with store.page_cache(kib=PLAN_CACHE_KIB):
+        with gc_paused(), store.page_cache(kib=PLAN_CACHE_KIB):
             sync_state(store, inputs)
             return _plan_pending(store, inputs, routes=routes, stages=stages, write=write)
     finally:
-        if gc_was_enabled:
-            gc.enable()
         # What the command escaped while measuring is for its first plan; a later round of a
         # refresh reads the documents it needs again (and refuses one changed since).
         if inputs.corpus is not None and inputs.corpus.escaped is not None:
