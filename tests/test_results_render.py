@@ -62,7 +62,9 @@ def _value(rng: random.Random, depth: int) -> Any:
 
 
 def _same(data: Any) -> None:
-    assert dumps_indent2(data) == json.dumps(data, ensure_ascii=False, indent=2)
+    expected = json.dumps(data, ensure_ascii=False, indent=2)
+    assert dumps_indent2(data) == expected
+    assert dumps_indent2(data, end="\n") == expected + "\n"  # render's final newline, joined with the rest
 
 
 def test_random_nested_data_renders_as_json_dumps() -> None:
