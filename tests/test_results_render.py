@@ -96,6 +96,19 @@ def test_containers_shared_many_times_render_as_json_dumps() -> None:
         assert holders
 
 
+def test_a_container_met_again_renders_as_json_dumps_wherever_it_is_met() -> None:
+    """dumps_indent2 writes a container it meets again at the same level as its first text: met
+    first deeper then shallower, inside itself shared, empty, as a tuple and a list, and held by
+    nothing else (a walk of fresh objects that may take a freed one's id)."""
+    verdict = {"total": 1e-06, "score": 1e16, "points_awarded": [0, 2**70, -0.0, "中\ud800", [], {}]}
+    nested = {"v": verdict, "again": [verdict, {"v": verdict}]}
+    for data in ([[verdict], verdict, verdict], [verdict, [verdict], [[verdict]], verdict],
+                 {"a": nested, "b": [nested, nested], "c": verdict}, [(), (), [], [], {}, {}],
+                 [verdict["points_awarded"], tuple(verdict["points_awarded"]), verdict["points_awarded"]],
+                 [{"fresh": [i, float(i)]} for i in range(50)]):
+        _same(data)
+
+
 @pytest.mark.parametrize("data", [
     {}, [], (), {"a": {}}, {"a": []}, [[], {}, [[]]], {"a": {"b": {"c": {"d": [1, {"e": None}]}}}},
     {2: "int key", 1.5: "float key", True: "bool key", None: "none key"}, [math.nan, math.inf, -math.inf],

@@ -88,11 +88,31 @@ def dumps_indent2(data: Any, *, end: str = "") -> str:
     newlines = ["\n"]  # newlines[level]: "\n" and the indent of that level
     keys: dict[str, str] = {}  # an encoded key and ": ", by key
 
+    # A container met again at the same level (the same object) is written as the text of its
+    # first rendering, joined once. judge_details shares one verdict among all the verdicts alike
+    # (60 distinct among 81,000 at bench/ingest.py's night 2), so that night's 32 scores files
+    # take ~0.11 s instead of ~0.27 s (tests/test_results_render.py renders shared containers at
+    # any level). Every container is remembered: a file's walk holds a few thousand entries, and
+    # remembering the responses files' containers, each met once, costs nothing measurable. The
+    # text cannot differ, only the time; `data` stays alive through the walk, so no id is reused.
+    seen: dict[int, tuple[int, int, int]] = {}  # id -> (level, first piece, end)
+    joined: dict[int, str] = {}  # id -> the text of parts[first piece:end], once met again
+
     def container(o: Any, level: int) -> None:
+        mark = seen.get(id(o))
+        if mark is not None and mark[0] == level:
+            text = joined.get(id(o))
+            if text is None:
+                text = joined[id(o)] = "".join(parts[mark[1]:mark[2]])
+            append(text)
+            return
+        start = len(parts)
         if isinstance(o, dict):
             dict_(o, level)
         else:
             list_(o, level)
+        if mark is None:
+            seen[id(o)] = (level, start, len(parts))
 
     def dict_(d: dict[Any, Any], level: int) -> None:
         if not d:
