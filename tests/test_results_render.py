@@ -62,7 +62,9 @@ def _value(rng: random.Random, depth: int) -> Any:
 
 
 def _same(data: Any) -> None:
-    assert dumps_indent2(data) == json.dumps(data, ensure_ascii=False, indent=2)
+    expected = json.dumps(data, ensure_ascii=False, indent=2)
+    assert dumps_indent2(data) == expected
+    assert dumps_indent2(data, end="\n") == expected + "\n"  # render's final newline, joined with the rest
 
 
 def test_random_nested_data_renders_as_json_dumps() -> None:
@@ -92,6 +94,19 @@ def test_containers_shared_many_times_render_as_json_dumps() -> None:
 
         _same([tree(0) for _ in range(rng.choice([1, 3, 12]))])
         assert holders
+
+
+def test_a_container_met_again_renders_as_json_dumps_wherever_it_is_met() -> None:
+    """dumps_indent2 writes a container it meets again at the same level as its first text: met
+    first deeper then shallower, inside itself shared, empty, as a tuple and a list, and held by
+    nothing else (a walk of fresh objects that may take a freed one's id)."""
+    verdict = {"total": 1e-06, "score": 1e16, "points_awarded": [0, 2**70, -0.0, "中\ud800", [], {}]}
+    nested = {"v": verdict, "again": [verdict, {"v": verdict}]}
+    for data in ([[verdict], verdict, verdict], [verdict, [verdict], [[verdict]], verdict],
+                 {"a": nested, "b": [nested, nested], "c": verdict}, [(), (), [], [], {}, {}],
+                 [verdict["points_awarded"], tuple(verdict["points_awarded"]), verdict["points_awarded"]],
+                 [{"fresh": [i, float(i)]} for i in range(50)]):
+        _same(data)
 
 
 @pytest.mark.parametrize("data", [
