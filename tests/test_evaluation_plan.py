@@ -72,3 +72,21 @@ def test_keep_current_gives_back_the_temporary_page_cache(tmp_path: Path) -> Non
             kept.keep_current(store)
         assert store.db.execute("PRAGMA temp.cache_size").fetchone()[0] == -1234
         assert kept.is_current(store)
+
+
+def test_the_full_evaluation_takes_each_wanted_request_once_in_the_requests_order(tmp_path: Path) -> None:
+    # evaluate_requests takes the wanted requests' rows as their cells and judge requests are
+    # found (no table of their ids, no scan of requests): each once, in requests' own order (what
+    # the scan gave, so kept_requests is written in the same order), each row the view's.
+    from batchrun.ledger.pending import current_requests_sql
+
+    with _store(tmp_path) as store:
+        db = store.db
+        evaluate_requests(store)
+        wanted = f"SELECT custom_id FROM requests WHERE custom_id IN ({current_requests_sql()})"
+        got = db.execute("SELECT * FROM temp.requests_now").fetchall()
+        assert got and [row[0] for row in got] == [r[0] for r in db.execute(f"{wanted} ORDER BY rowid")]
+        assert got == db.execute(f"""SELECT s.* FROM request_status s JOIN requests r ON r.custom_id = s.custom_id
+                                     WHERE s.custom_id IN ({wanted}) ORDER BY r.rowid""").fetchall()
+        assert db.execute("SELECT * FROM temp.outcomes_now ORDER BY custom_id").fetchall() == db.execute(
+            f"SELECT * FROM request_outcomes WHERE custom_id IN ({wanted}) ORDER BY custom_id").fetchall()
