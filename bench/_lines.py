@@ -13,6 +13,7 @@ batch ends `expired` and collect records the request as expired.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sqlite3
@@ -177,15 +178,21 @@ def write_result_files(folder: Path, provider: str, lines: Sequence[tuple[dict, 
 
 def mark_downloaded(con: sqlite3.Connection, batch_id: str, files: Sequence[Path], *, provider_state: str = "done",
                     at: float | None = None, provider_batch_id: str | None = None) -> None:
-    """Where poll leaves a batch that ended and whose results were downloaded (poll._follow)."""
+    """Where poll leaves a batch that ended and whose results were downloaded (poll._follow),
+    each file's sha256 recorded as poll records it: collect checks them before reading (resume.
+    refuse_changed_result_files), and a benchmark that left them out would not time that."""
     at = time.time() if at is None else at
     raw_status = {"done": "completed", "expired": "expired"}.get(provider_state, provider_state)
+    digests = []
+    for f in files:
+        with open(f, "rb") as fh:
+            digests.append(hashlib.file_digest(fh, "sha256").hexdigest())
     con.execute(
         """UPDATE batches SET status = 'downloaded', provider_batch_id = coalesce(provider_batch_id, ?), provider_status = ?,
            provider_state = ?, quota = 0, submitted_at = coalesce(submitted_at, ?), ended_at = ?, downloaded_at = ?,
-           download_attempts = 1, result_files_json = ? WHERE id = ?""",
+           download_attempts = 1, result_files_json = ?, result_files_sha256_json = ? WHERE id = ?""",
         [provider_batch_id or f"batch_{batch_id}", raw_status, provider_state, at - 3600, at, at,
-         json.dumps([str(f) for f in files]), batch_id])
+         json.dumps([str(f) for f in files]), json.dumps(digests), batch_id])
 
 
 # Every timestamp column batchrun writes (epoch seconds). document_files.mtime_ns is a file's
