@@ -164,6 +164,19 @@ def test_redaction_keeps_the_text_around_the_key_byte_for_byte(monkeypatch: pyte
     assert redaction.redact(untouched) is untouched or redaction.redact(untouched) == untouched
 
 
+def test_a_bearer_token_is_redacted_whatever_the_case_of_bearer() -> None:
+    """HTTP's auth scheme is case-insensitive (RFC 9110 §11.1), and so is the pattern: the quick
+    test before it must be too (it let "BeArEr <token>" through)."""
+    token, no_keys = "abcdefghij0123456789xyz", redaction.Keys((), None, None, None, None, ())  # a token no variable holds
+    for scheme in ("Bearer", "bearer", "BEARER", "BeArEr", "bEARer", "BEARer"):
+        text = f"the header was {scheme} {token}, refused"
+        assert redaction.redact(text, no_keys) == "the header was Bearer [REDACTED], refused", scheme
+        line = json.dumps({"error": {"message": text}})
+        assert token not in redaction.redact_json_line(line, no_keys) and json.loads(redaction.redact_json_line(line, no_keys)), scheme
+        assert redaction.needs_redaction(line.encode(), no_keys), scheme  # a downloaded file is rewritten for it
+    assert redaction.redact("Bearer bonds and BeArEr authentication", no_keys) == "Bearer bonds and BeArEr authentication"
+
+
 def test_a_masked_echo_of_a_key_is_redacted_with_its_mask(monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenAI's 401 quotes a wrong key masked, its first 8 and last 4 characters around asterisks
     (the emulator's openai_rules.masked_key); gateways mask it their own way. The visible parts
