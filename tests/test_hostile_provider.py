@@ -153,6 +153,10 @@ def test_malformed_result_lines_are_per_request_failures_never_a_crash(project: 
     # The line that names its request is that request's infrastructure failure, raw line kept;
     # the lines that name none leave their requests without a line: 'missing', resubmitted.
     assert kinds(project) == {"p1": ["missing"], "p2": ["missing"], "p3": ["missing"], "p4": ["transient"], "p5": ["missing"]}
+    # Their rows go in in custom_id order (the order collect wrote them in when it read the
+    # batch's requests through batch_requests' key; it reads them in rowid order now).
+    missing = [r["custom_id"] for r in project.sql("SELECT custom_id FROM results WHERE kind = 'missing' ORDER BY id")]
+    assert missing == sorted(missing) and len(missing) == 4
     bad = project.sql("SELECT * FROM results WHERE custom_id = ?", [cid["p4"]])[0]
     assert bad["error_type"] == "malformed" and "not an object" in bad["error_message"]
     assert json.loads(bad["raw_json"]) == json.loads(wrong_shape(provider).replace("$CUSTOM_ID", cid["p4"]))

@@ -201,6 +201,7 @@ def queue_judgments(store: Store, config: Config) -> int:
     # Each task's question and rubric, read once (not with every answer, for every judge).
     tasks = {task_id: (question, rubric_json) for task_id, question, rubric_json in
              store.db.execute("SELECT task_id, question, rubric_json FROM tasks")}
+    every_answer: list[Any] | None = None  # judge_answers in full, read once for every judge with no request yet
     for judge_name, jfp in judges.items():
         route = config.routes[judge_name]
         if store.db.execute("SELECT 1 FROM requests WHERE route = ? AND stage = 'judge' AND policy_fp = ? LIMIT 1",
@@ -215,9 +216,12 @@ def queue_judgments(store: Store, config: Config) -> int:
         else:
             # No request of this judge's policy yet (a night's first answers, a judge added or
             # changed): every answer lacks one, without a probe per answer (6 x 14,977 probes
-            # were 0.2 s of bench/ingest.py's night 1; the same rows in the same order).
-            answers = store.db.execute(
-                "SELECT a.custom_id, a.task_id, a.graded_sha256, a.result_id FROM temp.judge_answers a ORDER BY a.rowid").fetchall()
+            # were 0.2 s of bench/ingest.py's night 1; the same rows in the same order). Read
+            # once for all such judges: only requests are inserted meanwhile, never an answer.
+            if every_answer is None:
+                every_answer = store.db.execute(
+                    "SELECT a.custom_id, a.task_id, a.graded_sha256, a.result_id FROM temp.judge_answers a ORDER BY a.rowid").fetchall()
+            answers = every_answer
         unseen = {result_id: task_id for _, task_id, _, result_id in answers if result_id not in measured}
         if unseen:
             texts = store.db.execute("SELECT id, text FROM results WHERE id IN (SELECT value FROM json_each(?))",

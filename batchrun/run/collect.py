@@ -255,11 +255,16 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     adapter = get_adapter(b["provider"])
     route = config.routes.get(b["route"])
     rubric_totals = dict(store.db.execute("SELECT task_id, rubric_total FROM tasks"))  # a few hundred rows
+    # The batch's requests, read in rowid order: the custom_id index alone finds their rowids, then
+    # the rows are read in table order instead of one random table lookup per request (night 2 of
+    # bench/ingest.py: 86,756 requests, 0.16-0.22 -> 0.13 s). Unordered: the missing rows below
+    # are written in custom_id order, as before.
     members = {
         cid: (stage, rubric_totals.get(task_id, 0))
         for cid, stage, task_id in store.db.execute(
-            """SELECT br.custom_id, q.stage, q.task_id FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id
-               WHERE br.batch_id = ?""", [b["id"]])
+            """SELECT custom_id, stage, task_id FROM requests WHERE rowid IN (
+                 SELECT q.rowid FROM batch_requests br JOIN requests q ON q.custom_id = br.custom_id WHERE br.batch_id = ?)""",
+            [b["id"]])
     }
     if b["quota"]:
         # "Not now": the provider's queue was full. No result rows: the requests are pending again.
@@ -409,20 +414,19 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     # Requests the batch never answered: say why, so the retry policy can count them.
     missing_kind = _MISSING_KIND.get(b["provider_state"] or "", "missing")
     unread = 0
-    for cid in members:
-        if cid not in seen:
-            if missing_kind in ("batch_failed", "auth") or b["provider_state"] == HOST_REFUSED:
-                message = b["error"]
-            elif b["download_truncated"]:
-                message = (f"no readable result line: the result file was still truncated after {b['download_attempts']} "
-                           f"download(s) and was accepted as it is ({b['provider_status']})")
-            else:
-                message = f"no result line in batch ({b['provider_status']})"
-            unbilled = 0.0 if route is not None and route.price.known else None  # never processed: nothing billed
-            rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id,
-                         unbilled, None, None))
-            result.by_kind[missing_kind] = result.by_kind.get(missing_kind, 0) + 1
-            unread += 1
+    for cid in sorted(cid for cid in members if cid not in seen):
+        if missing_kind in ("batch_failed", "auth") or b["provider_state"] == HOST_REFUSED:
+            message = b["error"]
+        elif b["download_truncated"]:
+            message = (f"no readable result line: the result file was still truncated after {b['download_attempts']} "
+                       f"download(s) and was accepted as it is ({b['provider_status']})")
+        else:
+            message = f"no result line in batch ({b['provider_status']})"
+        unbilled = 0.0 if route is not None and route.price.known else None  # never processed: nothing billed
+        rows.append((b["id"], cid, missing_kind, None, None, None, None, None, None, missing_kind, message, None, now, store.run_id,
+                     unbilled, None, None))
+        result.by_kind[missing_kind] = result.by_kind.get(missing_kind, 0) + 1
+        unread += 1
     conflicts += _conflicts(b, first, repeated, result, keys)
     if b["download_truncated"]:
         result.truncated.append(
