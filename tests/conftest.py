@@ -29,18 +29,20 @@ def _byte_compile() -> None:
     as pip does for an installed package; an up-to-date tree costs a stat per file. And pytest
     may cache its rewritten test modules (tests/__pycache__, ignored by git): a second run in the
     same tree does not rewrite them. The processes read the .pyc files whatever the variable says;
-    the variable only stops their writing, which is all this undoes, for the suite."""
+    the variable only stops their writing, which is all this undoes, for the suite. Silent (quiet=2):
+    a tree it cannot write to just goes on as before, and a syntax error shows when it is imported."""
     import compileall
 
     sys.dont_write_bytecode = False
     here = Path(__file__).resolve().parent
-    compileall.compile_dir(str(here.parent / "batchrun"), quiet=1)
+    compileall.compile_dir(str(here.parent / "batchrun"), quiet=2)
     for helper in here.glob("*.py"):
         if not helper.name.startswith(("test_", "conftest")):
-            compileall.compile_file(str(helper), quiet=1)
+            compileall.compile_file(str(helper), quiet=2)
 
 
-_byte_compile()
+_byte_compile()  # before batchrun's modules are imported below
+
 from click.testing import CliRunner
 
 from batchrun.cli import cli
