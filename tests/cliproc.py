@@ -72,8 +72,11 @@ def _context() -> Any:
     return _ctx
 
 
-def _child(args: list[str], env: dict[str, str], cwd: str | None, out: str, err: str) -> None:
-    """In the forked child: become `python -m batchrun ARGS` and run it."""
+def _child(args: list[str], env: dict[str, str], cwd: str | None, out: str, err: str,
+           setattrs: dict[str, Any] | None = None) -> None:
+    """In the forked child: become `python -m batchrun ARGS` and run it (`setattrs`: module
+    globals set first, "module.NAME": value, as `python -c "import module; module.NAME = value;
+    from batchrun.cli import cli; cli()"` would)."""
     for fd, path in ((1, out), (2, err)):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -89,6 +92,9 @@ def _child(args: list[str], env: dict[str, str], cwd: str | None, out: str, err:
     sys.stderr = io.TextIOWrapper(io.open(2, "wb", closefd=False), encoding=encoding,
                                   errors="backslashreplace", line_buffering=True)
     sys.argv = [str(Path(sys.modules["batchrun"].__file__ or "batchrun").parent / "__main__.py"), *args]
+    for name, value in (setattrs or {}).items():
+        module, attr = name.rsplit(".", 1)
+        setattr(importlib.import_module(module), attr, value)
     from batchrun.cli import cli
 
     cli(args=args, prog_name="python -m batchrun")
@@ -98,7 +104,7 @@ class BatchrunProcess:
     """A running `batchrun ARGS` child: the subset of subprocess.Popen the tests use."""
 
     def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-                 stdout: str | Path | None = None) -> None:
+                 stdout: str | Path | None = None, setattrs: Mapping[str, Any] | None = None) -> None:
         self.args = ["python", "-m", "batchrun", *args]
         self._dir = tempfile.mkdtemp(prefix="batchrun-proc-")
         self._out, self._err = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")
@@ -107,7 +113,7 @@ class BatchrunProcess:
             self._out = str(stdout)
         self._proc = _context().Process(
             target=_child, args=(list(args), dict(os.environ if env is None else env),
-                                 None if cwd is None else str(cwd), self._out, self._err),
+                                 None if cwd is None else str(cwd), self._out, self._err, dict(setattrs or {})),
             name="batchrun", daemon=False)
         self._texts: tuple[str, str] | None = None
         self._proc.start()
@@ -160,17 +166,19 @@ class BatchrunProcess:
 
 
 def start(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-          stdout: str | Path | None = None) -> BatchrunProcess:
+          stdout: str | Path | None = None, setattrs: Mapping[str, Any] | None = None) -> BatchrunProcess:
     """`subprocess.Popen([python, -m, batchrun, *args])`, forked warm. Its output goes to files,
     read (and removed) when it is waited for: `.outputs()` returns (stdout, stderr). `stdout`: a
-    path the child opens for its stdout instead (a FIFO the test reads; its text is then "")."""
-    return BatchrunProcess(args, env=env, cwd=cwd, stdout=stdout)
+    path the child opens for its stdout instead (a FIFO the test reads; its text is then "").
+    `setattrs`: module globals the child sets before it runs the CLI ("module.NAME": value), for
+    a batchrun that differs in a constant (another prompt template, say)."""
+    return BatchrunProcess(args, env=env, cwd=cwd, stdout=stdout, setattrs=setattrs)
 
 
 def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-        timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        timeout: float | None = None, setattrs: Mapping[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
     """`subprocess.run([python, -m, batchrun, *args], capture_output=True, text=True)`, forked warm."""
-    proc = start(args, env=env, cwd=cwd)
+    proc = start(args, env=env, cwd=cwd, setattrs=setattrs)
     try:
         code = proc.wait(timeout)
     except subprocess.TimeoutExpired:

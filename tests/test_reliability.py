@@ -84,8 +84,9 @@ def emu(emu_proc: EmulatorProcess) -> EmulatorProcess:
 
 
 def run_batchrun(project: Project, *args: str, emu: EmulatorProcess | None = None, env: dict[str, str] | None = None,
-                 timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m batchrun ARGS` as a real child process (forked warm: see tests/cliproc.py)."""
+                 timeout: float = 120, setattrs: dict[str, Any] | None = None) -> subprocess.CompletedProcess:
+    """`python -m batchrun ARGS` as a real child process (forked warm: see tests/cliproc.py;
+    `setattrs` as cliproc.start's)."""
     cmd = ["--config", str(project.config_path)]
     if emu is not None:
         cmd += ["--emulator", emu.url]
@@ -94,7 +95,7 @@ def run_batchrun(project: Project, *args: str, emu: EmulatorProcess | None = Non
     full_env = {**os.environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001", "BATCHRUN_LOCK_GRACE": LOCK_GRACE,
                 **(env or {})}
     full_env.pop("BATCHRUN_DIE_AT", None) if "BATCHRUN_DIE_AT" not in (env or {}) else None
-    return cliproc.run(cmd + list(args), env=full_env, timeout=timeout)
+    return cliproc.run(cmd + list(args), env=full_env, timeout=timeout, setattrs=setattrs)
 
 
 def sent(emu: EmulatorProcess) -> Counter[str]:

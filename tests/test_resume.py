@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import KEY_ENV, Project, batch_requests, route, small_project
+from conftest import Project, batch_requests, route, small_project
 from test_reliability import EmulatorProcess, emu, emu_proc, integrity_ok, run_batchrun  # noqa: F401 (emu, emu_proc: its fixtures)
 
 ROUTES = {
@@ -316,13 +314,9 @@ def test_a_route_policy_changed_under_batches_in_flight_names_the_route_and_sett
 
 def test_batches_planned_by_a_batchrun_with_another_prompt_template_are_refused(project: Project, emu: EmulatorProcess) -> None:
     make(project)
-    # Another batchrun (a different generation template) plans and sends the batches.
-    other = ("import batchrun.protocol.policy as c; c.GENERATION_TEMPLATE_SHA256 = '0' * 64; "
-             "from batchrun.cli import cli; cli(prog_name='batchrun')")
-    env = {**__import__("os").environ, KEY_ENV: "test-key-not-secret", "BATCHRUN_RETRY_BASE": "0.0001"}
-    r = subprocess.run([sys.executable, "-c", other, "--config", str(project.config_path), "--emulator", emu.url, "submit"],
-                       capture_output=True, text=True, env=env, timeout=120)
-    project.rehearsing = True
+    # Another batchrun (a different generation template) plans and sends the batches: a child
+    # process whose batchrun.protocol.policy says another template digest (forked warm).
+    r = run_batchrun(project, "submit", emu=emu, setattrs={"batchrun.protocol.policy.GENERATION_TEMPLATE_SHA256": "0" * 64})
     assert r.returncode == 0, r.stderr
     err = refused(project, emu, ["submit"], ["refresh", "--interval", "0.05", "--timeout", "30s"])
     assert "the generation prompt template (route gpt)" in err and "the generation prompt template (route claude)" in err
