@@ -327,34 +327,3 @@ def small_project(project: Project, **config_kw: Any) -> Project:
     project.config(**config_kw)
     return project
 
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection(session: pytest.Session) -> None:
-    """Each xdist worker first rewrites (and caches) its share of the test modules whose rewritten
-    bytecode is not cached yet, so that in a fresh clone the two workers split that work (~5.5 s of
-    CPU each when each did all of it): collecting, a worker then reads the other's share from
-    tests/__pycache__ where it is written by then, and rewrites it itself where not (a valid .pyc
-    is written atomically, so either way each module is rewritten by pytest's own code, as in
-    collection). This uses pytest's assertion-rewriting helpers, which are not a public API: if
-    they are not as expected, collection rewrites everything as before."""
-    import os
-
-    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if not worker.startswith("gw") or not count.isdigit() or sys.dont_write_bytecode:
-        return
-    try:
-        from _pytest.assertion import rewrite
-
-        state = session.config.stash[rewrite.assertstate_key]
-        if state.mode != "rewrite":
-            return
-        here = Path(__file__).resolve().parent
-        modules = sorted(here.glob("test_*.py"))
-        for fn in modules[int(worker[2:]) % int(count)::int(count)]:
-            pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
-            if rewrite._read_pyc(fn, pyc, state.trace) is None and rewrite.try_makedirs(pyc.parent):
-                source_hash, co = rewrite._rewrite_test(fn, session.config)
-                rewrite._write_pyc(state, co, source_hash, pyc)
-    except Exception:  # pytest's internals changed: collection rewrites as it always did
-        return
