@@ -109,6 +109,25 @@ def test_a_container_met_again_renders_as_json_dumps_wherever_it_is_met() -> Non
         _same(data)
 
 
+def test_subclasses_that_build_containers_as_they_are_read_render_as_json_dumps() -> None:
+    """A dict or list subclass whose items() or __iter__ makes new containers, let go of at once:
+    their ids come back for the next ones, and the memo of containers met again must not take
+    one for another (it wrote [{"v": 1}, {"v": 2}, {"v": 1}] for the list below)."""
+
+    class FreshPairs(dict):
+        def items(self) -> Any:
+            for k, v in super().items():
+                yield k, [v]
+
+    class FreshDicts(list):
+        def __iter__(self) -> Any:
+            for v in list.__iter__(self):
+                yield {"v": v}
+
+    for data in ([FreshPairs(a=1, b=2), FreshPairs(c=3)], [FreshDicts([1, 2, 3])], {"x": FreshDicts([1, 2]), "y": FreshDicts([3])}):
+        _same(data)
+
+
 @pytest.mark.parametrize("data", [
     {}, [], (), {"a": {}}, {"a": []}, [[], {}, [[]]], {"a": {"b": {"c": {"d": [1, {"e": None}]}}}},
     {2: "int key", 1.5: "float key", True: "bool key", None: "none key"}, [math.nan, math.inf, -math.inf],
