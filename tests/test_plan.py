@@ -809,7 +809,10 @@ def test_a_written_back_request_file_leaves_the_page_cache_below_what_was_synced
 
     if request_files._DROP_CACHED is None:
         pytest.skip("this system has no posix_fadvise (macOS): nothing is dropped")
-    monkeypatch.setattr("batchrun.run.request_files._WRITEBACK_BYTES", 1)  # a write-back after every line
+    # A write-back after every document: each starts past a whole page. (At 1 byte the first one
+    # started after the first line's few bytes of JSON, with no whole page to drop, and while its
+    # fdatasync waited behind another process's writes, no other started: no page was dropped.)
+    monkeypatch.setattr("batchrun.run.request_files._WRITEBACK_BYTES", 1 << 20)
     advised: list[tuple[int, int, int]] = []
     real = os.posix_fadvise
 
