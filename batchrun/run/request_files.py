@@ -113,7 +113,8 @@ def _naming(path: Path, call: Callable[[int], None], fd: int) -> None:
 # dropped (sys time 15-19 s against 3.4-3.9 s, docs/performance.md). Nobody reads the bytes back
 # soon: submit reads each file once to upload it, at the network's pace (and a small file, never
 # written back, stays cached). Only whole pages below what was synced are dropped: the last,
-# partial one would be read back from the disk by the next append.
+# partial one would be read back from the disk by the next append; once the file is finished and
+# fsync'ed, the rest goes too (_sync_and_place).
 _DROP_CACHED = getattr(os, "POSIX_FADV_DONTNEED", None)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -133,17 +134,27 @@ def _write_back(fd: int, path: Path, start: int, end: int) -> None:
         os.close(fd)
 
 
-def _sync_and_place(file: BinaryIO, tmp: Path, path: Path, writeback: Future[None] | None) -> None:
+def _sync_and_place(file: BinaryIO, tmp: Path, path: Path, writeback: Future[None] | None, dropped: int = 0) -> None:
     """On a closer thread: a finished request file onto the disk, then in place.
 
     Its last write-back's error is its error: Linux reports a failed write-back once per open
     file, so the fsync below would not repeat it. Waiting for that write-back cannot deadlock: it
     went into the same first-in, first-out pool earlier, so a thread already took it. The folder
-    is fsync'ed after the rename, so a 'planned' batch's file survives a power cut under its name."""
+    is fsync'ed after the rename, so a 'planned' batch's file survives a power cut under its name.
+
+    A file that was written back as it grew (`writeback`, past _WRITEBACK_BYTES) also leaves the
+    page cache from `dropped` (what its write-backs dropped) to its end once the fsync made every
+    page clean: up to ~32 MiB a file otherwise stayed cached, more where the disk fell behind
+    (while one write-back waits, none other starts). A small file, never written back, stays."""
     try:
         if writeback is not None:
             writeback.result()
         _naming(tmp, os.fsync, file.fileno())
+        if writeback is not None and _DROP_CACHED is not None:
+            try:
+                os.posix_fadvise(file.fileno(), dropped, 0, _DROP_CACHED)  # length 0: to the end
+            except OSError:
+                pass  # advice, as in _write_back
     finally:
         file.close()
     os.replace(tmp, path)
@@ -180,10 +191,11 @@ class Closer:
         dropping its cached pages in [start, end) (_write_back)."""
         return self._threads().submit(_write_back, os.dup(fd), path, start, end)
 
-    def close(self, file: BinaryIO, tmp: Path, path: Path, writeback: Future[None] | None, then: Callable[[], None]) -> None:
+    def close(self, file: BinaryIO, tmp: Path, path: Path, writeback: Future[None] | None, then: Callable[[], None],
+              dropped: int = 0) -> None:
         """fsync, close and rename `file` (after its last write-back) on a thread; `then()` on the
-        main thread once that is done (settle)."""
-        self._pending.append((self._threads().submit(_sync_and_place, file, tmp, path, writeback), then))
+        main thread once that is done (settle). `dropped`: where its write-backs' dropping stopped."""
+        self._pending.append((self._threads().submit(_sync_and_place, file, tmp, path, writeback, dropped), then))
         while len(self._pending) > _MAX_PENDING:
             self._settle_oldest()
 
@@ -255,7 +267,7 @@ class RequestFile:
         except BaseException:
             self.abort()  # the writer has let go of this file: it is this method's to close
             raise
-        self._closer.close(self._file, self.tmp, self.path, self._writeback, lambda: then(checksum))
+        self._closer.close(self._file, self.tmp, self.path, self._writeback, lambda: then(checksum), self._dropped)
 
     def abort(self) -> None:
         """Stop after a failure: close the file (a write-back has its own descriptor) and stop the
