@@ -367,3 +367,56 @@ def test_a_plan_keeps_the_kept_state_without_the_views_and_it_is_the_same(projec
     assert project.run("plan").exit_code == 0
     with project.store() as store:
         assert _kept_rows(store) == shortcut
+
+
+_PLAN_CHILD = """
+import os, random, signal, sys, time
+from batchrun.ledger import kept
+from batchrun.ledger.store import Store
+sys.path.insert(0, sys.argv[3])
+from test_kept_state import _plan_some
+
+rng = random.Random(int(sys.argv[2]))
+store = Store(sys.argv[1])
+with store.db.atomic():  # something pending to plan: a new run, `batchrun retry`, the last round's batches superseded
+    store.db.execute("INSERT INTO runs (command, started_at, pid) VALUES ('plan', ?, 1)", [time.time()])
+    store.db.execute("UPDATE batches SET status = 'superseded' WHERE status = 'planned'")
+    for cid, route, task in store.db.execute(
+            "SELECT custom_id, route, task_id FROM kept_requests WHERE state IN ('blocked', 'waiting')").fetchall():
+        store.db.execute("INSERT INTO reopens (custom_id, route, task_id, state, created_at) VALUES (?, ?, ?, 'failed', ?)",
+                         [cid, route, task, time.time()])
+kept.keep_current(store)
+assert store.scalar("SELECT count(*) FROM kept_requests WHERE state = 'pending'")
+while not (ids := _plan_some(store, rng, 0)):
+    pass
+if sys.argv[4] == "before":  # the files recorded, the kept state not set
+    os.kill(os.getpid(), signal.SIGKILL)
+steps = [0]
+def tick():
+    steps[0] += 1
+    if steps[0] >= int(sys.argv[5]):
+        os.kill(os.getpid(), signal.SIGKILL)
+store.db.conn.set_progress_handler(tick, 20)  # SIGKILL after that many rounds of SQLite steps
+kept.REBUILD_SHARE = float(sys.argv[6])  # both of its ways (~440 and ~1,400 rounds here)
+assert kept.keep_planned(store, ids)
+"""
+
+
+def test_a_plan_killed_before_or_while_it_sets_the_kept_state_leaves_one_the_next_command_repairs(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    with Store(project / "state.db") as store:
+        kept.keep_current(store)
+    killed = 0
+    rounds = (("before", 0, 0.3), ("during", 200, 1.0), ("during", 500, 0.0), ("during", 1200, 0.0))
+    for round_, (mode, steps, share) in enumerate(rounds):
+        child = subprocess.run([sys.executable, "-c", _PLAN_CHILD, str(project / "state.db"), str(round_), str(Path(__file__).parent),
+                                mode, str(steps), str(share)], capture_output=True, text=True, timeout=60)
+        assert child.returncode == -signal.SIGKILL, child.stderr
+        killed += 1
+        with Store(project / "state.db") as store:
+            assert not kept.is_current(store)  # the planned requests are still named in kept_dirty
+            kept.keep_current(store)
+            assert_kept_is_the_views(store)
+            assert store.scalar("SELECT count(*) FROM kept_requests k JOIN batch_requests br ON br.custom_id = k.custom_id "
+                                "JOIN batches b ON b.id = br.batch_id WHERE b.status = 'planned' AND k.state != 'in_flight'") == 0
+    assert killed == len(rounds)
