@@ -193,7 +193,7 @@ def test_containers_of_scalars_at_every_level_render_as_json_dumps() -> None:
     for scalar in LEAF_SCALARS:
         _same([scalar, [scalar], {"k": scalar}, Doubled([scalar, 1])])
     for key in LEAF_KEYS:
-        _same({key: 1, "nested": {key: [key] if not isinstance(key, float) or key == key else []}})
+        _same({key: 1, "nested": {key: [key]}})
     empty: Any = {}
     for depth in range(7):  # an empty container as the only and as the last item at every level
         _same(empty)
