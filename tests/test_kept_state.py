@@ -420,3 +420,28 @@ def test_a_plan_killed_before_or_while_it_sets_the_kept_state_leaves_one_the_nex
             assert store.scalar("SELECT count(*) FROM kept_requests k JOIN batch_requests br ON br.custom_id = k.custom_id "
                                 "JOIN batches b ON b.id = br.batch_id WHERE b.status = 'planned' AND k.state != 'in_flight'") == 0
     assert killed == len(rounds)
+
+
+def test_the_evaluation_tables_are_set_aside_and_the_next_evaluation_in_the_connection_drops_them(tmp_path: Path) -> None:
+    # keep_current renames the full evaluation's temporary tables instead of dropping them (their
+    # pages go with the connection's temporary file): a second evaluation in the same connection
+    # (another rebuild, a reader's own evaluation) must find their names and their indexes' free.
+    from batchrun.ledger.pending import evaluate_requests
+
+    project = _project(tmp_path)
+    with Store(project / "state.db") as store:
+        def temp_names() -> set[str]:
+            return {r[0] for r in store.db.execute("SELECT name FROM sqlite_temp_master WHERE type IN ('table', 'index', 'view')")}
+
+        for budget in (1, 2):  # the second a changed input: everything evaluated again in the same connection
+            with store.db.atomic():
+                store.db.execute("UPDATE config_routes SET retry_budget = ? WHERE route = (SELECT min(route) FROM config_routes)", [budget])
+            kept.keep_current(store)
+            assert_kept_is_the_views(store)
+            assert {"spent_requests_now", "spent_requests_wanted", "requests_now_cells", "requests_wanted_id"} <= temp_names()
+            assert not {"requests_now", "requests_wanted", "outcomes_now", "wanted"} & temp_names()
+        evaluate_requests(store)  # a reader's evaluation: the spent tables dropped first
+        assert not any(name.startswith("spent_") for name in temp_names())
+        cols = ", ".join(r[1] for r in store.db.execute("PRAGMA table_info(kept_requests)"))
+        assert store.rows(f"SELECT {cols} FROM temp.requests_now ORDER BY custom_id") == store.rows(
+            f"SELECT {cols} FROM kept_requests ORDER BY custom_id")

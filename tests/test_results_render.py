@@ -128,6 +128,78 @@ def test_subclasses_that_build_containers_as_they_are_read_render_as_json_dumps(
         _same(data)
 
 
+class Doubled(list):
+    """A list subclass that reads differently from its storage: json.dumps writes what its
+    __iter__ gives (so does json's C encoder: PySequence_Fast iterates what is not exactly a
+    list or tuple), never the storage."""
+
+    def __iter__(self) -> Any:
+        return (v * 2 if isinstance(v, (int, float, str)) else v for v in list.__iter__(self))
+
+
+class Upper(dict):
+    def items(self) -> Any:  # json.dumps writes what items() gives, not the storage
+        return [(k.upper() if isinstance(k, str) else k, v) for k, v in dict.items(self)]
+
+
+class Count(int):
+    def __repr__(self) -> str:  # json writes int.__repr__, never a subclass's own
+        return "not this"
+
+
+LEAF_SCALARS = [1e-06, 1e16, 1e-300, 5e-324, 2**70, -(2**70), -0.0, 0.0, math.nan, math.inf, -math.inf, 0, -1, True, False, None,
+                "", "\ud800", "\udfff", "x\ud800y", "中文\n\t\"\\", "\x00\x1f\x7f", "😀", Count(3), Ratio(1e16), Name("n"), Color.RED]
+LEAF_KEYS = ["k", "", "中", "\ud800", 0, -5, 2**70, 1.5, -0.0, 1e16, math.nan, math.inf, True, False, None, Name("key")]
+
+
+def _leafy(rng: random.Random, depth: int, pool: list[Any]) -> Any:
+    """Data whose containers are mostly containers of scalars only (the kind a leaf fast path
+    would write in one piece), at every level, empty ones too, some shared, some subclasses."""
+    roll = rng.random()
+    if pool and roll < 0.15:
+        return rng.choice(pool)  # a container met again, at this level or another
+    if depth >= 6 or roll < 0.25:
+        return rng.choice(LEAF_SCALARS)
+    n = rng.choice([0, 1, 2, 4])
+    nested = roll < 0.55
+    values = [_leafy(rng, depth + 1, pool) if nested else rng.choice(LEAF_SCALARS) for _ in range(n)]
+    kind = rng.random()
+    if kind < 0.35:
+        made: Any = {rng.choice(LEAF_KEYS) if rng.random() < 0.5 else f"k{i}": v for i, v in enumerate(values)}
+    elif kind < 0.45:
+        made = Upper((f"k{i}", v) for i, v in enumerate(values))
+    elif kind < 0.8:
+        made = values
+    elif kind < 0.9:
+        made = tuple(values)
+    else:
+        made = Doubled(v for v in values if not isinstance(v, (dict, list, tuple)))
+    if rng.random() < 0.3:
+        pool.append(made)
+    return made
+
+
+def test_containers_of_scalars_at_every_level_render_as_json_dumps() -> None:
+    """Containers holding scalars only, at every level (0 to 6) and empty at every level, with
+    every awkward scalar and key json has (1e-06, 1e+16, 2**70, -0.0, NaN and infinities,
+    lone surrogates, non-str keys, int/float/str subclasses with a repr of their own), dict and
+    list subclasses that read differently from their storage, and containers met again: a
+    rendering that writes such containers in one piece (json's C encoder with the indent in
+    its separator) must give json.dumps' text here."""
+    rng = random.Random(31)
+    for _ in range(600):
+        pool: list[Any] = []
+        _same([_leafy(rng, 0, pool) for _ in range(rng.choice([1, 2, 4]))])
+    for scalar in LEAF_SCALARS:
+        _same([scalar, [scalar], {"k": scalar}, Doubled([scalar, 1])])
+    for key in LEAF_KEYS:
+        _same({key: 1, "nested": {key: [key]}})
+    empty: Any = {}
+    for depth in range(7):  # an empty container as the only and as the last item at every level
+        _same(empty)
+        empty = [empty, {}, []] if depth % 2 else {"a": empty, "b": [], "c": {}}
+
+
 @pytest.mark.parametrize("data", [
     {}, [], (), {"a": {}}, {"a": []}, [[], {}, [[]]], {"a": {"b": {"c": {"d": [1, {"e": None}]}}}},
     {2: "int key", 1.5: "float key", True: "bool key", None: "none key"}, [math.nan, math.inf, -math.inf],

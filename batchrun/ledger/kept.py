@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .pending import drop_temp, evaluate_requests, view_sql
+from .pending import drop_temp, evaluate_requests, set_aside, view_sql
 from .store import Store
 
 # What the views read besides results, requests, batches and reopens (which kept_dirty follows):
@@ -146,8 +146,7 @@ def keep_current(store: Store, *, check_inputs: bool = True) -> None:
                 changed = True
             else:
                 changed = _update(store)
-        for table in ("requests_now", "outcomes_now", "requests_wanted", "wanted"):
-            drop_temp(store, table)  # evaluate_requests' (a reader's requests_now is kept_requests now)
+        set_aside(store)  # evaluate_requests' tables (a reader's requests_now is kept_requests now)
         db.execute("DELETE FROM kept_dirty")
         db.execute("UPDATE kept_meta SET inputs = ?, run_id = ?, results_upto = ?, epoch = epoch + ? WHERE id = 1",
                    [digest, run_id, results_upto, int(changed)])
