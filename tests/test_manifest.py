@@ -43,6 +43,17 @@ def test_the_demo_writes_a_manifest_of_every_input_and_output(demo: Path) -> Non
     assert m["provider_files"] and {f["batch"] for f in m["provider_files"]} == {f["batch"] for f in m["request_files"]}
     assert all(f["path"].startswith("jobs/") and len(f["sha256"]) == 64 for f in m["provider_files"])
     assert (m["protocol"], m["protocol_note"]) == ("wildtrace", None)  # the demo runs the protocol's panel
+    # The commit of the checkout batchrun runs from (these tests run from one where git is there).
+    import shutil
+    import subprocess
+
+    import batchrun
+    checkout = Path(batchrun.__file__).resolve().parent.parent
+    if (checkout / ".git").exists() and shutil.which("git"):
+        head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        assert m["git_commit"] == head and len(head) == 40
+    else:
+        assert m["git_commit"] is None
 
 
 def test_verify_passes_on_the_demo(demo: Path) -> None:

@@ -65,12 +65,16 @@ def canonical_config(config: Config) -> dict[str, Any]:
 
 
 def _git_commit() -> str | None:
-    """The commit of the batchrun checkout running this, if it runs from one (and git is there)."""
-    here = Path(__file__).resolve().parent
-    if not (here.parent / ".git").exists():
+    """The commit of the batchrun checkout running this, if it runs from one (and git is there).
+
+    The checkout is the folder holding the `batchrun` package (this file is batchrun/publish/
+    manifest.py): since the package was laid out in layers, looking beside `publish` found no
+    .git, and every manifest said null. (`.git` is a file in a git worktree: exists() either way.)"""
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / ".git").exists():
         return None
     try:
-        out = subprocess.run(["git", "-C", str(here.parent), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     commit = out.stdout.strip()
