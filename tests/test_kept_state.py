@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -241,6 +242,184 @@ def test_the_full_evaluation_joins_in_the_views_own_order_over_its_index(tmp_pat
         assert _plan(store, sql) == bare
         indexed = [row[3] for row in store.db.execute(f"EXPLAIN QUERY PLAN {sql}")]
         assert sum("requests_now_cells" in step for step in indexed) == 2  # a request's and each judge request's lookup
+
+
+# --- plan's shortcut (kept.keep_planned) ---------------------------------------------------------
+
+
+def _plan_some(store: Store, rng: random.Random, n: int) -> list[str]:
+    """What plan writes to state.db for its files: some of the pending requests, a batch per route
+    and stage reserved 'writing', then moved to 'planned' with its batch_requests; their ids."""
+    from batchrun.ledger.lifecycle import move, new_batch
+
+    pending = store.db.execute("SELECT custom_id, route, stage FROM kept_requests WHERE state = 'pending' ORDER BY custom_id").fetchall()
+    chosen = rng.sample(pending, rng.randrange(0, len(pending) + 1))
+    groups: dict[tuple[str, str], list[str]] = {}
+    for cid, route, stage in chosen:
+        groups.setdefault((route, stage), []).append(cid)
+    ids: list[str] = []
+    for (route, stage), cids in groups.items():
+        with store.db.atomic():
+            seq = (store.scalar("SELECT max(seq) FROM batches") or 0) + 1
+            bid = f"{seq:06d}-{route}-{stage}-{n}"
+            new_batch(store, id=bid, seq=seq, route=route, stage=stage, provider="openai", transport="batch", model="m",
+                      dir=f"/nonexistent/{bid}", request_file=f"/nonexistent/{bid}/requests.jsonl", created_at=time.time())
+        with store.db.atomic():
+            move(store, bid, Status.PLANNED, bytes=1, n_requests=len(cids))
+            store.db.conn.executemany("INSERT INTO batch_requests (batch_id, custom_id, position) VALUES (?, ?, ?)",
+                                      [(bid, cid, i) for i, cid in enumerate(cids)])
+        ids += cids
+    return ids
+
+
+class _Undo(Exception):
+    pass
+
+
+def _kept_rows(store: Store) -> tuple[list, list, list]:
+    # Everything the kept state holds, kept_requests with its rowids (the order a later update reads).
+    return (store.db.execute("SELECT rowid, * FROM kept_requests ORDER BY rowid").fetchall(),
+            store.db.execute("SELECT * FROM kept_cells ORDER BY route, task_id").fetchall(),
+            store.db.execute("SELECT * FROM kept_meta").fetchall())
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_after_a_plan_the_kept_state_is_what_keep_current_makes_of_it(tmp_path: Path, seed: int,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """kept.keep_planned sets the planned requests' state without the views: after every plan of a
+    random history its rows (rowids included) are the ones keep_current makes from the same
+    state.db, and the views' own; anything besides the plan since the kept state was current (a
+    result, a reopen...) makes it decline."""
+    rng = random.Random(seed)
+    project = _project(tmp_path)
+    taken = declined = 0
+    with Store(project / "state.db") as store:
+        kept.keep_current(store)
+        for n in range(16):
+            # Both of keep_current's ways (everything evaluated again, or the changed rows updated,
+            # which leaves the rows out of requests' order), before the plan and after it.
+            monkeypatch.setattr(kept, "REBUILD_SHARE", rng.choice((0.0, 1.0, 1.0, 1.0)))
+            _step(store, rng, n)
+            planned = [r[0] for r in store.db.execute("SELECT id FROM batches WHERE status = 'planned' ORDER BY id")]
+            if planned and rng.random() < 0.8:  # their requests pending again (a config change supersedes them)
+                with store.db.atomic():
+                    store.db.execute("UPDATE batches SET status = 'superseded' WHERE id = ?", [rng.choice(planned)])
+            if rng.random() < 0.5:  # `batchrun retry`: the blocked and waiting requests pending again
+                with store.db.atomic():
+                    for cid, route, task in store.db.execute(
+                            "SELECT custom_id, route, task_id FROM kept_requests WHERE state IN ('blocked', 'waiting')").fetchall():
+                        store.db.execute("INSERT INTO reopens (custom_id, route, task_id, state, created_at) VALUES (?, ?, ?, 'failed', ?)",
+                                         [cid, route, task, time.time() + n])
+            kept.keep_current(store)  # as plan's request_states
+            ids = _plan_some(store, rng, n)
+            monkeypatch.setattr(kept, "REBUILD_SHARE", rng.choice((0.0, 1.0)))
+            extra = bool(ids) and (not declined or rng.random() < 0.2)
+            if extra:  # another change besides the plan's
+                while _step(store, rng, 1000 + n) in ("nothing", "run", "config", "queue"):
+                    pass
+            try:  # the path without the shortcut, on the same state.db, rolled back
+                with store.db.atomic():
+                    kept.keep_current(store)
+                    expected = _kept_rows(store)
+                    raise _Undo
+            except _Undo:
+                pass
+            took = kept.keep_planned(store, ids)
+            if not took:
+                kept.keep_current(store)
+            assert _kept_rows(store) == expected
+            assert_kept_is_the_views(store)
+            # What the triggers named and every state the plan moved were checked against the views
+            # above; the shortcut was taken exactly when nothing but the plan changed.
+            if ids and not extra:
+                assert took
+                taken += 1
+            else:
+                assert not took
+                declined += ids != []
+    assert taken >= 3 and declined >= 1
+
+
+def test_a_plan_keeps_the_kept_state_without_the_views_and_it_is_the_same(project: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real `batchrun plan`: its requests' kept rows set directly (keep_planned taken), equal to
+    the views, and to what the same plan leaves without the shortcut (rowids included)."""
+    from conftest import small_project
+
+    small_project(project)
+    taken: list[bool] = []
+    real = kept.keep_planned
+    monkeypatch.setattr(kept, "keep_planned", lambda store, ids: taken.append(real(store, ids)) or taken[-1])
+    assert project.run("plan").exit_code == 0
+    assert taken == [True]
+    with project.store() as store:
+        assert store.scalar("SELECT count(*) FROM kept_requests WHERE state = 'in_flight'") == len(project.sql("SELECT * FROM batch_requests"))
+        assert kept.is_current(store)  # and its rows the views' (in the views' order here: by key)
+        assert store.rows("SELECT * FROM kept_cells ORDER BY route, task_id") == store.rows(
+            "SELECT * FROM cell_status ORDER BY route, task_id")
+        cols = ", ".join(r[1] for r in store.db.execute("PRAGMA table_info(kept_requests)"))
+        assert store.rows(f"SELECT {cols} FROM kept_requests ORDER BY custom_id") == store.rows(
+            f"SELECT {cols} FROM request_status WHERE custom_id IN ({current_requests_sql()}) ORDER BY custom_id")
+        shortcut = _kept_rows(store)
+    shutil.rmtree(project.area / "jobs")
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        (project.state_path.parent / name).unlink(missing_ok=True)
+    monkeypatch.setattr(kept, "keep_planned", lambda store, ids: False)  # the command's end evaluates the views
+    assert project.run("plan").exit_code == 0
+    with project.store() as store:
+        assert _kept_rows(store) == shortcut
+
+
+_PLAN_CHILD = """
+import os, random, signal, sys, time
+from batchrun.ledger import kept
+from batchrun.ledger.store import Store
+sys.path.insert(0, sys.argv[3])
+from test_kept_state import _plan_some
+
+rng = random.Random(int(sys.argv[2]))
+store = Store(sys.argv[1])
+with store.db.atomic():  # something pending to plan: a new run, `batchrun retry`, the last round's batches superseded
+    store.db.execute("INSERT INTO runs (command, started_at, pid) VALUES ('plan', ?, 1)", [time.time()])
+    store.db.execute("UPDATE batches SET status = 'superseded' WHERE status = 'planned'")
+    for cid, route, task in store.db.execute(
+            "SELECT custom_id, route, task_id FROM kept_requests WHERE state IN ('blocked', 'waiting')").fetchall():
+        store.db.execute("INSERT INTO reopens (custom_id, route, task_id, state, created_at) VALUES (?, ?, ?, 'failed', ?)",
+                         [cid, route, task, time.time()])
+kept.keep_current(store)
+assert store.scalar("SELECT count(*) FROM kept_requests WHERE state = 'pending'")
+while not (ids := _plan_some(store, rng, 0)):
+    pass
+if sys.argv[4] == "before":  # the files recorded, the kept state not set
+    os.kill(os.getpid(), signal.SIGKILL)
+steps = [0]
+def tick():
+    steps[0] += 1
+    if steps[0] >= int(sys.argv[5]):
+        os.kill(os.getpid(), signal.SIGKILL)
+store.db.conn.set_progress_handler(tick, 20)  # SIGKILL after that many rounds of SQLite steps
+kept.REBUILD_SHARE = float(sys.argv[6])  # both of its ways (~440 and ~1,400 rounds here)
+assert kept.keep_planned(store, ids)
+"""
+
+
+def test_a_plan_killed_before_or_while_it_sets_the_kept_state_leaves_one_the_next_command_repairs(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    with Store(project / "state.db") as store:
+        kept.keep_current(store)
+    killed = 0
+    rounds = (("before", 0, 0.3), ("during", 200, 1.0), ("during", 500, 0.0), ("during", 1200, 0.0))
+    for round_, (mode, steps, share) in enumerate(rounds):
+        child = subprocess.run([sys.executable, "-c", _PLAN_CHILD, str(project / "state.db"), str(round_), str(Path(__file__).parent),
+                                mode, str(steps), str(share)], capture_output=True, text=True, timeout=60)
+        assert child.returncode == -signal.SIGKILL, child.stderr
+        killed += 1
+        with Store(project / "state.db") as store:
+            assert not kept.is_current(store)  # the planned requests are still named in kept_dirty
+            kept.keep_current(store)
+            assert_kept_is_the_views(store)
+            assert store.scalar("SELECT count(*) FROM kept_requests k JOIN batch_requests br ON br.custom_id = k.custom_id "
+                                "JOIN batches b ON b.id = br.batch_id WHERE b.status = 'planned' AND k.state != 'in_flight'") == 0
+    assert killed == len(rounds)
 
 
 def test_the_evaluation_tables_are_set_aside_and_the_next_evaluation_in_the_connection_drops_them(tmp_path: Path) -> None:
