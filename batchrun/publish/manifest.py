@@ -74,7 +74,11 @@ def _git_commit() -> str | None:
     if not (checkout / ".git").exists():
         return None
     try:
-        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        # Without the caller's GIT_* variables: a GIT_DIR set by a hook or a CI job would name
+        # another repository's HEAD, or none.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             env=env)
     except (OSError, subprocess.SubprocessError):
         return None
     commit = out.stdout.strip()
