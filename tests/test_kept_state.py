@@ -136,6 +136,15 @@ def test_the_kept_state_equals_the_views_over_random_histories(tmp_path: Path, s
         assert_kept_is_the_views(store)
 
 
+# The children's progress handler: SIGKILL once SQLite has called it sys.argv[5] times.
+_KILL_AFTER = """
+steps = [0]
+def tick():
+    steps[0] += 1
+    if steps[0] >= int(sys.argv[5]):
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
 _CHILD = """
 import os, random, signal, sys, time
 from batchrun.ledger import kept
@@ -150,11 +159,7 @@ for n in range(3):
     _step(store, rng, 100 + 10 * seed + n)
 if mode == "before":  # the changes committed, the kept state not brought up to date
     os.kill(os.getpid(), signal.SIGKILL)
-steps = [0]
-def tick():
-    steps[0] += 1
-    if steps[0] >= int(sys.argv[5]):
-        os.kill(os.getpid(), signal.SIGKILL)
+""" + _KILL_AFTER + """
 store.db.conn.set_progress_handler(tick, 50)  # SIGKILL after a random number of SQLite steps
 kept.keep_current(store)
 """
@@ -402,11 +407,7 @@ while not (ids := _plan_some(store, rng, 0)):
     pass
 if sys.argv[4] == "before":  # the files recorded, the kept state not set
     os.kill(os.getpid(), signal.SIGKILL)
-steps = [0]
-def tick():
-    steps[0] += 1
-    if steps[0] >= int(sys.argv[5]):
-        os.kill(os.getpid(), signal.SIGKILL)
+""" + _KILL_AFTER + """
 store.db.conn.set_progress_handler(tick, 20)  # SIGKILL after that many rounds of SQLite steps
 kept.REBUILD_SHARE = float(sys.argv[6])  # both of its ways (~440 and ~1,400 rounds here)
 assert kept.keep_planned(store, ids)
