@@ -302,7 +302,7 @@ COOKBOOK_SCRIPT = Path(__file__).with_name("_cookbook_judge.py")
 
 def run_cookbook_script(work: Path, config: Path, s: Stage | None) -> None:
     """The cookbook's judge stage as a script in a child, spawn to exit (bench/_cookbook_judge.py),
-    on the state.db plan read; `s` None: untimed (the setup's run, which compiles the script)."""
+    on the state.db plan read; `s` None: untimed (the setup's warm-up run)."""
     folder = work / "cookbook-script"
     remove_tree(folder)
     folder.mkdir()
@@ -335,7 +335,7 @@ def prepare_answers(work: Path, config: Path, seed: int) -> tuple[Path, dict[str
     con = sqlite3.connect(work / "state.db")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
-    run_cookbook_script(work, config, None)  # untimed: its bytecode compiled, as the setup plan compiled batchrun's
+    run_cookbook_script(work, config, None)  # untimed: a warm-up (its files cached), as the setup plan is for batchrun
     remove_state(saved)
     (work / "state.db").rename(saved)
     fresh(work, None)
