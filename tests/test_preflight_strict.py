@@ -195,16 +195,33 @@ def test_preflight_of_the_shipped_config_on_the_emulator_reports_every_route(tmp
 def test_a_batch_endpoint_the_emulated_provider_does_not_take_is_refused_with_the_fix(project: Project) -> None:
     """Zhipu's batch lines go to /v4/chat/completions; rehearsed, the route goes to DashScope's
     compatible mode, which takes only its own endpoints: the create is refused (nothing created)
-    with DashScope's words and a hint to fix the config, not to wait."""
+    with DashScope's words and a hint to fix the config, not to wait. That route waits for its
+    fix; the routes after it go on (one refused route used to stop every later one, every night):
+    exit 2, as for a refused preflight."""
     e = Emulator(host="127.0.0.1", port=0, latency=0.0, models=["glm-5.2"]).start()
     try:
         one_route(project, route("openai-compatible", "glm-5.2", base_url="https://open.bigmodel.cn/api/paas/v4",
                                  endpoint_path="/v4/chat/completions"))
+        project.config(routes={"bad": route("openai-compatible", "glm-5.2", base_url="https://open.bigmodel.cn/api/paas/v4",
+                                            endpoint_path="/v4/chat/completions"),
+                               "good": route("openai", "gpt-5.5")}, panel=[])
         r = project.run("submit", emulator=e)
-        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
         assert "endpoint '/v4/chat/completions' is not supported" in r.stderr
         assert "Hint: The provider refused the call itself: fix what its message names for route 'bad'" in r.stderr
+        held = [line for line in r.stdout.splitlines() if line.startswith("  held ")]
+        assert len(held) == 1 and "-bad-gen" in held[0] and "fix what its message names for route 'bad'" in held[0], r.stdout
         # Uploaded, not created: the next run creates it from the same file once the config is fixed.
-        assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["uploaded"]
+        statuses = {b["route"]: b["status"] for b in project.sql("SELECT route, status FROM batches")}
+        assert statuses == {"bad": "uploaded", "good": "in_flight"}, statuses
+        # Again: the same answer (nothing created twice), the other route's batch left alone.
+        r = project.run("submit", emulator=e)
+        assert r.exit_code == 2 and "endpoint '/v4/chat/completions' is not supported" in r.stdout, r.output
+        assert {b["route"]: b["status"] for b in project.sql("SELECT route, status FROM batches")} == statuses
+        # A night's refresh finishes the other route and ends, naming the one waiting for its fix.
+        r = project.run("refresh", "--timeout", "60s", "--interval", "1s", emulator=e)
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        assert {b["route"]: b["status"] for b in project.sql("SELECT route, status FROM batches")} == {"bad": "uploaded",
+                                                                                                        "good": "collected"}
     finally:
         e.stop()

@@ -365,6 +365,13 @@ def is_unreachable(err: BaseException) -> bool:
     return c is not None and not c.connected and c.failure == "uncertain"
 
 
+def refuses_call(err: BaseException) -> bool:
+    """A ProviderError because the provider refused the call itself (a 4xx other than the key's:
+    400, 404, 422, ...): the same call gets the same answer until the config is fixed."""
+    c = getattr(err, "classified", None)
+    return c is not None and c.failure in ("client", "not_found")
+
+
 def blocks_route(err: BaseException) -> bool:
     """A ProviderError that sending again cannot cure, about the route rather than one request:
     the key refused (401/403), or a redirect to another host. The route is blocked with the

@@ -18,7 +18,8 @@ instead. A batch held while candidates run is listed in `SubmitResult.awaiting`:
 waiting for them, within its time limit, as it waits for batches in flight.
 
 A route whose key is refused, or whose upload or create is redirected to another host (refused:
-netguard), is blocked; the other routes go on. Once the run's time limit has passed nothing more
+netguard), is blocked; a route whose upload or create the provider refuses outright (another 4xx)
+waits for its config to be fixed; the other routes go on. Once the run's time limit has passed nothing more
 is sent: the batches left wait for the next run.
 """
 
@@ -52,6 +53,7 @@ from ..providers.clients import (
     is_auth,
     is_transient,
     is_unreachable,
+    refuses_call,
     make_client,
     missing_keys,
     provider_error,
@@ -222,8 +224,12 @@ def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, s
     if checks is not None:
         # The routes with a batch the budget and queues let through now, checked together.
         checks.run(_would_go(gate, batches))
+    refused: dict[str, str] = {}  # route -> why: the provider refused its upload or create itself
     for b in batches:
         route = config.routes[b["route"]]
+        if route.name in refused:
+            result.hold(store, b["id"], refused[route.name])
+            continue
         if netguard.passed():
             result.hold(store, b["id"], "the run's time limit was reached")
             continue
@@ -269,6 +275,16 @@ def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, s
                 _refused_as_a_whole(store, b, e.classified, provider_state=HOST_REFUSED)  # type: ignore[attr-defined]
                 progress.event(f"{b['id']}: {e.message}; the requests of route {route.name!r} are blocked until its base_url "
                                "or the proxy in front of it is fixed")
+                continue
+            if refuses_call(e):
+                # A 4xx other than the key's on the upload or the create (a wrong endpoint_path, a
+                # model the batch API does not take): certain, nothing was created, and the same call
+                # gets the same answer until the config is fixed. Like a refused preflight, the route
+                # waits (this batch stays as it is: the next run sends it from the same file) with the
+                # provider's message and the fix, and the other routes go on; exit 2.
+                refused[route.name] = f"{e.message} {e.hint or ''}".strip()
+                result.hold(store, b["id"], refused[route.name])
+                progress.event(f"{b['id']}: {e}")
                 continue
             if not is_transient(e) or is_unreachable(e):
                 raise  # a wrong or down base URL is reported, not waited for
