@@ -64,6 +64,21 @@ def build(root: Path, recs: list[dict[str, Any]], fmt: str) -> Project:
 # --- both representations -------------------------------------------------------------------------
 
 
+def test_a_missing_dataset_names_a_release_lying_beside_it(tmp_path: Path) -> None:
+    """Step 1 of the README allows the .jsonl release; the config names the .json one: the error
+    names the file that is there and the line to set (a newcomer was told to put the release in
+    data/, where it already was)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "wildtrace_strict481.jsonl").write_text("{}\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        load_dataset(tmp_path / "data" / "wildtrace_strict481.with_answers.json")
+    assert "data has wildtrace_strict481.jsonl" in e.value.message
+    assert e.value.hint == f'If that is the WildTrace release, set it in the config: [paths] dataset = "{tmp_path / "data" / "wildtrace_strict481.jsonl"}".'
+    with pytest.raises(DataError) as e:  # nothing beside it: where to put the release
+        load_dataset(tmp_path / "elsewhere" / "x.json")
+    assert "put the WildTrace release in data/" in (e.value.hint or "")
+
+
 def test_nested_json_and_hf_jsonl_give_identical_plans(tmp_path: Path) -> None:
     nested = build(tmp_path / "nested", records(), "json")
     hf = build(tmp_path / "hf", records(), "jsonl")

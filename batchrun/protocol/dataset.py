@@ -59,6 +59,12 @@ class Dataset:
 
 def load_dataset(path: Path) -> Dataset:
     if not path.exists():
+        # The release comes as .json or .jsonl (module docstring): one lying beside the configured
+        # name is most likely the release under its other name, so the fix names it.
+        beside = sorted(p for p in path.parent.glob("*.json*") if p.suffix.lower() in (".json", ".jsonl")) if path.parent.is_dir() else []
+        if beside:
+            raise DataError(f"Dataset file {path} does not exist; {path.parent} has {', '.join(p.name for p in beside[:3])}.",
+                            f'If that is the WildTrace release, set it in the config: [paths] dataset = "{beside[0]}".')
         raise DataError(f"Dataset file {path} does not exist.", "Set [paths] dataset in the config, or put the WildTrace release in data/.")
     try:
         data = read_regular(path)
