@@ -5,7 +5,8 @@ tests/fixtures/report-project holds a small state.db with every cell state (ok, 
 empty, judging, pending, blocked, waiting, out of context), live batches and history invisible
 to the current views, built by bench/make_report_fixture.py, and the reports rendered from it by
 the code before the issue-15 changes (expected-report.*; rendered again where the format changed
-on purpose: issue 26 added the protocol columns and fields, nothing else moved)."""
+on purpose: issue 26 added the protocol columns and fields; session 11 left the incomplete
+routes' rank empty, as the site does; nothing else moved)."""
 
 from __future__ import annotations
 

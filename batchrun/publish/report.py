@@ -199,6 +199,19 @@ def _csv_row(values: list[Any]) -> list[Any]:
     return [int(v) if isinstance(v, bool) else v for v in values]
 
 
+def ranks(data: dict[str, Any]) -> dict[str, int]:
+    """The leaderboard's rank of each ranked route: the complete ones (as the statistics count
+    them, which `--provisional` widens), numbered in the order the report lists them (ranked
+    first). An incomplete route has none: its place in the list is not a rank (Markdown "—", CSV
+    empty), as on the site."""
+    st = data.get("statistics")
+    if st is not None:
+        ranked = [r["route"] for r in data["routes"] if st["routes"].get(r["route"], {}).get("complete")]
+    else:
+        ranked = [r["route"] for r in data["routes"] if r["complete"] and r["all_tasks_overall"] is not None]
+    return {route: i for i, route in enumerate(ranked, 1)}
+
+
 def render(data: dict[str, Any], fmt: str) -> str:
     # A rehearsal says so in every format: JSON has `rehearsal` (the emulator URL, null for real
     # results); CSV has no place for a title, so every row carries it in a `rehearsal` column
@@ -218,8 +231,9 @@ def render(data: dict[str, Any], fmt: str) -> str:
         w.writerow(["rank", "route", "model", "all_tasks_overall", "scored_overall", "scored_n", "n_tasks",
                     "out_of_context_n", "failed_n", "pending_n", "complete", *extra, "accepted_overall", "protocol",
                     "protocol_number", "non_protocol", "score_scale", "rehearsal"])
-        for i, r in enumerate(routes, 1):
-            row = [i, r["route"], r["model"], r["all_tasks_overall"], r["scored_overall"], r["scored_n"], r["n_tasks"],
+        rank = ranks(data)
+        for r in routes:
+            row = [rank.get(r["route"]), r["route"], r["model"], r["all_tasks_overall"], r["scored_overall"], r["scored_n"], r["n_tasks"],
                    r["out_of_context_n"], r["failed_n"], r["pending_n"], r["complete"]]
             if st:
                 s = st["routes"].get(r["route"], {})
@@ -238,8 +252,9 @@ def render(data: dict[str, Any], fmt: str) -> str:
         + (" All-tasks 95% CI (0–100) | Scored 95% CI (0–100) | Group |" if st else "") + " Protocol number |",
         "|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|:---:|" if st else "") + "---|",
     ]
-    for i, r in enumerate(routes, 1):
-        line = (f"| {i} | {r['route']} | {r['model']} | {_pct(r['all_tasks_overall'])} | {_pct(r['scored_overall'])} ({r['scored_n']}) "
+    rank = ranks(data)
+    for r in routes:
+        line = (f"| {rank.get(r['route'], '—')} | {r['route']} | {r['model']} | {_pct(r['all_tasks_overall'])} | {_pct(r['scored_overall'])} ({r['scored_n']}) "
                 f"| {r['out_of_context_n']} | {r['failed_n']} | {r['pending_n']} |")
         if st:
             s = st["routes"].get(r["route"], {})

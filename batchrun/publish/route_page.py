@@ -33,12 +33,6 @@ LEADERBOARD_HEAD = (
     f'{axis()}</th><th scope="col" class="num">Scored (0–100) (n)<span class="ci">95% CI</span></th><th scope="col">Coverage</th></tr></thead>')
 
 
-def ranks(data: dict[str, Any], st: dict[str, Any]) -> dict[str, int]:
-    """The leaderboard's rank of each complete route (the report lists them ranked first)."""
-    complete = [r["route"] for r in data["routes"] if st["routes"].get(r["route"], {}).get("complete")]
-    return {route: i for i, route in enumerate(complete, 1)}
-
-
 def leaderboard_row(r: dict[str, Any], st: dict[str, Any], rank: int | None, href: str, why_href: str) -> str:
     """One route's row: its numbers are text beside the plots (the plots' titles say nothing the
     row does not), and each cell names itself (data-label) for the phone's stacked layout. The

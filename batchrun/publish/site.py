@@ -37,8 +37,8 @@ from ..protocol.grading import score as normalised_score
 from .analysis import distinct
 from .excerpt import Excerpt, read_excerpt
 from .html import STATUS_CLASS, ci_text, code_spans, p_fmt, page, pct, short_status, signed, task_slugs
-from .report import host_changed
-from .route_page import leaderboard_row, leaderboard_table, ranks, route_costs, route_page
+from .report import host_changed, ranks
+from .route_page import leaderboard_row, leaderboard_table, route_costs, route_page
 from .svg import coverage_legend, diff_colour, e, fmt, heatmap, score_colour, text_colour
 from .task_page import route_link, task_page
 
@@ -51,7 +51,7 @@ MAX_CHANGED_CELLS_SHOWN = 200
 
 def _leaderboard(data: dict[str, Any], st: dict[str, Any], route_slugs: dict[str, str]) -> str:
     routes = data["routes"]
-    rank = ranks(data, st)
+    rank = ranks(data)
     pages = {r["route"]: f"routes/{quote(route_slugs[r['route']])}.html" for r in routes}
     rows = [leaderboard_row(r, st, rank.get(r["route"]), pages[r["route"]], pages[r["route"]] + "#why") for r in routes]
     iv = st["intervals"]
@@ -450,7 +450,7 @@ def write_site(store: Store, config: Config, data: dict[str, Any], out: Path, *,
         _write(out / "tasks" / f"{slugs[t['task_id']]}.html",
                task_page(t, data, cells, verdicts, panel, rehearsal, excerpts[key], route_slugs))
     blocks = _provenance_blocks(data)
-    rank = ranks(data, st)
+    rank = ranks(data)
     costs = route_costs(store)
     for r, block in zip(data["routes"], blocks):
         _write(out / "routes" / f"{route_slugs[r['route']]}.html",
