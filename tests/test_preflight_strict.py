@@ -225,3 +225,27 @@ def test_a_batch_endpoint_the_emulated_provider_does_not_take_is_refused_with_th
                                                                                                         "good": "collected"}
     finally:
         e.stop()
+
+
+def test_a_refresh_with_a_refused_route_still_waits_for_another_route_s_retries(project: Project,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A route held for its refused create does not end the night while another route's failed
+    requests back off: refresh waits for them, says when the next attempt is (a line off a
+    terminal too), sends them and collects them (it used to end at once, exit 2, and the retries
+    waited, silent, for a later run)."""
+    monkeypatch.setenv("BATCHRUN_RETRY_BASE", "0.02")  # a batch retry's backoff ~1.2-1.8 s
+    e = Emulator(host="127.0.0.1", port=0, latency=0.0, models=["glm-5.2"]).start()
+    try:
+        one_route(project, route("openai", "gpt-5.5"))  # the documents and tasks
+        project.config(routes={"bad": route("openai-compatible", "glm-5.2", base_url="https://open.bigmodel.cn/api/paas/v4",
+                                            endpoint_path="/v4/chat/completions"),
+                               "good": route("openai", "gpt-5.5")}, panel=[])
+        e.add_fault({"kind": "expire", "complete_fraction": 0.5, "model": "gpt-5.5"})  # one of good's two tasks runs
+        r = project.run("refresh", "--timeout", "60s", "--interval", "1s", emulator=e)
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        assert re.search(r"1 request\(s\) back off after a failure: next attempt at \d\d:\d\d:\d\d \(in \d+s\)", r.stderr), r.stderr
+        states = {(c["route"], c["task_id"]): c["status"] for c in project.sql("SELECT route, task_id, status FROM cell_status")}
+        assert {t: s for (rt, t), s in states.items() if rt == "good"} == {"t1": "ok", "t2": "ok"}, states
+        assert {b["route"]: b["status"] for b in project.sql("SELECT route, status FROM batches WHERE route = 'bad'")} == {"bad": "uploaded"}
+    finally:
+        e.stop()

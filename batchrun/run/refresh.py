@@ -158,6 +158,13 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
             return outcome(False, time_limit_reason(store, live), c.leaderboard)
         scan = scan_pending(store, config, states=kept.request_states(store))
         if live == 0 or (s.held and not p.in_flight and not s.awaiting and not s.provider_errors and not progressed):
+            retry_at = scan.next_retry_at
+            if s.held and not scan.due and retry_at is not None and (deadline is None or retry_at <= deadline):
+                # Held batches do not move by waiting, but failed requests backing off do: wait for
+                # them as when nothing is held (a refused route used to end the run at once, leaving
+                # another route's retries silent until a later run).
+                _sleep_until(retry_at, progress, f"{scan.backing_off} request(s) back off after a failure")
+                continue
             if s.held:
                 # Each batch's why is its `held` line: the summary counts them, not repeats them.
                 return outcome(False, f"{len(s.held)} batch(es) held back, not sent (why: each 'held' line); the next run tries "
@@ -203,6 +210,11 @@ def _stuck_reason(store: Store, config: Config, backing_off: int, blocked_routes
 
 
 def _sleep_until(when: float, progress: Progress, what: str) -> None:
+    # Said once as an event too: off a terminal the live status line is not shown, and a night's
+    # log would otherwise be silent for the whole backoff.
+    if when > time.time():
+        progress.event(f"{what}: next attempt at {time.strftime('%H:%M:%S', time.localtime(when))} "
+                       f"(in {when - time.time():.0f}s)")
     while (left := when - time.time()) > 0:
         progress.status(f"{what}; next attempt in {left:.0f}s")
         time.sleep(min(1.0, left))
