@@ -81,3 +81,42 @@ def test_a_batch_error_message_groups_its_lines_and_caps_what_it_lists() -> None
     # Eight distinct errors: five named, the rest counted.
     assert batch_errors_message([error(f"e{n}", n) for n in range(1, 9)]) == (
         "; ".join(f"e{n}: e{n} happened. (line {n})" for n in range(1, 6)) + "; and 3 more distinct error(s)")
+
+
+def held_lines(project: Project, emu: Any, batch_route: str) -> list[str]:
+    out = run(project, emu, "status", code=0).output
+    return [line for line in out.splitlines() if f"-{batch_route}-" in line and "planned" in line]
+
+
+def test_status_says_a_preflight_hold_with_the_latest_preflights_words_and_drops_it_once_the_route_passed(project: Project, emu: Any) -> None:
+    setup(project, {"chat": route("openai", "gpt-5.5")})
+    # What OpenAI answers for a model id it does not know (404, code model_not_found).
+    first = "The model `gpt-5.5` does not exist or you do not have access to it."
+    emu.add_fault({"kind": "request_error", "status": 404, "model": "gpt-5.5", "message": first, "count": -1})
+    r = run(project, emu, "submit", "--route", "chat", code=2)
+    assert "preflight of route 'chat' refused" in r.output  # submit's own output: the words are on its stderr
+    (line,) = held_lines(project, emu, "chat")
+    # status, in a later process: the stored preflight's message and fix, not "on stderr".
+    (p,) = project.sql("SELECT message, fix, started_at_utc FROM preflights_log WHERE route = 'chat'")
+    at = p["started_at_utc"].replace("Z", "+00:00")
+    assert "held since " in line and f"preflight of route 'chat' refused at {at}: {first} Fix: {p['fix']}" in line
+    assert "on stderr" not in line and 'Correct model under [routes."chat"]' in p["fix"]
+
+    # A later preflight refused for another reason: status says the latest one's words.
+    emu.clear_faults()
+    second = "Project does not have access to model `gpt-5.5`."
+    emu.add_fault({"kind": "request_error", "status": 403, "model": "gpt-5.5", "message": second, "count": -1})
+    run(project, emu, "preflight", "--route", "chat", code=1)
+    (line,) = held_lines(project, emu, "chat")
+    assert second in line and first not in line
+
+    # The route passes a preflight (nothing submitted yet): the hold is no longer current.
+    emu.clear_faults()
+    run(project, emu, "preflight", "--route", "chat", code=0)
+    (line,) = held_lines(project, emu, "chat")
+    assert line.endswith(f": planned (not sent) ({len(TASKS)} requests)")
+
+    # Sent: a batch created at the provider is no longer planned, and no hold is said of it.
+    run(project, emu, "submit", "--route", "chat", code=0)
+    out = run(project, emu, "status", code=0).output
+    assert "held" not in out and "preflight" not in out
