@@ -43,6 +43,7 @@ from .reading import (
     as_message,
     as_object,
     as_text,
+    batch_errors_message,
     batch_object,
     custom_id_field,
     json_type,
@@ -318,7 +319,7 @@ class OpenAIAdapter:
         state = _STATES.get(status, "running")
         data = object_field(raw, "errors").get("data")
         errors = [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
-        message = "; ".join(f"{e.get('code')}: {e.get('message')}" + (f" (line {e['line']})" if e.get("line") else "") for e in errors) or None
+        message = batch_errors_message(errors)  # each distinct error once, with its lines as ranges
         # OpenAI's enqueued-token quota fails the batch with code token_limit_exceeded: "not now".
         quota = any(e.get("code") == "token_limit_exceeded" for e in errors)
         counts = object_field(raw, "request_counts")

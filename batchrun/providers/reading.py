@@ -219,3 +219,51 @@ def custom_id_field(obj: Any, *names: str) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+# -- a batch's validation errors, grouped -----------------------------------------------------
+#
+# A batch that fails validation lists one error per bad input line (OpenAI's `errors.data`, each
+# with its `line`; DashScope's and Moonshot's compatible modes the same). A route whose model the
+# Batch API does not take fails every line with the same words: 481 copies of one message would
+# make refresh's `ended: failed:` line, `status` and the report one 40 KB line. The message says
+# each distinct error once, with the lines it was on as ranges; the full list stays in state.db
+# (batches.last_seen_json keeps the provider's batch object as seen).
+
+MAX_DISTINCT_ERRORS = 5  # distinct errors named in a batch's message; the rest are counted
+MAX_LINE_RANGES = 8  # line ranges named per error; the rest are counted
+
+
+def batch_errors_message(errors: Iterable[dict[str, Any]]) -> str | None:
+    """`code: message (lines 1–30)` for each distinct error of a failed batch, in order of first
+    appearance, `; `-separated; None without errors."""
+    lines_of: dict[str, tuple[list[int], list[str]]] = {}
+    for e in errors:
+        text = f"{as_label(e.get('code'))}: {as_message(e.get('message'))}"
+        numbers, others = lines_of.setdefault(text, ([], []))
+        line = e.get("line")
+        if isinstance(line, int) and not isinstance(line, bool):
+            numbers.append(line)
+        elif line not in (None, "", 0, False):
+            others.append(as_label(line) or "")
+    if not lines_of:
+        return None
+    parts = [text + _where(numbers, others) for text, (numbers, others) in list(lines_of.items())[:MAX_DISTINCT_ERRORS]]
+    more = len(lines_of) - MAX_DISTINCT_ERRORS
+    return "; ".join(parts) + (f"; and {more} more distinct error(s)" if more > 0 else "")
+
+
+def _where(numbers: list[int], others: list[str]) -> str:
+    """` (line 3)`, ` (lines 1–30, 32)`: the lines an error was on, as ranges."""
+    ranges: list[str] = []
+    for n in sorted(set(numbers)):
+        if ranges and ranges[-1].rpartition("–")[2] == str(n - 1):
+            ranges[-1] = f"{ranges[-1].partition('–')[0]}–{n}"
+        else:
+            ranges.append(str(n))
+    ranges += others
+    if not ranges:
+        return ""
+    count = len(set(numbers)) + len(others)
+    shown = ", ".join(ranges[:MAX_LINE_RANGES]) + (f" and {len(ranges) - MAX_LINE_RANGES} more range(s)" if len(ranges) > MAX_LINE_RANGES else "")
+    return f" (line {shown})" if count == 1 else f" ({count} lines: {shown})" if len(ranges) > MAX_LINE_RANGES else f" (lines {shown})"

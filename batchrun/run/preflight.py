@@ -31,6 +31,7 @@ fails sends nothing that run, and the other routes go on.
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -183,6 +184,37 @@ def _refused_in_this_run(store: Store, t: Target) -> Check | None:
         return None
     return Check(row["route"], row["stage"], row["provider"], row["model"], row["endpoint_host"], "refused", row["online"],
                  row["batch_api"], row["message"] or "", row["fix"] or "", reused=True)
+
+
+# -- a batch held for its route's preflight -----------------------------------------------------
+#
+# submit holds every batch of a route whose preflight did not pass (batch_holds keeps the reason).
+# The reason is only as current as the route's latest preflight: `status` reads that record for
+# the provider's words and the fix (a submit's stderr is gone by then), and once the route has
+# passed a preflight the hold no longer applies.
+
+
+def held_reason(route: str, outcome: str) -> str:
+    """Why submit holds a batch of `route` whose preflight ended with `outcome` (not ok)."""
+    return f"preflight of route {route!r} " + ("refused (the provider's message and the fix are on stderr)" if outcome == "refused"
+                                                else "could not reach the provider; will retry")
+
+
+def held_now(store: Store, route: str, reason: str) -> str | None:
+    """A batch of `route` held for `reason`, as it stands now: a preflight hold reads the route's
+    latest preflight (its message, fix and time), or None once that one passed; any other
+    reason is returned as it is."""
+    if not reason.startswith(f"preflight of route {route!r} "):
+        return reason
+    row = store.one("SELECT outcome, message, fix, started_at FROM preflights WHERE route = ? ORDER BY id DESC LIMIT 1", [route])
+    if row is None:
+        return reason
+    if row["outcome"] == "ok":
+        return None
+    at = datetime.fromtimestamp(row["started_at"], timezone.utc).isoformat(timespec="seconds")
+    what = "refused" if row["outcome"] == "refused" else "could not reach the provider (will retry)"
+    return (f"preflight of route {route!r} {what} at {at}" + (f": {row['message']}" if row["message"] else "")
+            + (f" Fix: {row['fix']}" if row["fix"] else ""))
 
 
 # -- running them -----------------------------------------------------------------------------

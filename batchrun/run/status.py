@@ -14,6 +14,7 @@ from ..ledger.store import Store, sql_list
 from ..protocol.config import Config
 from ..providers import get_adapter
 from ..providers.clients import make_client
+from .preflight import held_now
 
 
 def status_data(store: Store, config: Config | None = None, routes_only: Collection[str] | None = None) -> dict[str, Any]:
@@ -36,8 +37,9 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
               AND h.id = (SELECT max(id) FROM batch_holds WHERE batch_id = h.batch_id)""")}
     for b in live:
         hold = holds.get(b["id"])
-        b["held"] = hold["reason"] if hold else None
-        b["held_at"] = _iso(hold["held_at"]) if hold else None
+        # A hold for the route's preflight reads the latest preflight: gone once the route passed.
+        b["held"] = held_now(store, b["route"], hold["reason"]) if hold else None
+        b["held_at"] = _iso(hold["held_at"]) if hold and b["held"] else None
         # The word status prints: planned batches are not sent yet; a cancelled one is cancelling
         # until a poll sees the provider end it.
         b["state"] = ("planned (not sent)" if b["status"] in NOT_CREATED

@@ -61,7 +61,7 @@ from ..providers.clients import (
 )
 from . import faults
 from .plan import PlanResult, plan
-from .preflight import Check, needing
+from .preflight import Check, held_reason, needing
 from .preflight import preflight as run_preflight
 from .quota import Gate, submission_order
 
@@ -239,9 +239,7 @@ def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, s
             continue
         if checks is not None and (stopped := checks.stopped(b)) is not None:
             # Nothing of a route that did not pass its preflight is uploaded or sent.
-            result.hold(store, b["id"], f"preflight of route {route.name!r} "
-                        + ("refused (the provider's message and the fix are on stderr)" if stopped.outcome == "refused"
-                           else "could not reach the provider; will retry"))
+            result.hold(store, b["id"], held_reason(route.name, stopped.outcome))
             continue
         if b["transport"] == "sync":
             verify_request_file(b)

@@ -1,0 +1,122 @@
+"""What `status`, refresh and the report say about a failed or held batch, from a newcomer's walk
+through the README on the emulator: a batch refused line by line says each distinct error once
+with its lines as ranges (not one copy per line), and a held batch's reason is the latest
+preflight's own words and fix from state.db, never a stale "refused" once the route has passed.
+
+Through the CLI, the real SDKs and the emulator, on real state.db files.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from batchrun.emulator import Emulator
+from conftest import Project, route, task
+
+DOC = "The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist.\n" * 3
+TASKS = ["t1", "t2", "t3", "t4"]
+NOT_IN_BATCH = "model_not_found: The model `kimi-k2.6` is not supported by the Batch API."
+
+
+@pytest.fixture
+def emu() -> Any:
+    e = Emulator(host="127.0.0.1", port=0, latency=0.0).start()
+    yield e
+    e.stop()
+
+
+def setup(project: Project, routes: dict[str, Any]) -> Project:
+    project.doc("harbor.txt", DOC)
+    project.tasks([task(t, f"Question {t}: when did the crane fail?", "harbor.txt", [(100, "failed at 03:14 on Tuesday")]) for t in TASKS])
+    project.config(routes={**routes, "judge": route("gemini", "gemini-2.5-flash")}, panel=["judge"])
+    return project
+
+
+def run(project: Project, emu: Any, *args: str, code: int) -> Any:
+    result = project.run(*args, emulator=emu)
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_a_batch_refused_on_every_line_says_its_error_once_with_the_lines(project: Project, emu: Any) -> None:
+    # DashScope's compatible mode serves kimi-k2.6 online but not in its Batch API: the batch
+    # fails validation with one errors.data entry per line (emulator/dashscope.py).
+    setup(project, {"kimi": route("openai-compatible", "kimi-k2.6", send_temperature=False)})
+    run(project, emu, "submit", "--no-preflight", "--route", "kimi", code=0)
+    r = run(project, emu, "poll", code=0)
+    grouped = f"{NOT_IN_BATCH} (lines 1–{len(TASKS)})"
+    assert f"ended: failed: {grouped}" in r.output and "(line 1)" not in r.output
+    (batch,) = project.sql("SELECT error, last_seen_json FROM batches WHERE route = 'kimi' AND stage = 'gen'")
+    assert batch["error"] == grouped
+    # state.db keeps every line's error as the provider listed it.
+    assert [e["line"] for e in json.loads(batch["last_seen_json"])["errors"]["data"]] == list(range(1, len(TASKS) + 1))
+    out = run(project, emu, "status", "--route", "kimi", code=0).output
+    assert grouped in out and out.count("not supported by the Batch API") == 1
+
+    # refresh sends the requests again, the provider fails that batch too: the route is blocked,
+    # and the block (refresh's stderr, status, the report) quotes the grouped error.
+    r = run(project, emu, "refresh", "--no-preflight", "--interval", "0.01", "--timeout", "60s", code=2)
+    assert "failed the batch at validation, twice" in r.output and grouped in r.output and "(line 1)" not in r.output
+    for command in ("status", "report"):
+        out = run(project, emu, command, code=0).output
+        assert grouped in out and "(line 1)" not in out, command
+
+
+def test_a_batch_error_message_groups_its_lines_and_caps_what_it_lists() -> None:
+    from batchrun.providers.reading import batch_errors_message
+
+    def error(code: str, line: Any = None) -> dict[str, Any]:
+        return {"code": code, "message": f"{code} happened.", **({"line": line} if line is not None else {})}
+
+    assert batch_errors_message([]) is None
+    assert batch_errors_message([error("a", n) for n in (1, 2, 3, 5, 7, 8)] + [error("b", 4), error("c")]) == (
+        "a: a happened. (lines 1–3, 5, 7–8); b: b happened. (line 4); c: c happened.")
+    # Every other line of 40: the ranges named are capped, the count says how many lines.
+    assert batch_errors_message([error("a", n) for n in range(1, 40, 2)]) == (
+        "a: a happened. (20 lines: 1, 3, 5, 7, 9, 11, 13, 15 and 12 more range(s))")
+    # Eight distinct errors: five named, the rest counted.
+    assert batch_errors_message([error(f"e{n}", n) for n in range(1, 9)]) == (
+        "; ".join(f"e{n}: e{n} happened. (line {n})" for n in range(1, 6)) + "; and 3 more distinct error(s)")
+
+
+def held_lines(project: Project, emu: Any, batch_route: str) -> list[str]:
+    out = run(project, emu, "status", code=0).output
+    return [line for line in out.splitlines() if f"-{batch_route}-" in line and "planned" in line]
+
+
+def test_status_says_a_preflight_hold_with_the_latest_preflights_words_and_drops_it_once_the_route_passed(project: Project, emu: Any) -> None:
+    setup(project, {"chat": route("openai", "gpt-5.5")})
+    # What OpenAI answers for a model id it does not know (404, code model_not_found).
+    first = "The model `gpt-5.5` does not exist or you do not have access to it."
+    emu.add_fault({"kind": "request_error", "status": 404, "model": "gpt-5.5", "message": first, "count": -1})
+    r = run(project, emu, "submit", "--route", "chat", code=2)
+    assert "preflight of route 'chat' refused" in r.output  # submit's own output: the words are on its stderr
+    (line,) = held_lines(project, emu, "chat")
+    # status, in a later process: the stored preflight's message and fix, not "on stderr".
+    (p,) = project.sql("SELECT message, fix, started_at_utc FROM preflights_log WHERE route = 'chat'")
+    at = p["started_at_utc"].replace("Z", "+00:00")
+    assert "held since " in line and f"preflight of route 'chat' refused at {at}: {first} Fix: {p['fix']}" in line
+    assert "on stderr" not in line and 'Correct model under [routes."chat"]' in p["fix"]
+
+    # A later preflight refused for another reason: status says the latest one's words.
+    emu.clear_faults()
+    second = "Project does not have access to model `gpt-5.5`."
+    emu.add_fault({"kind": "request_error", "status": 403, "model": "gpt-5.5", "message": second, "count": -1})
+    run(project, emu, "preflight", "--route", "chat", code=1)
+    (line,) = held_lines(project, emu, "chat")
+    assert second in line and first not in line
+
+    # The route passes a preflight (nothing submitted yet): the hold is no longer current.
+    emu.clear_faults()
+    run(project, emu, "preflight", "--route", "chat", code=0)
+    (line,) = held_lines(project, emu, "chat")
+    assert line.endswith(f": planned (not sent) ({len(TASKS)} requests)")
+
+    # Sent: a batch created at the provider is no longer planned, and no hold is said of it.
+    run(project, emu, "submit", "--route", "chat", code=0)
+    out = run(project, emu, "status", code=0).output
+    assert "held" not in out and "preflight" not in out
