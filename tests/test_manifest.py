@@ -75,6 +75,9 @@ def test_verify_takes_the_project_folder_too(demo: Path, tmp_path: Path, monkeyp
     monkeypatch.chdir(demo)
     r = CliRunner().invoke(cli, ["verify", "."])  # the config found in the folder, as a user runs it
     assert r.exit_code == 0, r.output
+    monkeypatch.chdir(tmp_path)  # outside the project: the project named is checked with its own config
+    r = CliRunner().invoke(cli, ["verify", str(demo)])
+    assert r.exit_code == 0 and "verified:" in r.output, r.output
     # A folder that is neither: the error says what DIR may be.
     r = verify(demo, str(tmp_path))
     assert r.exit_code == 1 and f"No manifest.json in {tmp_path}." in r.output

@@ -4,6 +4,7 @@ and verify. Read-only: they work on read-only media and while a writer runs."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -209,9 +210,13 @@ def verify(ctx: Context, directory: str | None, as_json: bool) -> None:
     """
     from pathlib import Path
 
+    from ..protocol.config_file import CONFIG_NAME
     from ..publish.manifest import MANIFEST_NAME
     from ..publish.verify import verify as do_verify
 
+    if directory and not ctx.config_path and not os.environ.get("BATCHRUN_CONFIG") and (Path(directory) / CONFIG_NAME).is_file():
+        # `verify demo-run` from outside it: the project named is checked against its own config.
+        ctx.config_path = str(Path(directory) / CONFIG_NAME)
     config = ctx.reading_config()
     folder = Path(directory) if directory else config.paths.results
     if directory and not (folder / MANIFEST_NAME).is_file():
