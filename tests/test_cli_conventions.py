@@ -269,10 +269,16 @@ def test_every_corpus_file_problem_is_reported_at_once(project: Project) -> None
     records[3]["corpus_file"] = "missing.txt"
     project.dataset_path.write_text(json.dumps(records))
     r = project.run("plan")
+    # Each names the record as the dataset's problems do (a newcomer found the record left out).
     clean_exit_1(r, f"{project.dataset_path}: 2 problems in the corpus:",
-                 f"1. (task t2, field corpus_file): corpus_file '../outside.txt' points outside the corpus folder",
-                 "2. (task t4, field corpus_file): corpus file", "missing.txt does not exist. Fix: Put the document", "Fix them all")
+                 f"1. record 2 (task t2, field corpus_file): corpus_file '../outside.txt' points outside the corpus folder",
+                 "2. record 4 (task t4, field corpus_file): corpus file", "missing.txt does not exist. Fix: Put the document", "Fix them all")
     assert not project.state_path.exists()
+    # One problem alone, in a .jsonl dataset: its line, as for the dataset's own problems.
+    records[1]["corpus_file"] = "harbor.txt"
+    project.tasks(records, fmt="jsonl")
+    r = project.run("plan")
+    clean_exit_1(r, f"{project.dataset_path}, line 4 (task t4, field corpus_file): corpus file")
 
 
 # --- item 11: the config found from a folder below it ---------------------------------------------

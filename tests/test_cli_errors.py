@@ -149,6 +149,27 @@ def test_every_config_problem_is_reported_at_once_with_a_did_you_mean(project: P
     assert "problems in the config" not in result.output
 
 
+def test_misspelt_panel_names_and_enumerated_values_get_a_did_you_mean(project: Project) -> None:
+    """A newcomer's `panel = ["judge-sonet", ...]` got no suggestion, and the defined routes it
+    listed left out the route whose provider was misspelt: both are said, as for a misspelt key."""
+    before = prepare(project, False)
+
+    def typos(cfg: dict[str, Any]) -> None:
+        cfg["routes"]["judge-sonnet"] = cfg["routes"].pop("judge-a")
+        cfg["judging"]["panel"] = ["judge-sonet", "judge-g"]
+        cfg["routes"]["gpt"]["provider"] = "opanai"
+        cfg["routes"]["claude"]["transport"] = "snyc"
+
+    edit_config(project, typos)
+    result = project.run("plan")
+    assert_clean_error(result, "3 problems in the config",
+                       '`routes."gpt".provider` must be one of', "(got 'opanai')", "Did you mean `openai`?",
+                       '`routes."claude".transport` must be one of', "Did you mean `sync`?",
+                       "`judging.panel` names route 'judge-sonet', which is not defined", "Did you mean `judge-sonnet`?",
+                       "(defined routes: gpt, claude, gemini, judge-g, judge-sonnet)")
+    assert snapshot(project) == before
+
+
 @WITH_STATE
 @pytest.mark.parametrize("case", list(CONFIG_ERRORS))
 def test_config_errors_are_clear_and_leave_state_untouched(project: Project, case: str, with_state: bool) -> None:

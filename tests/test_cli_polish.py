@@ -115,6 +115,19 @@ def test_missing_keys_are_named_all_at_once_and_a_rehearsal_needs_none(project: 
     assert rehearsal.exit_code == 0, rehearsal.output
 
 
+def test_a_missing_key_on_a_resume_names_every_route_in_flight_that_reads_it(project: Project, emulator: Emulator,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A newcomer's refresh with the key unset while 5 routes had batches in flight was told of
+    one route only (the first batch polled): every route that needs the variable is named."""
+    small_project(project, panel=[])
+    project.point_at(emulator)
+    assert project.run("submit").exit_code == 0
+    monkeypatch.delenv(KEY_ENV)
+    r = project.run("refresh", "--interval", "0.01")
+    assert r.exit_code == 1, r.output
+    assert f"1 API key variable(s) not set: {KEY_ENV} (routes 'gpt', 'claude', 'gemini', 'judge-a', 'judge-g')" in r.output
+
+
 def test_demo_refuses_a_folder_holding_another_projects_files(tmp_path: Path) -> None:
     """`demo --dir` on a real project overwrote its data/dataset.json and same-named documents
     (found by a review): refused, naming them, with nothing changed."""

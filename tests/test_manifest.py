@@ -65,6 +65,25 @@ def test_verify_passes_on_the_demo(demo: Path) -> None:
     assert "verified:" in r.output and "rehearsal" in r.output
 
 
+def test_verify_takes_the_project_folder_too(demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`verify demo-run` and `verify .` inside it said "No manifest.json in demo-run" (found by a
+    newcomer): a project folder means its results folder."""
+    for args in ((str(demo),), (str(demo / "results"),)):
+        r = verify(demo, *args)
+        assert r.exit_code == 0, r.output
+        assert "verified:" in r.output and str(demo / "results" / "manifest.json") in r.output
+    monkeypatch.chdir(demo)
+    r = CliRunner().invoke(cli, ["verify", "."])  # the config found in the folder, as a user runs it
+    assert r.exit_code == 0, r.output
+    monkeypatch.chdir(tmp_path)  # outside the project: the project named is checked with its own config
+    r = CliRunner().invoke(cli, ["verify", str(demo)])
+    assert r.exit_code == 0 and "verified:" in r.output, r.output
+    # A folder that is neither: the error says what DIR may be.
+    r = verify(demo, str(tmp_path))
+    assert r.exit_code == 1 and f"No manifest.json in {tmp_path}." in r.output
+    assert "DIR is that results folder or the project's folder" in r.output
+
+
 @pytest.mark.parametrize("target", ["corpus", "request", "results"])
 def test_verify_names_the_file_after_one_byte_changes(demo: Path, tmp_path: Path, target: str) -> None:
     import shutil

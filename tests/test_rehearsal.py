@@ -301,3 +301,19 @@ def test_a_store_whose_creation_was_cut_short_is_of_neither_kind(tmp_path) -> No
         store.close()
         store = Store.open(path, rehearsal=rehearsal)  # and from then on it is of that kind
         store.close()
+
+
+def test_reading_after_only_a_rehearsal_points_at_the_rehearsal_not_a_real_run(project: Project, emulator: Emulator) -> None:
+    """After rehearsing only, plain `status` and `report` said "Run batchrun plan or batchrun
+    submit first", which would start a real run (found by a newcomer): they name the rehearsal's
+    state.db and the --emulator URL it recorded."""
+    small_project(project)
+    ok(project.run("plan", emulator=emulator))
+    assert (project.root / "rehearsal" / "state.db").is_file() and not (project.root / "state.db").exists()
+    for command in ("status", "report"):
+        r = ok(project.run(command), 1)
+        assert f"No state database at {project.root / 'state.db'}." in r.output
+        assert f"Only a rehearsal has run here: {project.root / 'rehearsal' / 'state.db'} is its state.db" in r.output
+        assert f"`batchrun --emulator {emulator.url} COMMAND` (status, report, ...)" in r.output
+        assert "Run `batchrun plan`" not in r.output
+    assert not (project.root / "state.db").exists()  # nothing created by the reads

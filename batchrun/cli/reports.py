@@ -4,6 +4,7 @@ and verify. Read-only: they work on read-only media and while a writer runs."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -209,14 +210,27 @@ def verify(ctx: Context, directory: str | None, as_json: bool) -> None:
     """
     from pathlib import Path
 
+    from ..protocol.config_file import CONFIG_NAME
     from ..publish.manifest import MANIFEST_NAME
     from ..publish.verify import verify as do_verify
 
+    if directory and not ctx.config_path and not os.environ.get("BATCHRUN_CONFIG") and (Path(directory) / CONFIG_NAME).is_file():
+        # `verify demo-run` from outside it: the project named is checked against its own config.
+        ctx.config_path = str(Path(directory) / CONFIG_NAME)
     config = ctx.reading_config()
     folder = Path(directory) if directory else config.paths.results
+    if directory and not (folder / MANIFEST_NAME).is_file():
+        # A project folder (`verify demo-run`, `verify .` inside it): its results folder, per the
+        # config when it is this one's, else results/ below it (a newcomer named the project).
+        if folder.resolve() == config.path.resolve().parent:
+            folder = config.paths.results
+        elif (folder / "results" / MANIFEST_NAME).is_file():
+            folder = folder / "results"
     manifest_path = folder / MANIFEST_NAME
     if not manifest_path.is_file():
-        raise BatchrunError(f"No {MANIFEST_NAME} in {folder}.", "It is written by `batchrun collect` and `batchrun refresh` beside the results files.")
+        raise BatchrunError(f"No {MANIFEST_NAME} in {folder}.",
+                            "It is written by `batchrun collect` and `batchrun refresh` beside the results files; DIR is that "
+                            "results folder or the project's folder (none: the config's results folder).")
     from ..ledger.store import Store
 
     # Either kind of store: verify only compares checksums, and says below if it was a rehearsal.

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..base.errors import StateError, damaged_database
+from ..base.errors import BatchrunError, StateError, damaged_database
 from .migrations import applied_names, database, known_migrations, migrations
 
 if TYPE_CHECKING:
@@ -126,6 +126,27 @@ class _ReadOnlyDatabase:
         self.conn.close()
 
 
+def _rehearsal_only_hint(path: Path) -> str | None:
+    """When only a rehearsal has run (its state.db under rehearsal/, this one absent): the hint to
+    read that one at the emulator URL it recorded, not to plan or submit, which would start a
+    real run."""
+    from ..protocol.config import rehearsal_path
+
+    other = rehearsal_path(path)
+    if not other.is_file():
+        return None
+    try:
+        with Store(other, readonly=True, any_schema=True) as store:
+            url = store.meta("rehearsal")
+    except (BatchrunError, sqlite3.Error, OSError):
+        return None  # a hint only: the rehearsal's own state.db is judged when it is opened
+    if not url:
+        return None
+    return (f"Only a rehearsal has run here: {other} is its state.db, on the emulator at {url}. Read it with "
+            f"`batchrun --emulator {url} COMMAND` (status, report, ...); `batchrun plan` or `submit` without "
+            "--emulator would start a real run.")
+
+
 class Store:
     """An open state.db with migrations applied.
 
@@ -140,7 +161,7 @@ class Store:
         self.readonly = readonly
         if readonly and not self.path.exists():
             hint = ("A rehearsal keeps its own state.db: run `batchrun --emulator URL refresh` (or plan, submit) first."
-                    if rehearsal else "Run `batchrun plan` or `batchrun submit` first.")
+                    if rehearsal else _rehearsal_only_hint(self.path) or "Run `batchrun plan` or `batchrun submit` first.")
             raise StateError(f"No state database at {self.path}.", hint)
         if self.path.exists() and (damage := _damage(self.path)):
             raise damaged_database(self.path, damage, untouched=True)

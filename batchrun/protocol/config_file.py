@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..base.errors import ConfigError
+from ..base.errors import ConfigError, did_you_mean
 from ..base.redaction import know_key_variables
 from ..base.userfiles import (
     DuplicateKey,
@@ -195,12 +195,16 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
     if rraw == {}:  # (None: [routes] is not a table, said above)
         c.problems.append(c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.'))
     if judging is not None:
+        # Every route the config defines, those with a problem of their own too (a misspelt
+        # provider): the panel's misspelt name is guessed among them all.
+        defined = [name for name in (rraw or {}) if name and printable_line(name)]
         for judge in judging.panel:
             if judge not in routes and judge not in broken:
                 c.problems.append(c.fail(
                     "judging.panel",
                     f"names route {judge!r}, which is not defined",
-                    f'Add a [routes."{judge}"] table or remove it from the panel (defined routes: {", ".join(routes)}).',
+                    f'{did_you_mean(str(judge), defined)}Add a [routes."{judge}"] table or remove it from the panel '
+                    f'(defined routes: {", ".join(defined)}).',
                 ))
         _check_roles(c, judging, routes)
         if protocol == "wildtrace":

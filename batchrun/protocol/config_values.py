@@ -109,7 +109,7 @@ class Checker:
             # A NUL breaks every path and SQL call it reaches; a line break forges log and table lines.
             return bad(f"contains a control character or line break ({v!r})", f"Write {key} on one line, without control characters.")
         if choices and v not in choices:
-            return bad(f"must be one of {', '.join(choices)} (got {v!r})", f"Use one of: {', '.join(choices)}.")
+            return bad(f"must be one of {', '.join(choices)} (got {v!r})", f"{did_you_mean(v, choices)}Use one of: {', '.join(choices)}.")
         return v
 
     def boolean(self, raw: dict[str, Any], key: str, where: str, default: Any) -> Any:

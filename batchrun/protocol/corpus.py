@@ -294,7 +294,7 @@ def scan_corpus(config: Config, measured: Measured | None = None, *, escape: boo
     for task in dataset.tasks:
         if task.corpus_file in docs or task.corpus_file in failed:
             continue
-        where = f"{dataset.path} (task {task.task_id}, field corpus_file)"
+        where = f"{task.where or dataset.path} (task {task.task_id}, field corpus_file)"
         try:
             info, name, path, st = _measure(corpus_dir, task.corpus_file, where, cache, spool)
         except DataError as e:

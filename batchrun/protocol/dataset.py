@@ -36,6 +36,9 @@ class Task:
     rubric: tuple[RubricItem, ...]
     fields: dict[str, Any]  # everything else (language, category, paradigm, ground_truth...)
     position: int
+    # Where the record is, as its problems are named: "PATH, record N" (.json) or "PATH, line N"
+    # (.jsonl); the corpus's problems name it the same way.
+    where: str = ""
 
     @property
     def rubric_total(self) -> float:
@@ -297,4 +300,4 @@ def parse_record(record: Any, where: str, position: int) -> Task:
     assert isinstance(question, str) and isinstance(corpus_file, str) and isinstance(gt, dict)
     fields = {k: v for k, v in record.items() if k not in ("question_text", "corpus_file")}
     fields["ground_truth"] = gt
-    return Task(task_id=task_id, question=question, corpus_file=corpus_file, rubric=tuple(items), fields=fields, position=position)
+    return Task(task_id=task_id, question=question, corpus_file=corpus_file, rubric=tuple(items), fields=fields, position=position, where=where)

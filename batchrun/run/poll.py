@@ -37,7 +37,7 @@ from ..ledger.lifecycle import TO_FOLLOW, Status, move, record
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config, Route
 from ..providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
-from ..providers.clients import Classified, client_host, is_transient, make_client, send_online
+from ..providers.clients import Classified, client_host, is_transient, make_client, require_keys, send_online
 from . import faults
 from .submit import verify_request_file
 
@@ -153,6 +153,10 @@ def poll_once(store: Store, inputs: Inputs, *, progress: Progress = SILENT, skip
         from ..ledger.resume import refuse_changed_inputs
 
         refuse_changed_inputs(store, inputs)
+    # Every key variable missing, with every route in flight that reads it, said at once before
+    # any call (not the first batch's route only, from its client, as a resume once did).
+    require_keys([r for name, r in config.routes.items()
+                  if name not in skip and any(b["route"] == name for b in following)])
     for b in following:
         route = config.routes.get(b["route"])
         if route is None:
