@@ -22,10 +22,8 @@ NOT_IN_BATCH = "model_not_found: The model `kimi-k2.6` is not supported by the B
 
 
 @pytest.fixture
-def emu() -> Any:
-    e = Emulator(host="127.0.0.1", port=0, latency=0.0).start()
-    yield e
-    e.stop()
+def emu(emulator: Emulator) -> Emulator:
+    return emulator  # conftest's, under this file's short name
 
 
 def setup(project: Project, routes: dict[str, Any]) -> Project:
