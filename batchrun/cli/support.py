@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -106,6 +108,20 @@ def _rehearsal_mark(path: Any) -> str | None:
         return store.meta("rehearsal")
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM arrived while a command ran (`timeout`, systemd stopping a unit, cron's or a
+    person's `kill`). A KeyboardInterrupt, so it takes Ctrl-C's path: every open state.db
+    transaction rolls back, the run is recorded as `interrupted` (Store.fail_run), the writer
+    lock is let go, and handle_errors says so and exits 143."""
+
+
+def _raise_stopped(signum: int, _frame: Any) -> None:
+    # Once: a second SIGTERM (a supervisor repeating itself) must not cut short the rollback and
+    # the recording of the run that the first one started. SIGKILL still ends a stuck stop.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def fail(e: BatchrunError) -> None:
         # A provider's refusal may quote the key back: nothing printed carries it.
@@ -116,6 +132,13 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # SIGTERM stops the command as Ctrl-C does, for as long as it runs: only from the main
+        # thread (Python runs signal handlers there alone, and refuses to install one elsewhere),
+        # and the handler before is put back after, for a library caller or a test runner.
+        # `batchrun emulator` installs its own while it serves (emulator.server.serve). A SIGTERM
+        # the parent set to be ignored stays ignored (as Python leaves an ignored SIGINT alone).
+        installed = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) != signal.SIG_IGN
+        previous = signal.signal(signal.SIGTERM, _raise_stopped) if installed else None
         try:
             return fn(*args, **kwargs)
         except BatchrunError as e:
@@ -129,9 +152,18 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             if mapped is None:
                 raise
             fail(mapped)
+        except Stopped:
+            # Exit 143 = 128 + 15, what a shell reports for a process SIGTERM ended, so `timeout`
+            # --preserve-status, systemd and a cron wrapper read it as that; exited rather than
+            # killed by re-raising the signal, as Ctrl-C exits 130 (README, "Exit codes").
+            click.echo("Stopped by SIGTERM; state.db is consistent and the next run resumes.", err=True)
+            sys.exit(128 + signal.SIGTERM)
         except KeyboardInterrupt:
             click.echo("Interrupted; state.db is consistent and the next run resumes.", err=True)
             sys.exit(130)
+        finally:
+            if installed:  # None: a handler not set from Python, which cannot be put back
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
     return wrapper
 
@@ -183,15 +215,9 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         if kept.available(store):
             kept.keep_current(store)
         store.end_run("ok")
-    except BaseException:
-        if store is not None and store.run_id is not None:
-            # Best effort: the disk or database that just failed the command may refuse this too,
-            # and the original error is the one to report (a run left without ended_at reads as
-            # interrupted, which it was).
-            try:
-                store.end_run("error")
-            except (sqlite3.Error, OSError):
-                pass
+    except BaseException as e:
+        if store is not None:
+            store.fail_run(e)
         raise
     finally:
         if store is not None:

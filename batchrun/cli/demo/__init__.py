@@ -150,6 +150,9 @@ def run_demo(directory: str | Path | None, *, progress: Progress, echo: Callable
             published = publish(store, inputs, command="demo")
             store.end_run("ok")
             echo(render(published.data, "md"))
+        except BaseException as e:
+            store.fail_run(e)  # `interrupted` (Ctrl-C, SIGTERM) or `error`, as a writer's (cli.support.writer)
+            raise
         finally:
             store.close()
             lock.release()
