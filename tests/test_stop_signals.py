@@ -128,3 +128,39 @@ def test_batchrun_emulator_keeps_its_own_sigterm_handling() -> None:
     _, err = proc.outputs()
     assert code == 0, err[-3000:]
     assert "SIGTERM" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(("sig", "code", "said"), [
+    (signal.SIGTERM, 143, "Stopped by SIGTERM; state.db is consistent and the next run resumes."),
+    (signal.SIGINT, 130, "Interrupted; state.db is consistent and the next run resumes."),
+], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_that_the_code_it_lands_in_turns_into_another_error_is_still_a_stop(
+        sig: int, code: int, said: str, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in this file's refresh test: a Ctrl-C landing while pydantic-core built a validator
+    for the Gemini SDK came out as a SchemaError ("...: KeyboardInterrupt"), and the stop became
+    exit 1 with a traceback, recorded as `error`. Here the signal arrives (raise_signal: at once,
+    in this process) inside code that turns the exception into a RuntimeError, as that did."""
+    from batchrun.cli import cli
+    from batchrun.ledger.store import Store
+
+    small_project(project)
+    real = Store.start_run
+
+    def start_then_stopped(self: Store, command: str) -> int:
+        run_id = real(self, command)
+        if sig == signal.SIGTERM:  # batchrun's handler, or the signal would end pytest (SIGINT's default raises)
+            assert callable(signal.getsignal(sig)), signal.getsignal(sig)
+        try:
+            signal.raise_signal(sig)
+        except BaseException as e:
+            raise RuntimeError(f"Error building validator: {e!r}") from None
+        return run_id
+
+    monkeypatch.setattr(Store, "start_run", start_then_stopped)
+    before = signal.getsignal(sig)
+    result = CliRunner().invoke(cli, ["--config", str(project.config_path), "plan"])
+    assert signal.getsignal(sig) is before
+    assert result.exit_code == code, (result.output, result.exception)
+    assert said in result.output and "Traceback" not in result.output, result.output
+    runs = project.sql("SELECT command, outcome, ended_at_utc IS NOT NULL AS ended FROM runs_log")
+    assert [(r["command"], r["outcome"], r["ended"]) for r in runs] == [("plan", "interrupted", 1)], runs

@@ -309,16 +309,17 @@ class Store:
         with self.db.atomic():
             self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ?", [time.time(), outcome, self.run_id])
 
-    def fail_run(self, error: BaseException) -> None:
+    def fail_run(self, error: BaseException, *, interrupted: bool = False) -> None:
         """Record how a run that raised `error` ended: `interrupted` for Ctrl-C and SIGTERM (a
-        KeyboardInterrupt: cli.support.Stopped), `error` otherwise. What the run was writing when
+        KeyboardInterrupt: cli.support.Stopped; or `interrupted`, a stop the code it landed in
+        turned into another error), `error` otherwise. What the run was writing when
         it stopped is rolled back first, never committed with the outcome. Best effort: the disk
         or database that just failed the command may refuse this too, and the original error is
         the one to report (the next writer then closes the run as `killed`). An outcome already
         recorded (`ok`, then a failure printing the result) stands."""
         if self.run_id is None:
             return
-        outcome = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
+        outcome = "interrupted" if interrupted or isinstance(error, KeyboardInterrupt) else "error"
         try:
             if self.db.conn.in_transaction:
                 self.db.conn.rollback()
