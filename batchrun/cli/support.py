@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -106,6 +108,42 @@ def _rehearsal_mark(path: Any) -> str | None:
         return store.meta("rehearsal")
 
 
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM (`timeout`, systemd stopping a unit, cron's or a person's
+    `kill`) arrived while a command ran. A KeyboardInterrupt, so both take the one path Ctrl-C
+    always took: every open state.db transaction rolls back, the run is recorded as
+    `interrupted` (Store.fail_run), the writer lock is let go, and handle_errors says so and
+    exits 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+# The stop signal received during the command running now, if any. Code the signal interrupts
+# may turn the exception into another one: pydantic-core, building a validator for the Gemini SDK
+# when a Ctrl-C landed, raised a SchemaError "...: KeyboardInterrupt" instead; the command is
+# still stopped, not failed (handle_errors, writer).
+_stop_signal: int | None = None
+
+
+def stop_signal() -> int | None:
+    """The signal (SIGINT, SIGTERM) that is stopping the command running now, or None."""
+    return _stop_signal
+
+
+def _on_stop(signum: int, _frame: Any) -> None:
+    global _stop_signal
+    if _stop_signal is None:
+        _stop_signal = signum
+    if signum == signal.SIGTERM:
+        # Once: a supervisor repeating SIGTERM must not cut short the rollback and the recording
+        # of the run that the first one started (SIGKILL still ends a stuck stop). A second
+        # Ctrl-C still interrupts, as it always did: a person pressing it again wants out.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def fail(e: BatchrunError) -> None:
         # A provider's refusal may quote the key back: nothing printed carries it.
@@ -114,10 +152,32 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.echo(f"Hint: {redact(e.hint)}", err=True)
         sys.exit(e.exit_code)
 
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except Exception as e:
+            if _stop_signal is None:
+                raise
+            raise Stopped(_stop_signal) from e  # the stop, turned into another error on its way up
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        global _stop_signal
+        # SIGTERM stops the command as Ctrl-C does, through the same handler, for as long as it
+        # runs: only from the main thread (Python runs signal handlers there alone, and refuses to
+        # install one elsewhere), and the handlers before are put back after, for a library caller
+        # or a test runner. `batchrun emulator` installs its own while it serves
+        # (emulator.server.serve). A signal the parent set to be ignored stays ignored (as Python
+        # leaves an ignored SIGINT alone), and a SIGINT handler other than Python's is kept.
+        previous: dict[signal.Signals, Any] = {}
+        outer = _stop_signal
+        if threading.current_thread() is threading.main_thread():
+            _stop_signal = None
+            for sig, usual in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+                if signal.getsignal(sig) == usual:
+                    previous[sig] = signal.signal(sig, _on_stop)
+        try:
+            return run(*args, **kwargs)
         except BatchrunError as e:
             fail(e)
         except (OSError, sqlite3.Error) as e:
@@ -129,9 +189,22 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             if mapped is None:
                 raise
             fail(mapped)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
+            if getattr(e, "signum", signal.SIGINT) == signal.SIGTERM:
+                # Exit 143 = 128 + 15, the $? a shell (and so a cron wrapper script) shows for a
+                # process SIGTERM ended; by exiting, as Ctrl-C exits 130, rather than by
+                # re-raising the signal once clean, so the README's table holds one number per
+                # case (README, "Exit codes"). A parent reading the wait status sees "exited
+                # 143", not "killed by TERM".
+                click.echo("Stopped by SIGTERM; state.db is consistent and the next run resumes.", err=True)
+                sys.exit(128 + signal.SIGTERM)
             click.echo("Interrupted; state.db is consistent and the next run resumes.", err=True)
             sys.exit(130)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if threading.current_thread() is threading.main_thread():
+                _stop_signal = outer
 
     return wrapper
 
@@ -183,15 +256,9 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         if kept.available(store):
             kept.keep_current(store)
         store.end_run("ok")
-    except BaseException:
-        if store is not None and store.run_id is not None:
-            # Best effort: the disk or database that just failed the command may refuse this too,
-            # and the original error is the one to report (a run left without ended_at reads as
-            # interrupted, which it was).
-            try:
-                store.end_run("error")
-            except (sqlite3.Error, OSError):
-                pass
+    except BaseException as e:
+        if store is not None:
+            store.fail_run(e, interrupted=stop_signal() is not None)
         raise
     finally:
         if store is not None:

@@ -176,7 +176,7 @@ class WriterLock:
         try:
             conn = sqlite3.connect(f"{self.db_path.as_uri()}?mode=ro", uri=True, timeout=5)
             try:
-                rows = conn.execute("SELECT pid, command, started_at FROM runs WHERE ended_at IS NULL ORDER BY id DESC LIMIT 5").fetchall()
+                rows = conn.execute("SELECT pid, command, started_at FROM runs WHERE outcome IS NULL ORDER BY id DESC LIMIT 5").fetchall()
             finally:
                 conn.close()
         except sqlite3.Error:

@@ -303,8 +303,17 @@ class Store:
     def store_id(self) -> str:
         return self.meta("store_id") or "unknown"
 
+    # -- the runs table: one row per writer run, and how it ended (`outcome`, README "state.db"):
+    # `ok`; `error` (it stopped on an error, reported to the user); `interrupted` (Ctrl-C or
+    # SIGTERM: KeyboardInterrupt); `killed` (it recorded nothing: SIGKILL, the OOM killer, a power
+    # cut; set by the next writer, with no end time, as nobody knows it).
+
     def start_run(self, command: str) -> int:
+        """Record a run starting. Called holding the writer lock (ledger/lock.py): so a run with no
+        outcome yet is one whose process is gone without recording any; closed here as `killed`,
+        its `ended_at` left empty rather than invented."""
         with self.db.atomic():
+            self.db.execute("UPDATE runs SET outcome = 'killed' WHERE outcome IS NULL")
             cur = self.db.execute(
                 "INSERT INTO runs (command, started_at, pid, batchrun_version) VALUES (?, ?, ?, ?)",
                 [command, time.time(), os.getpid(), _version()],
@@ -320,6 +329,26 @@ class Store:
             self.check_same_file()  # a run whose file vanished under it did not end well
         with self.db.atomic():
             self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ?", [time.time(), outcome, self.run_id])
+
+    def fail_run(self, error: BaseException, *, interrupted: bool = False) -> None:
+        """Record how a run that raised `error` ended: `interrupted` for Ctrl-C and SIGTERM (a
+        KeyboardInterrupt: cli.support.Stopped; or `interrupted`, a stop the code it landed in
+        turned into another error), `error` otherwise. What the run was writing when
+        it stopped is rolled back first, never committed with the outcome. Best effort: the disk
+        or database that just failed the command may refuse this too, and the original error is
+        the one to report (the next writer then closes the run as `killed`). An outcome already
+        recorded (`ok`, then a failure printing the result) stands."""
+        if self.run_id is None:
+            return
+        outcome = "interrupted" if interrupted or isinstance(error, KeyboardInterrupt) else "error"
+        try:
+            if self.db.conn.in_transaction:
+                self.db.conn.rollback()
+            with self.db.atomic():
+                self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ? AND outcome IS NULL",
+                                [time.time(), outcome, self.run_id])
+        except (sqlite3.Error, OSError):
+            pass
 
     @contextmanager
     def page_cache(self, *, kib: int) -> Iterator[None]:

@@ -116,6 +116,7 @@ def run_demo(directory: str | Path | None, *, progress: Progress, echo: Callable
     from ...ledger.inputs import resolve_inputs
     from ...publish.end_of_run import publish
     from ...run.refresh import refresh
+    from ..support import stop_signal
     from ...publish.report import render
 
     if directory is None:
@@ -150,6 +151,9 @@ def run_demo(directory: str | Path | None, *, progress: Progress, echo: Callable
             published = publish(store, inputs, command="demo")
             store.end_run("ok")
             echo(render(published.data, "md"))
+        except BaseException as e:
+            store.fail_run(e, interrupted=stop_signal() is not None)  # as a writer's (cli.support.writer)
+            raise
         finally:
             store.close()
             lock.release()
