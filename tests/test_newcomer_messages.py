@@ -9,6 +9,9 @@ Through the CLI, the real SDKs and the emulator, on real state.db files.
 from __future__ import annotations
 
 import json
+import re
+import time
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -118,3 +121,23 @@ def test_status_says_a_preflight_hold_with_the_latest_preflights_words_and_drops
     run(project, emu, "submit", "--route", "chat", code=0)
     out = run(project, emu, "status", code=0).output
     assert "held" not in out and "preflight" not in out
+
+
+def test_status_says_which_unsent_cells_back_off_and_until_when(project: Project, emu: Any,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that expired half-run leaves its other requests backing off before they are sent
+    again: status says so and when the first is due (a newcomer's status read only "pending
+    (unsent)", with nothing to say it waits, or till when), in its JSON too."""
+    monkeypatch.setenv("BATCHRUN_RETRY_BASE", "1")  # a batch retry's backoff: 60-90 s
+    setup(project, {"chat": route("openai", "gpt-5.5")})
+    emu.add_fault({"kind": "expire", "complete_fraction": 0.5, "model": "gpt-5.5"})  # t3, t4 never run
+    run(project, emu, "submit", "--route", "chat", code=0)
+    run(project, emu, "poll", code=0)
+    run(project, emu, "collect", code=2)
+    line = next(ln for ln in run(project, emu, "status", code=0).output.splitlines() if ln.startswith("chat: "))
+    assert re.search(r"pending \(unsent\) 2 \(2 back off after a failure, the first due \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00\)",
+                     line), line
+    data = json.loads(run(project, emu, "status", "--json", code=0).stdout)
+    assert data["pending"]["chat"]["unsent"] == 2 and data["pending"]["chat"]["backing_off"] == 2
+    due = datetime.fromisoformat(data["pending"]["chat"]["next_attempt_at"]).timestamp()
+    assert time.time() + 30 < due < time.time() + 120  # 60-90 s after the failure was collected

@@ -39,7 +39,10 @@ def status(ctx: Context, routes: tuple[str, ...], as_json: bool) -> None:
         if split:
             # "pending" says nothing about whether it was sent: say which.
             words = [w for w in words if w[0] != "pending"]
-            words += [(k, v) for k, v in (("pending (unsent)", split["unsent"]), ("in flight", split["in_flight"])) if v]
+            unsent: int | str = split["unsent"]
+            if split.get("backing_off"):  # sent again once their backoff after a failure is over
+                unsent = f"{unsent} ({split['backing_off']} back off after a failure, the first due {split['next_attempt_at']})"
+            words += [(k, v) for k, v in (("pending (unsent)", unsent), ("in flight", split["in_flight"])) if v]
         click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in words))
     for p in data["problems"]:
         click.echo(f"{p['state']}: {p['text']}")

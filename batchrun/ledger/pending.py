@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..base.backoff import round_backoff
@@ -196,6 +196,8 @@ class PendingScan:
     due: list[Pending]
     backing_off: int = 0  # requests that failed and wait out their backoff before the next attempt
     next_retry_at: float | None = None  # when the first of those becomes due (epoch seconds)
+    # Per route: (requests backing off, when the first of them becomes due): what `status` says.
+    backing_off_by_route: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def pending_requests(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
@@ -205,13 +207,15 @@ def pending_requests(store: Store, config: Config, *, routes: set[str] | None = 
 
 
 def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None, stages: set[str] | None = None,
-                 now: float | None = None, states: str | None = None) -> PendingScan:
+                 now: float | None = None, states: str | None = None, estimates: bool = True) -> PendingScan:
     """Pending requests in a stable order, split into those due now and those backing off.
 
     A request that failed is due `clients.round_backoff` after its last failure was collected
     (honouring the provider's Retry-After), counted by its failures in this run; a `retry`
     (reopen) after the failure makes it due at once. `states`: a table of request_status's rows
-    for the current requests (kept.request_states: the kept state, current); evaluated here without."""
+    for the current requests (kept.request_states: the kept state, current); evaluated here without.
+    `estimates=False`: the due requests keep their planned output estimates (a reader that only
+    asks what backs off skips reading every result's usage)."""
     now = time.time() if now is None else now
     if states is None:
         evaluate_requests(store)  # request_status of the current requests only: not all of history
@@ -228,10 +232,11 @@ def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None
             WHERE s.state = 'pending'
             ORDER BY s.stage DESC, s.route, t.position, r.rowid"""  # ties (a judge's answers of one task) as queued
     )
-    observed = observed_output_tokens(store)
+    observed = observed_output_tokens(store) if estimates else {}
     due: list[Pending] = []
     backing_off = 0
     next_at: float | None = None
+    by_route: dict[str, tuple[int, float]] = {}
     for (custom_id, stage, route, task_id, parent_result_id, est_in, est_out, judged_route, run_failures, reopened_at,
          failed_at, retry_after, transport, failed_batch) in cur:
         if routes and route not in routes and not (stage == "judge" and judged_route in routes):
@@ -245,12 +250,14 @@ def scan_pending(store: Store, config: Config, *, routes: set[str] | None = None
             if failed_at + wait > now:
                 backing_off += 1
                 next_at = failed_at + wait if next_at is None else min(next_at, failed_at + wait)
+                n, at = by_route.get(route, (0, failed_at + wait))
+                by_route[route] = (n + 1, min(at, failed_at + wait))
                 continue
         avg = observed.get((route, stage))
         if avg is not None:
             est_out = min(avg, est_out)
         due.append(Pending(custom_id, stage, route, task_id, parent_result_id, est_in, est_out))
-    return PendingScan(due, backing_off, next_at)
+    return PendingScan(due, backing_off, next_at, by_route)
 
 
 # Successful results a route needs before its observed average replaces the budget as the estimate.
