@@ -70,9 +70,11 @@ def test_a_missing_dataset_names_a_release_lying_beside_it(tmp_path: Path) -> No
     data/, where it already was)."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "wildtrace_strict481.jsonl").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "data" / "batchrun.json").write_text("{}", encoding="utf-8")  # a config: never suggested
+    (tmp_path / "data" / "a_notes.json").write_text("{}", encoding="utf-8")  # named after the release's
     with pytest.raises(DataError) as e:
         load_dataset(tmp_path / "data" / "wildtrace_strict481.with_answers.json")
-    assert "data has wildtrace_strict481.jsonl" in e.value.message
+    assert "data has wildtrace_strict481.jsonl, a_notes.json." in e.value.message
     assert e.value.hint == f'If that is the WildTrace release, set it in the config: [paths] dataset = "{tmp_path / "data" / "wildtrace_strict481.jsonl"}".'
     with pytest.raises(DataError) as e:  # nothing beside it: where to put the release
         load_dataset(tmp_path / "elsewhere" / "x.json")

@@ -141,3 +141,20 @@ def test_status_says_which_unsent_cells_back_off_and_until_when(project: Project
     assert data["pending"]["chat"]["unsent"] == 2 and data["pending"]["chat"]["backing_off"] == 2
     due = datetime.fromisoformat(data["pending"]["chat"]["next_attempt_at"]).timestamp()
     assert time.time() + 30 < due < time.time() + 120  # 60-90 s after the failure was collected
+
+
+def test_status_says_when_judge_requests_back_off(project: Project, emu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge stage too: the judge batch expires (a Gemini job that expires returns no results),
+    its requests back off; the answers' cells read "judging", and the judge route's line says how
+    many wait and until when (the review found them unsaid)."""
+    monkeypatch.setenv("BATCHRUN_RETRY_BASE", "1")  # a batch retry's backoff: 60-90 s
+    setup(project, {"chat": route("openai", "gpt-5.5")})
+    for command in (("submit", "--no-preflight"), ("poll",), ("collect",)):
+        project.run(*command, emulator=emu)  # the answers in, the judge requests queued
+    emu.add_fault({"kind": "expire", "complete_fraction": 0.5, "model": "gemini-2.5-flash"})
+    for command in (("submit", "--no-preflight"), ("poll",), ("collect",)):
+        project.run(*command, emulator=emu)
+    out = run(project, emu, "status", code=0).output
+    assert re.search(r"^judge: 4 judge request\(s\) back off after a failure, the first due \d{4}-\d\d-\d\dT", out, re.M), out
+    data = json.loads(run(project, emu, "status", "--json", code=0).stdout)
+    assert data["judges_backing_off"]["judge"]["requests"] == 4

@@ -247,5 +247,10 @@ def test_a_refresh_with_a_refused_route_still_waits_for_another_route_s_retries(
         states = {(c["route"], c["task_id"]): c["status"] for c in project.sql("SELECT route, task_id, status FROM cell_status")}
         assert {t: s for (rt, t), s in states.items() if rt == "good"} == {"t1": "ok", "t2": "ok"}, states
         assert {b["route"]: b["status"] for b in project.sql("SELECT route, status FROM batches WHERE route = 'bad'")} == {"bad": "uploaded"}
+        # The refused create is asked once in the run, not again every round (the review found 15
+        # in one refresh), and said once as it happens and once in refresh's `held` line.
+        creates = [c for c in e.calls if c.get("method") == "POST" and c.get("path") == "/compatible-mode/v1/batches"]
+        assert len(creates) == 1, len(creates)
+        assert r.stderr.count("endpoint '/v4/chat/completions' is not supported") == 2, r.stderr
     finally:
         e.stop()

@@ -44,6 +44,8 @@ def status(ctx: Context, routes: tuple[str, ...], as_json: bool) -> None:
                 unsent = f"{unsent} ({split['backing_off']} back off after a failure, the first due {split['next_attempt_at']})"
             words += [(k, v) for k, v in (("pending (unsent)", unsent), ("in flight", split["in_flight"])) if v]
         click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in words))
+    for route, b in data["judges_backing_off"].items():
+        click.echo(f"{route}: {b['requests']} judge request(s) back off after a failure, the first due {b['next_attempt_at']}")
     for p in data["problems"]:
         click.echo(f"{p['state']}: {p['text']}")
     for t in data["truncated"]:

@@ -347,8 +347,8 @@ class Store:
             with self.db.atomic():
                 self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ? AND outcome IS NULL",
                                 [time.time(), outcome, self.run_id])
-        except (sqlite3.Error, OSError):
-            pass
+        except (sqlite3.Error, OSError, KeyboardInterrupt):
+            pass  # (a second Ctrl-C or SIGTERM while recording: the stop under way is the one reported)
 
     @contextmanager
     def page_cache(self, *, kib: int) -> Iterator[None]:

@@ -64,10 +64,14 @@ def load_dataset(path: Path) -> Dataset:
     if not path.exists():
         # The release comes as .json or .jsonl (module docstring): one lying beside the configured
         # name is most likely the release under its other name, so the fix names it.
-        beside = sorted(p for p in path.parent.glob("*.json*") if p.suffix.lower() in (".json", ".jsonl")) if path.parent.is_dir() else []
+        # (Not batchrun's own JSON files, and the release's name first; the path quoted as TOML
+        # quotes a string, which a JSON string is.)
+        beside = sorted((p for p in path.parent.glob("*.json*") if p.suffix.lower() in (".json", ".jsonl")
+                         and p.name not in ("batchrun.json", "manifest.json", "datasette-metadata.json")),
+                        key=lambda p: ("wildtrace" not in p.name.lower(), p.name)) if path.parent.is_dir() else []
         if beside:
             raise DataError(f"Dataset file {path} does not exist; {path.parent} has {', '.join(p.name for p in beside[:3])}.",
-                            f'If that is the WildTrace release, set it in the config: [paths] dataset = "{beside[0]}".')
+                            f"If that is the WildTrace release, set it in the config: [paths] dataset = {json.dumps(str(beside[0]))}.")
         raise DataError(f"Dataset file {path} does not exist.", "Set [paths] dataset in the config, or put the WildTrace release in data/.")
     try:
         data = read_regular(path)

@@ -96,6 +96,7 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
     last_error = ""
     blocked: dict[str, str] = {}  # routes blocked in this run (poll.PollResult.blocked)
     held: dict[str, str] = {}  # batch -> why submit held it, as last said in this run
+    refused: dict[str, str] = {}  # routes whose upload or create the provider refused in this run: not asked again
 
     def outcome(complete: bool, reason: str, leaderboard: list[dict], held_now: list[tuple[str, str]] | None = None) -> RefreshOutcome:
         return RefreshOutcome(complete, reason, created, leaderboard, list(blocked.values()), held=list(held_now or []))
@@ -106,7 +107,7 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
     while True:
         store.check_same_file()  # between rounds: a state.db deleted or replaced mid-run stops it
         try:
-            s = submit(store, inputs, budget=budget, preflight=preflight, progress=progress)
+            s = submit(store, inputs, budget=budget, preflight=preflight, progress=progress, refused=refused)
             for bid, why in s.held:
                 # Said once per batch and reason, not every round while a queue or the budget holds it.
                 if held.get(bid) != why:

@@ -55,6 +55,7 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
             FROM cells_now cs WHERE cs.status = 'pending' GROUP BY cs.route ORDER BY cs.route""")
     pending_split: dict[str, dict[str, Any]] = {
         r["route"]: {"unsent": r["n"] - r["in_flight"], "in_flight": r["in_flight"]} for r in pending}
+    judges_backing_off: dict[str, dict[str, Any]] = {}
     if config is not None:
         # Of the unsent, those waiting out a backoff after a failure, and when the first goes again
         # (a route whose batch failed read "pending (unsent)" with nothing to say it waits, or till when).
@@ -63,6 +64,8 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
         for route, (n, at) in scan_pending(store, config, states="requests_now", estimates=False).backing_off_by_route.items():
             if route in pending_split:
                 pending_split[route].update(backing_off=n, next_attempt_at=_iso(at))
+            else:  # a judge route: its requests grade other routes' answers (their cells read "judging")
+                judges_backing_off[route] = {"requests": n, "next_attempt_at": _iso(at)}
     problems = [{**p.as_json(), "text": p.describe()} for p in open_problems(store, config, requests="requests_now")]
     # Batches whose result file was accepted truncated (poll.MAX_DOWNLOAD_ATTEMPTS), named for
     # as long as a request of its unreadable tail is still open.
@@ -78,7 +81,7 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
                      f"accepted as it is; {t['open_requests']} request(s) of its unreadable tail are resubmitted")
     order = list(config.routes) if config is not None else []
     routes = dict(sorted(routes.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
-    data: dict[str, Any] = {"cells": routes, "pending": pending_split, "batches": batches,
+    data: dict[str, Any] = {"cells": routes, "pending": pending_split, "judges_backing_off": judges_backing_off, "batches": batches,
             "in_flight": [b for b in live if b["status"] not in NOT_CREATED],
             "planned": [b for b in live if b["status"] in NOT_CREATED], "problems": problems, "truncated": truncated}
     if routes_only is not None:

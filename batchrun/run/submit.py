@@ -160,7 +160,7 @@ def _in_flight(store: Store, batch_id: str, seen: BatchStatus, client: Any, rout
 
 def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = None, stages: set[str] | None = None,
            dry_run: bool = False, budget: float | None = None, preflight: bool = True, deadline: float | None = None,
-           progress: Progress = SILENT) -> SubmitResult:
+           progress: Progress = SILENT, refused: dict[str, str] | None = None) -> SubmitResult:
     """Plan what is pending, then upload and create every planned batch that may go now.
 
     With `preflight` (the default), every route about to upload or send something whose current
@@ -171,12 +171,16 @@ def submit(store: Store, config: Config | Inputs, *, routes: set[str] | None = N
 
     `deadline` (epoch seconds, `submit --timeout`): every provider call ends by it, as in refresh
     (netguard.time_limit); what it leaves unsent is held for the next run, and `time_limit` says
-    so. (refresh passes none: its own limit is in force around every submit it makes.)"""
+    so. (refresh passes none: its own limit is in force around every submit it makes.)
+
+    `refused`: route -> why, the routes whose upload or create the provider refused outright earlier
+    in this run (refresh keeps it across its rounds): their batches are held without calling again,
+    and the routes refused now are added."""
     with netguard.time_limit(deadline):
         # A call cut at the limit is a "deadline" failure, transient: the batch it was for is held
         # (as are those after it, and a creation it left uncertain), never raised.
         result = _submit(store, config, routes=routes, stages=stages, dry_run=dry_run, budget=budget,
-                         preflight=preflight, progress=progress)
+                         preflight=preflight, progress=progress, refused={} if refused is None else refused)
         if deadline is not None and netguard.passed() and result.held:
             result.time_limit = time_limit_reason(store)
     return result
@@ -194,7 +198,7 @@ def time_limit_reason(store: Store, live: int | None = None) -> str:
 
 
 def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, stages: set[str] | None, dry_run: bool,
-            budget: float | None, preflight: bool, progress: Progress) -> SubmitResult:
+            budget: float | None, preflight: bool, progress: Progress, refused: dict[str, str]) -> SubmitResult:
     inputs = as_inputs(store, config, escape=True)
     config = inputs.config
     result_plan = plan(store, inputs, routes=routes, stages=stages, write=not dry_run)
@@ -224,7 +228,6 @@ def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, s
     if checks is not None:
         # The routes with a batch the budget and queues let through now, checked together.
         checks.run(_would_go(gate, batches))
-    refused: dict[str, str] = {}  # route -> why: the provider refused its upload or create itself
     for b in batches:
         route = config.routes[b["route"]]
         if route.name in refused:
@@ -280,9 +283,9 @@ def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, s
                 # gets the same answer until the config is fixed. Like a refused preflight, the route
                 # waits (this batch stays as it is: the next run sends it from the same file) with the
                 # provider's message and the fix, and the other routes go on; exit 2.
-                refused[route.name] = f"{e.message} {e.hint or ''}".strip()
+                refused[route.name] = f"{e.message} Hint: {e.hint}" if e.hint else e.message
                 result.hold(store, b["id"], refused[route.name])
-                progress.event(f"{b['id']}: {e}")
+                progress.event(f"{b['id']}: {refused[route.name]}")  # one line (refresh: once a run, not every round)
                 continue
             if not is_transient(e) or is_unreachable(e):
                 raise  # a wrong or down base URL is reported, not waited for
