@@ -37,8 +37,9 @@ class Task:
     fields: dict[str, Any]  # everything else (language, category, paradigm, ground_truth...)
     position: int
     # Where the record is, as its problems are named: "PATH, record N" (.json) or "PATH, line N"
-    # (.jsonl); the corpus's problems name it the same way.
-    where: str = ""
+    # (.jsonl); the corpus's problems name it the same way. Not part of the task's value: the same
+    # record read from another path is the same task (equality, repr).
+    where: str = field(default="", compare=False, repr=False)
 
     @property
     def rubric_total(self) -> float:
