@@ -266,6 +266,26 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         lock.release()
 
 
+@contextmanager
+def dry_run_store(config: Config, command: str) -> Iterator[tuple[Store, Inputs]]:
+    """What `writer` yields, for a dry run: the same inputs, resolved and checked the same way,
+    and a store that is a throw-away copy of state.db (ledger.store.dry_run_copy). Nothing is
+    written beside the config: no state.db on a first run, no lock, no run recorded, no file
+    under jobs/."""
+    from ..ledger.inputs import resolve_inputs
+    from ..ledger.store import Store, dry_run_copy
+    from ..ledger.sync import check_role_changes
+
+    if config.paths.state.exists():
+        with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True) as ro:
+            check_role_changes(ro, config)
+            found = resolve_inputs(ro, config, escape=command in _PLANS)
+    else:
+        found = resolve_inputs(None, config, escape=command in _PLANS)
+    with dry_run_copy(config.paths.state, rehearsal=config.rehearsal) as store:
+        yield store, found
+
+
 def _check_writable(config: Config) -> None:
     """A writer on read-only media says so before it starts (rather than failing at the lock or
     halfway through writing jobs/). os.access, not a test write: it reports a read-only mount
