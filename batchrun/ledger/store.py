@@ -331,8 +331,8 @@ class Store:
         return self.meta("store_id") or "unknown"
 
     # -- the runs table: one row per writer run, and how it ended (`outcome`, README "state.db"):
-    # `ok`; `error` (it stopped on an error, reported to the user); `interrupted` (Ctrl-C or
-    # SIGTERM: KeyboardInterrupt); `killed` (it recorded nothing: SIGKILL, the OOM killer, a power
+    # `ok`; `error` (it stopped on an error, reported to the user); `interrupted` (Ctrl-C, SIGTERM or
+    # SIGHUP: KeyboardInterrupt); `killed` (it recorded nothing: SIGKILL, the OOM killer, a power
     # cut; set by the next writer, with no end time, as nobody knows it).
 
     def start_run(self, command: str) -> int:
@@ -358,7 +358,7 @@ class Store:
             self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ?", [time.time(), outcome, self.run_id])
 
     def fail_run(self, error: BaseException, *, interrupted: bool = False) -> None:
-        """Record how a run that raised `error` ended: `interrupted` for Ctrl-C and SIGTERM (a
+        """Record how a run that raised `error` ended: `interrupted` for Ctrl-C, SIGTERM and SIGHUP (a
         KeyboardInterrupt: cli.support.Stopped; or `interrupted`, a stop the code it landed in
         turned into another error), `error` otherwise. What the run was writing when
         it stopped is rolled back first, never committed with the outcome. Best effort: the disk
