@@ -280,3 +280,22 @@ def test_a_collect_with_nothing_new_leaves_results_files_untouched_and_rewrites_
     collect()
     assert _stats(results)[scores.name][:2] != after[scores.name][:2] and scores.read_bytes() == content[scores.name]
     assert {p.name: p.read_bytes() for p in results.glob("*.json")} == content
+
+
+def test_verify_of_another_projects_results_says_so_with_the_fix(demo: Path, project: Project) -> None:
+    """`verify DIR` given another project's results folder checked them against this folder's
+    state.db and reported every number as a mismatch, as if they had been tampered with (the
+    walk-through): the manifest names the state.db that wrote it (meta store_id)."""
+    m = json.loads((demo / "results" / "manifest.json").read_text())
+    demo_store = sqlite3.connect(demo / "state.db").execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
+    assert m["store_id"] == demo_store
+    small_project(project)
+    assert project.run("plan").exit_code == 0  # this project's own state.db
+    r = CliRunner().invoke(cli, ["--config", str(project.config_path), "verify", str(demo / "results")])
+    assert r.exit_code == 1, r.output
+    assert f"The results in {demo / 'results'} were written by another state.db (store {demo_store})" in r.output
+    assert f"Hint: Run it with that project's config: `batchrun --config {demo.resolve() / 'batchrun.toml'} verify" in r.output
+    assert "MISMATCH" not in r.output and "Traceback" not in r.output
+    # As the hint says, it verifies.
+    r = CliRunner().invoke(cli, ["--config", str(demo / "batchrun.toml"), "verify", str(demo / "results")])
+    assert r.exit_code == 0 and "verified:" in r.output, r.output

@@ -9,7 +9,7 @@ before batchrun recorded BLAKE3: checksums.py), line count and the provider batc
 provider result and error file downloaded into jobs/ (the raw answers everything else is derived
 from), with the sha256 poll recorded when it downloaded it; each results file's sha256; whether
 the numbers are WildTrace-protocol numbers (`protocol`); batchrun's version and, when run from a
-git checkout, the commit. Paths in the manifest are relative to the config file's folder (the
+git checkout, the commit; and the id of the state.db that wrote it (`store_id`, meta). Paths in the manifest are relative to the config file's folder (the
 project), so a project can be moved or published as a folder.
 """
 
@@ -126,6 +126,9 @@ def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> di
         "batchrun_version": __version__,
         "git_commit": _git_commit(),
         "rehearsal": store.meta("rehearsal"),
+        # The state.db that wrote it (meta store_id, made when it was created): verify refuses to
+        # check these results against another project's state.db (verify.check_same_store).
+        "store_id": store.meta("store_id"),
         "protocol": config.protocol,
         "protocol_note": config.protocol_note,
         "dataset": {"path": relative(ds_path, root), "sha256": ds_sha, "records": n_records},
