@@ -28,6 +28,11 @@ def test_submit_dry_run_writes_nothing_on_a_first_run_or_after_one(project: Proj
     assert "total estimated at the batch rate" in r.output and "gpt" in r.output
     assert _files(project.root) == before  # no state.db, no state.db.lock, no jobs/
     assert not project.state_path.exists() and not (project.root / "jobs").exists()
+    # Nor do the other read-only commands on a folder with no state.db yet (they say so, exit 1).
+    for command in (("probe", "gpt", "--dry-run"), ("status",), ("report",), ("cost",)):
+        r = project.run(*command)
+        assert r.exit_code == (0 if command[0] == "probe" else 1), r.output
+        assert _files(project.root) == before, command
 
     assert project.run("plan").exit_code == 0
     runs = project.sql("SELECT count(*) AS n FROM runs")[0]["n"]
