@@ -128,6 +128,21 @@ def test_a_missing_key_on_a_resume_names_every_route_in_flight_that_reads_it(pro
     assert f"1 API key variable(s) not set: {KEY_ENV} (routes 'gpt', 'claude', 'gemini', 'judge-a', 'judge-g')" in r.output
 
 
+def test_a_missing_key_in_a_refresh_with_work_to_send_names_the_routes_in_flight_too(project: Project, emulator: Emulator,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The submit a refresh starts with named only the routes it was about to send, not gpt, in
+    flight and reading the same variable, which the poll after it names: submit (in a refresh or
+    alone) names the routes about to send, then those in flight that read it."""
+    small_project(project, panel=[])
+    project.point_at(emulator)
+    assert project.run("submit", "--route", "gpt").exit_code == 0
+    monkeypatch.delenv(KEY_ENV)
+    for command in (("refresh", "--interval", "0.01"), ("submit",)):
+        r = project.run(*command)
+        assert r.exit_code == 1, r.output
+        assert f"1 API key variable(s) not set: {KEY_ENV} (routes 'claude', 'gemini', 'judge-a', 'judge-g', 'gpt')" in r.output, r.output
+
+
 def test_demo_refuses_a_folder_holding_another_projects_files(tmp_path: Path) -> None:
     """`demo --dir` on a real project overwrote its data/dataset.json and same-named documents
     (found by a review): refused, naming them, with nothing changed."""

@@ -55,8 +55,45 @@ def test_the_demo_writes_a_manifest_of_every_input_and_output(demo: Path) -> Non
                               env=env).stdout.strip()
         # (git refuses a checkout another user owns, "dubious ownership": no commit to name then)
         assert m["git_commit"] == (head or None)
+        changed = subprocess.run(["git", "-C", str(checkout), "diff", "HEAD", "--quiet"], env=env).returncode == 1
+        assert m["git_dirty"] == (changed if head else None)
     else:
-        assert m["git_commit"] is None
+        assert m["git_commit"] is None and m["git_dirty"] is None
+
+
+def test_a_dirty_checkout_is_recorded_as_such_beside_its_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest named a checkout with uncommitted changes by its clean HEAD (the review): its
+    git_dirty says whether tracked files differed from git_commit (untracked files do not count,
+    as for `git describe --dirty`); git runs without the caller's GIT_* variables."""
+    import shutil
+    import subprocess
+
+    from batchrun.publish.manifest import _git_state
+
+    if not shutil.which("git"):
+        pytest.skip("git is not installed")
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t.invalid", *args],
+                              capture_output=True, text=True, env=env, check=True).stdout.strip()
+
+    git("init", "-q")
+    (repo / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("commit", "-qm", "one")
+    head = git("rev-parse", "HEAD")
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "nowhere"))  # a hook's or CI's: not read
+    assert _git_state(repo) == (head, False)
+    (repo / "notes.txt").write_text("untracked\n")
+    assert _git_state(repo) == (head, False)
+    (repo / "code.py").write_text("x = 2\n")
+    assert _git_state(repo) == (head, True)
+    git("add", "code.py")  # staged, not committed: still not the commit
+    assert _git_state(repo) == (head, True)
+    assert _git_state(tmp_path) == (None, None)  # no checkout
 
 
 def test_verify_passes_on_the_demo(demo: Path) -> None:
@@ -280,3 +317,22 @@ def test_a_collect_with_nothing_new_leaves_results_files_untouched_and_rewrites_
     collect()
     assert _stats(results)[scores.name][:2] != after[scores.name][:2] and scores.read_bytes() == content[scores.name]
     assert {p.name: p.read_bytes() for p in results.glob("*.json")} == content
+
+
+def test_verify_of_another_projects_results_says_so_with_the_fix(demo: Path, project: Project) -> None:
+    """`verify DIR` given another project's results folder checked them against this folder's
+    state.db and reported every number as a mismatch, as if they had been tampered with (the
+    walk-through): the manifest names the state.db that wrote it (meta store_id)."""
+    m = json.loads((demo / "results" / "manifest.json").read_text())
+    demo_store = sqlite3.connect(demo / "state.db").execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
+    assert m["store_id"] == demo_store
+    small_project(project)
+    assert project.run("plan").exit_code == 0  # this project's own state.db
+    r = CliRunner().invoke(cli, ["--config", str(project.config_path), "verify", str(demo / "results")])
+    assert r.exit_code == 1, r.output
+    assert f"The results in {demo / 'results'} were written by another state.db (store {demo_store})" in r.output
+    assert f"Hint: Run it with that project's config: `batchrun --config {demo.resolve() / 'batchrun.toml'} verify" in r.output
+    assert "MISMATCH" not in r.output and "Traceback" not in r.output
+    # As the hint says, it verifies.
+    r = CliRunner().invoke(cli, ["--config", str(demo / "batchrun.toml"), "verify", str(demo / "results")])
+    assert r.exit_code == 0 and "verified:" in r.output, r.output

@@ -158,3 +158,27 @@ def test_status_says_when_judge_requests_back_off(project: Project, emu: Any, mo
     assert re.search(r"^judge: 4 judge request\(s\) back off after a failure, the first due \d{4}-\d\d-\d\dT", out, re.M), out
     data = json.loads(run(project, emu, "status", "--json", code=0).stdout)
     assert data["judges_backing_off"]["judge"]["requests"] == 4
+    # Asked for the contestant alone, its lines say the judge of its answers waits, and till when.
+    out = run(project, emu, "status", "--route", "chat", code=0).output
+    assert re.search(r"^chat: judge route 'judge' backs off after a failure \(4 judge request\(s\) in all\), the first due \d{4}-", out, re.M), out
+    data = json.loads(run(project, emu, "status", "--route", "chat", "--json", code=0).stdout)
+    assert [w["judge"] for w in data["judges_held"]["chat"]] == ["judge"]
+
+
+def test_status_of_one_route_says_when_the_judges_of_its_answers_are_held(project: Project, emu: Any) -> None:
+    """`status --route chat` printed only chat's own line ("judging 4") while the judge route that
+    grades those answers was held for its preflight (the walk-through): the route's lines and
+    JSON say which judge route holds them up, why and since when."""
+    setup(project, {"chat": route("openai", "gpt-5.5")})
+    for command in (("submit", "--no-preflight"), ("poll",), ("collect",)):
+        project.run(*command, emulator=emu)  # the answers in, the judge requests queued
+    refused = "models/gemini-2.5-flash is not found for API version v1beta."
+    emu.add_fault({"kind": "request_error", "status": 404, "model": "gemini-2.5-flash", "message": refused, "count": -1})
+    run(project, emu, "submit", code=2)  # the judge route's preflight is refused: its batch is held
+    out = run(project, emu, "status", "--route", "chat", code=0).output
+    line = next(ln for ln in out.splitlines() if ln.startswith("chat: judge route"))
+    assert re.match(r"chat: judge route 'judge', grading 4 of its answers, held since \d{4}-\d\d-\d\dT", line), out
+    assert "preflight of route 'judge' refused" in line and refused in line
+    data = json.loads(run(project, emu, "status", "--route", "chat", "--json", code=0).stdout)
+    (held,) = data["judges_held"]["chat"]
+    assert held["judge"] == "judge" and held["requests"] == 4 and refused in held["held"] and held["held_at"]

@@ -1,8 +1,8 @@
 """A run stopped from outside (a newcomer's finding 11): SIGTERM, as `timeout`, systemd and cron's
 kill send it, stops a command as Ctrl-C does; each stopped run says in `runs` how it ended.
 
-- SIGTERM and SIGINT mid-refresh: a message on stderr naming the signal, exit 143 (128 + 15) or
-  130, the run recorded as `interrupted` with its end time, the writer lock let go; the next
+- SIGTERM, SIGHUP and SIGINT mid-refresh: a message on stderr naming the signal, exit 143
+  (128 + 15), 129 (128 + 1) or 130, the run recorded as `interrupted` with its end time, the writer lock let go; the next
   refresh completes, paying for nothing twice, and `runs_log` shows both runs.
 - SIGKILL (no handler runs, as in a power cut): the next writer closes the run as `killed` and
   leaves its end time empty (nobody knows it).
@@ -33,8 +33,11 @@ from test_state_file_and_lock import ENV, in_flight, paid_once, start_refresh, w
 @pytest.mark.parametrize(("sig", "code", "said", "outcome"), [
     (signal.SIGTERM, 143, "Stopped by SIGTERM; state.db is consistent and the next run resumes.", "interrupted"),
     (signal.SIGINT, 130, "Interrupted; state.db is consistent and the next run resumes.", "interrupted"),
+    # The terminal closed or the ssh session dropped (a newcomer's finding): it killed the command
+    # and left its run open, where it is now the same clean stop.
+    (signal.SIGHUP, 129, "Stopped by SIGHUP (the terminal closed); state.db is consistent and the next run resumes.", "interrupted"),
     (signal.SIGKILL, -signal.SIGKILL, "", "killed"),
-], ids=["SIGTERM", "SIGINT", "SIGKILL"])
+], ids=["SIGTERM", "SIGINT", "SIGHUP", "SIGKILL"])
 def test_a_refresh_stopped_by_a_signal_is_recorded_and_the_next_run_completes(
         sig: int, code: int, said: str, outcome: str, project: Project, emu: EmulatorProcess) -> None:
     small_project(project)

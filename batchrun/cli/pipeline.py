@@ -19,6 +19,7 @@ from .support import (
     announce_warnings,
     check_until,
     complete_routes,
+    dry_run_store,
     handle_errors,
     json_header,
     note_rehearsal,
@@ -146,7 +147,8 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
     if dry_run:
         note_rehearsal(config)
     deadline = deadline_from(timeout_, None)  # from now: the lock and the inputs count against it, as in refresh
-    with writer(ctx, "submit", config, wait_lock=wait_lock) as (store, inputs):
+    # A dry run works on a throw-away copy of state.db and writes nothing beside the config (no lock).
+    with (dry_run_store(config, "submit") if dry_run else writer(ctx, "submit", config, wait_lock=wait_lock)) as (store, inputs):
         result = do_submit(store, inputs, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
                            budget=budget, preflight=not no_preflight, deadline=deadline, progress=ctx.progress())
         announce_warnings(ctx, store, config)

@@ -44,6 +44,12 @@ def status(ctx: Context, routes: tuple[str, ...], as_json: bool) -> None:
                 unsent = f"{unsent} ({split['backing_off']} back off after a failure, the first due {split['next_attempt_at']})"
             words += [(k, v) for k, v in (("pending (unsent)", unsent), ("in flight", split["in_flight"])) if v]
         click.echo(f"{route}: " + ", ".join(f"{k} {v}" for k, v in words))
+        if routes:  # asked for this route alone: what holds up the judges of its answers (without --route, their own lines say it)
+            for w in data["judges_held"].get(route, []):
+                click.echo(f"{route}: judge route {w['judge']!r}, grading {w['requests']} of its answers, held since {w['held_at']}: {w['held']}"
+                           if "held" in w else
+                           f"{route}: judge route {w['judge']!r} backs off after a failure ({w['backing_off']} judge request(s) in all), "
+                           f"the first due {w['next_attempt_at']}")
     for route, b in data["judges_backing_off"].items():
         click.echo(f"{route}: {b['requests']} judge request(s) back off after a failure, the first due {b['next_attempt_at']}")
     for p in data["problems"]:

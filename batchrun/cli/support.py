@@ -109,8 +109,8 @@ def _rehearsal_mark(path: Any) -> str | None:
 
 
 class Stopped(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) or SIGTERM (`timeout`, systemd stopping a unit, cron's or a person's
-    `kill`) arrived while a command ran. A KeyboardInterrupt, so both take the one path Ctrl-C
+    """Ctrl-C (SIGINT), SIGTERM (`timeout`, systemd stopping a unit, cron's or a person's
+    `kill`) or SIGHUP (the terminal closed, an ssh session dropped) arrived while a command ran. A KeyboardInterrupt, so both take the one path Ctrl-C
     always took: every open state.db transaction rolls back, the run is recorded as
     `interrupted` (Store.fail_run), the writer lock is let go, and handle_errors says so and
     exits 128 + the signal's number."""
@@ -128,7 +128,7 @@ _stop_signal: int | None = None
 
 
 def stop_signal() -> int | None:
-    """The signal (SIGINT, SIGTERM) that is stopping the command running now, or None."""
+    """The signal (SIGINT, SIGTERM, SIGHUP) that is stopping the command running now, or None."""
     return _stop_signal
 
 
@@ -136,12 +136,34 @@ def _on_stop(signum: int, _frame: Any) -> None:
     global _stop_signal
     if _stop_signal is None:
         _stop_signal = signum
-    if signum == signal.SIGTERM:
-        # Once: a supervisor repeating SIGTERM must not cut short the rollback and the recording
-        # of the run that the first one started (SIGKILL still ends a stuck stop). A second
-        # Ctrl-C still interrupts, as it always did: a person pressing it again wants out.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if signum in _ONCE:
+        # Once: a supervisor repeating SIGTERM (or a closing terminal's session leader sending
+        # SIGHUP again) must not cut short the rollback and the recording of the run that the
+        # first one started (SIGKILL still ends a stuck stop). A second Ctrl-C still interrupts,
+        # as it always did: a person pressing it again wants out.
+        signal.signal(signum, signal.SIG_IGN)
     raise Stopped(signum)
+
+
+# The stop signals a command handles, each with what it says on stderr. SIGTERM and SIGHUP are
+# handled once (_on_stop); SIGHUP is what a terminal closing or an ssh session dropping sends to
+# the command in the foreground (and, without nohup, to one in the background).
+_STOPPED_SAYS = {
+    signal.SIGINT: "Interrupted; state.db is consistent and the next run resumes.",
+    signal.SIGTERM: "Stopped by SIGTERM; state.db is consistent and the next run resumes.",
+    signal.SIGHUP: "Stopped by SIGHUP (the terminal closed); state.db is consistent and the next run resumes.",
+}
+_ONCE = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _say_stopped(text: str) -> None:
+    """Say how the command stopped, if stderr can still be written: after SIGHUP its terminal may
+    be gone (a write then fails with EIO), and the exit code and the run's outcome in state.db
+    must not be lost to that."""
+    try:
+        click.echo(text, err=True)
+    except OSError:
+        pass
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -163,17 +185,19 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         global _stop_signal
-        # SIGTERM stops the command as Ctrl-C does, through the same handler, for as long as it
-        # runs: only from the main thread (Python runs signal handlers there alone, and refuses to
-        # install one elsewhere), and the handlers before are put back after, for a library caller
-        # or a test runner. `batchrun emulator` installs its own while it serves
+        # SIGTERM and SIGHUP stop the command as Ctrl-C does, through the same handler, for as
+        # long as it runs: only from the main thread (Python runs signal handlers there alone, and
+        # refuses to install one elsewhere), and the handlers before are put back after, for a
+        # library caller or a test runner. `batchrun emulator` installs its own while it serves
         # (emulator.server.serve). A signal the parent set to be ignored stays ignored (as Python
-        # leaves an ignored SIGINT alone), and a SIGINT handler other than Python's is kept.
+        # leaves an ignored SIGINT alone: `nohup batchrun refresh` keeps running when the terminal
+        # closes), and a SIGINT handler other than Python's is kept.
         previous: dict[signal.Signals, Any] = {}
         outer = _stop_signal
         if threading.current_thread() is threading.main_thread():
             _stop_signal = None
-            for sig, usual in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+            for sig, usual in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                               (signal.SIGHUP, signal.SIG_DFL)):
                 if signal.getsignal(sig) == usual:
                     previous[sig] = signal.signal(sig, _on_stop)
         try:
@@ -190,16 +214,14 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             fail(mapped)
         except KeyboardInterrupt as e:
-            if getattr(e, "signum", signal.SIGINT) == signal.SIGTERM:
-                # Exit 143 = 128 + 15, the $? a shell (and so a cron wrapper script) shows for a
-                # process SIGTERM ended; by exiting, as Ctrl-C exits 130, rather than by
-                # re-raising the signal once clean, so the README's table holds one number per
-                # case (README, "Exit codes"). A parent reading the wait status sees "exited
-                # 143", not "killed by TERM".
-                click.echo("Stopped by SIGTERM; state.db is consistent and the next run resumes.", err=True)
-                sys.exit(128 + signal.SIGTERM)
-            click.echo("Interrupted; state.db is consistent and the next run resumes.", err=True)
-            sys.exit(130)
+            signum = getattr(e, "signum", signal.SIGINT)
+            # Exit 128 + the signal's number (143 for SIGTERM, 129 for SIGHUP, 130 for Ctrl-C),
+            # the $? a shell (and so a cron wrapper script) shows for a process the signal ended;
+            # by exiting rather than by re-raising the signal once clean, so the README's table
+            # holds one number per case (README, "Exit codes"). A parent reading the wait status
+            # sees "exited 143", not "killed by TERM".
+            _say_stopped(_STOPPED_SAYS.get(signum, _STOPPED_SAYS[signal.SIGINT]))
+            sys.exit(128 + signum if signum in _STOPPED_SAYS else 130)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -264,6 +286,26 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
         if store is not None:
             store.close()
         lock.release()
+
+
+@contextmanager
+def dry_run_store(config: Config, command: str) -> Iterator[tuple[Store, Inputs]]:
+    """What `writer` yields, for a dry run: the same inputs, resolved and checked the same way,
+    and a store that is a throw-away copy of state.db (ledger.store.dry_run_copy). Nothing is
+    written beside the config: no state.db on a first run, no lock, no run recorded, no file
+    under jobs/."""
+    from ..ledger.inputs import resolve_inputs
+    from ..ledger.store import Store, dry_run_copy
+    from ..ledger.sync import check_role_changes
+
+    if config.paths.state.exists():
+        with Store.open(config.paths.state, rehearsal=config.rehearsal, readonly=True, any_schema=True) as ro:
+            check_role_changes(ro, config)
+            found = resolve_inputs(ro, config, escape=command in _PLANS)
+    else:
+        found = resolve_inputs(None, config, escape=command in _PLANS)
+    with dry_run_copy(config.paths.state, rehearsal=config.rehearsal) as store:
+        yield store, found
 
 
 def _check_writable(config: Config) -> None:

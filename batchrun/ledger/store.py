@@ -147,6 +147,33 @@ def _rehearsal_only_hint(path: Path) -> str | None:
             "--emulator would start a real run.")
 
 
+@contextmanager
+def dry_run_copy(path: Path, *, rehearsal: str | None) -> Iterator["Store"]:
+    """A store a dry run (`submit --dry-run`) may change as the real command would (sync, plan,
+    the gates), with nothing written beside the config: a copy of the state.db at `path` in a
+    temporary folder (TMPDIR, deleted when it ends), or a new empty store there if there is none
+    yet. No lock is taken and no run recorded: the real state.db is only read. The copy is made
+    from a read-only connection by SQLite's backup API in one step, a consistent snapshot even
+    while a writer runs (https://sqlite.org/backup.html). A state.db of the other kind (real vs
+    rehearsal) is refused as a writer would refuse it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="batchrun-dry-run-") as tmp:
+        copy = Path(tmp) / "state.db"
+        if Path(path).exists():
+            with Store.open(Path(path), rehearsal=rehearsal, readonly=True, any_schema=True) as source:
+                target = sqlite3.connect(str(copy))
+                try:
+                    source.db.conn.backup(target)
+                finally:
+                    target.close()
+        store = Store(copy, rehearsal=rehearsal)  # an older schema is upgraded in the copy alone
+        try:
+            yield store
+        finally:
+            store.close()
+
+
 class Store:
     """An open state.db with migrations applied.
 
@@ -304,8 +331,8 @@ class Store:
         return self.meta("store_id") or "unknown"
 
     # -- the runs table: one row per writer run, and how it ended (`outcome`, README "state.db"):
-    # `ok`; `error` (it stopped on an error, reported to the user); `interrupted` (Ctrl-C or
-    # SIGTERM: KeyboardInterrupt); `killed` (it recorded nothing: SIGKILL, the OOM killer, a power
+    # `ok`; `error` (it stopped on an error, reported to the user); `interrupted` (Ctrl-C, SIGTERM or
+    # SIGHUP: KeyboardInterrupt); `killed` (it recorded nothing: SIGKILL, the OOM killer, a power
     # cut; set by the next writer, with no end time, as nobody knows it).
 
     def start_run(self, command: str) -> int:
@@ -331,7 +358,7 @@ class Store:
             self.db.execute("UPDATE runs SET ended_at = ?, outcome = ? WHERE id = ?", [time.time(), outcome, self.run_id])
 
     def fail_run(self, error: BaseException, *, interrupted: bool = False) -> None:
-        """Record how a run that raised `error` ended: `interrupted` for Ctrl-C and SIGTERM (a
+        """Record how a run that raised `error` ended: `interrupted` for Ctrl-C, SIGTERM and SIGHUP (a
         KeyboardInterrupt: cli.support.Stopped; or `interrupted`, a stop the code it landed in
         turned into another error), `error` otherwise. What the run was writing when
         it stopped is rolled back first, never committed with the outcome. Best effort: the disk

@@ -67,10 +67,15 @@ def missing_keys(routes: Sequence[RouteView]) -> dict[str, list[str]]:
     return missing
 
 
-def require_keys(routes: Sequence[RouteView]) -> None:
-    """Every missing key variable of these routes, named at once (not one per run)."""
+def require_keys(routes: Sequence[RouteView], *, also: Sequence[RouteView] = ()) -> None:
+    """Every missing key variable of these routes, named at once (not one per run). `also`: other
+    routes that read the same variables (batches in flight), named with each one these miss,
+    never a reason to fail by themselves."""
     missing = missing_keys(routes)
     if missing:
+        for route in also:
+            if route.api_key_env in missing and route.name not in missing[route.api_key_env]:
+                missing[route.api_key_env].append(route.name)
         names = "; ".join(f"{env} (route{'s' if len(rs) > 1 else ''} {', '.join(repr(r) for r in rs)})" for env, rs in missing.items())
         raise ConfigError(
             f"{len(missing)} API key variable(s) not set: {names}.",

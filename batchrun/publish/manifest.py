@@ -9,8 +9,9 @@ before batchrun recorded BLAKE3: checksums.py), line count and the provider batc
 provider result and error file downloaded into jobs/ (the raw answers everything else is derived
 from), with the sha256 poll recorded when it downloaded it; each results file's sha256; whether
 the numbers are WildTrace-protocol numbers (`protocol`); batchrun's version and, when run from a
-git checkout, the commit. Paths in the manifest are relative to the config file's folder (the
-project), so a project can be moved or published as a folder.
+git checkout, the commit and whether the checkout had uncommitted changes (`git_dirty`); and the
+id of the state.db that wrote it (`store_id`, meta). Paths in the manifest are relative to the
+config file's folder (the project), so a project can be moved or published as a folder.
 """
 
 from __future__ import annotations
@@ -64,25 +65,34 @@ def canonical_config(config: Config) -> dict[str, Any]:
     return json.loads(json.dumps(raw, sort_keys=True, ensure_ascii=False))
 
 
-def _git_commit() -> str | None:
-    """The commit of the batchrun checkout running this, if it runs from one (and git is there).
+def _git_state(checkout: Path | None = None) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the batchrun checkout running this, if it runs from one (and git is
+    there): the HEAD commit, and whether tracked files differ from it (uncommitted changes, staged
+    or not; untracked files do not count, as for `git describe --dirty`). (None, None) otherwise.
 
+    The commit stays the bare HEAD sha, which `git checkout` takes, and `git_dirty` says apart
+    whether the code that ran was that commit: a dirty tree was published as its clean HEAD.
     The checkout is the folder holding the `batchrun` package (this file is batchrun/publish/
     manifest.py): since the package was laid out in layers, looking beside `publish` found no
     .git, and every manifest said null. (`.git` is a file in a git worktree: exists() either way.)"""
-    checkout = Path(__file__).resolve().parents[2]
+    checkout = checkout or Path(__file__).resolve().parents[2]
     if not (checkout / ".git").exists():
-        return None
+        return None, None
     try:
         # Without the caller's GIT_* variables: a GIT_DIR set by a hook or a CI job would name
-        # another repository's HEAD, or none.
+        # another repository's HEAD, or none. One call gives both: porcelain v2's `# branch.oid`
+        # header is HEAD, every other line a changed tracked file. --no-optional-locks: status
+        # would otherwise refresh and rewrite the checkout's index, and writes nothing here.
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             env=env)
+        out = subprocess.run(["git", "--no-optional-locks", "-C", str(checkout), "status", "--porcelain=v2", "--branch",
+                              "--untracked-files=no"], capture_output=True, text=True, timeout=5, env=env)
     except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and len(commit) == 40 else None
+        return None, None
+    lines = out.stdout.splitlines()
+    commit = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid ") and len(ln.split()) == 3), "")
+    if out.returncode != 0 or len(commit) != 40:
+        return None, None  # not a git checkout git will read (another user's: "dubious ownership"), or no commit yet
+    return commit, any(not ln.startswith("#") for ln in lines)
 
 
 def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> dict[str, Any]:
@@ -104,6 +114,7 @@ def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> di
         for r in store.rows("SELECT route, role, policy_fp FROM config_routes ORDER BY route")
     ]
     canonical = canonical_config(config)
+    commit, dirty = _git_state()
     request_files = []
     # The checksums and line counts state.db recorded when each file was written (one request a
     # line): request files run to GBs, and re-reading them on every collect would cost minutes.
@@ -124,8 +135,12 @@ def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> di
         "format": FORMAT,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "batchrun_version": __version__,
-        "git_commit": _git_commit(),
+        "git_commit": commit,
+        "git_dirty": dirty,  # true: the code that ran had uncommitted changes to git_commit
         "rehearsal": store.meta("rehearsal"),
+        # The state.db that wrote it (meta store_id, made when it was created): verify refuses to
+        # check these results against another project's state.db (verify.check_same_store).
+        "store_id": store.meta("store_id"),
         "protocol": config.protocol,
         "protocol_note": config.protocol_note,
         "dataset": {"path": relative(ds_path, root), "sha256": ds_sha, "records": n_records},

@@ -86,6 +86,8 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
         found = m.get("format") if isinstance(m, dict) else None
         raise DataError(f"{manifest_path} is not a manifest this batchrun reads (format {found!r}; it reads {', '.join(READABLE)}).",
                         "Verify it with the batchrun version that wrote it (its batchrun_version field).")
+    if store is not None:
+        check_same_store(m, manifest_path, config, store)
     root = config.path.resolve().parent
     v = Verification(rehearsal=m.get("rehearsal"), protocol_note=m.get("protocol_note"))
 
@@ -159,6 +161,30 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
     if store is not None:
         _verify_numbers(v, m, root, store, config)
     return v
+
+
+def check_same_store(m: dict[str, Any], manifest_path: Path, config: Config, store: Store) -> None:
+    """Refuse a manifest that another state.db wrote (its `store_id`, manifests since session 12):
+    `verify OTHER/results` from this project read the other project's results against this
+    state.db and reported each number as a mismatch, as if they had been tampered with."""
+    written_by, here = m.get("store_id"), store.meta("store_id")
+    if not written_by or not here or written_by == here:
+        return
+    # The other project's config: the manifest's paths are relative to its folder, and its results
+    # files beside it (results/NAME; the site's pages lie deeper) say how many levels up that is.
+    other = None
+    if m.get("results_files") and isinstance(m.get("config"), dict):
+        levels = min(len(Path(str(f.get("path", ""))).parent.parts) for f in m["results_files"] if isinstance(f, dict))
+        project = manifest_path.resolve().parent.parents[levels - 1] if levels else manifest_path.resolve().parent
+        candidate = project / str(m["config"].get("path", ""))
+        other = candidate if candidate.is_file() else None
+    where = manifest_path.parent
+    raise DataError(
+        f"The results in {where} were written by another state.db (store {written_by}), not by {config.paths.state} "
+        f"(store {here}) of the config {config.path}: verify checks results against the state.db that wrote them.",
+        (f"Run it with that project's config: `batchrun --config {other} verify {where}`." if other else
+         "Run `batchrun verify` from that project's folder, or pass its config: `batchrun --config PATH verify DIR`.")
+        + " Nothing was checked.")
 
 
 def _verify_provider_files(v: Verification, m: dict[str, Any], root: Path, jobs: Path, store: Store | None, present: Any) -> None:

@@ -308,7 +308,8 @@ def plan(store: Store, config: Config | Inputs, *, routes: set[str] | None = Non
     inputs = as_inputs(store, config, escape=True)
     config = inputs.config
     config.require_routes(routes or ())
-    recover_interrupted_writes(store, config)
+    if write:  # (a dry run touches no file under jobs/)
+        recover_interrupted_writes(store, config)
     # The cyclic garbage collector is paused (base/gcpause.py says why); SQLite's page cache for
     # the plan is PLAN_CACHE_KIB (which says why this size).
     try:

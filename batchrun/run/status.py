@@ -84,11 +84,40 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
     data: dict[str, Any] = {"cells": routes, "pending": pending_split, "judges_backing_off": judges_backing_off, "batches": batches,
             "in_flight": [b for b in live if b["status"] not in NOT_CREATED],
             "planned": [b for b in live if b["status"] in NOT_CREATED], "problems": problems, "truncated": truncated}
+    if config is not None:
+        data["judges_held"] = _judges_held(store, config, data)
     if routes_only is not None:
         keep = set(routes_only)
         data = {k: ({r: v for r, v in rows.items() if r in keep} if isinstance(rows, dict) else [x for x in rows if x["route"] in keep])
                 for k, rows in data.items()}
     return data
+
+
+def _judges_held(store: Store, config: Config, data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Contestant route -> what holds up the judge routes grading its answers: each held judge
+    batch holding some of them (a preflight hold, a refused create, the budget: why, since when, and
+    how many of its requests grade this route's answers), and each judge route backing off after a
+    failure while the route has answers waiting for their grades ("judging"). `status --route R`
+    printed only R's own lines, where these cells read "judging" with nothing to say they wait."""
+    panel = {j.name for j in config.judges}
+    held = {b["id"]: b for b in data["planned"] if b["held"] and b["route"] in panel and b["stage"] == "judge"}
+    out: dict[str, list[dict[str, Any]]] = {}
+    if held:
+        # A judge request names the answer it grades (parent_custom_id), whose request names the route.
+        for r in store.rows(
+                f"""SELECT br.batch_id, g.route, count(*) AS n FROM batch_requests br
+                    JOIN requests j ON j.custom_id = br.custom_id JOIN requests g ON g.custom_id = j.parent_custom_id
+                    WHERE br.batch_id IN ({', '.join('?' * len(held))}) GROUP BY br.batch_id, g.route ORDER BY br.batch_id""",
+                list(held)):
+            b = held[r["batch_id"]]
+            out.setdefault(r["route"], []).append({"judge": b["route"], "batch": b["id"], "requests": r["n"], "held": b["held"],
+                                                   "held_at": b["held_at"]})
+    for route, counts in data["cells"].items():
+        if counts.get("judging"):
+            for judge, off in data["judges_backing_off"].items():
+                out.setdefault(route, []).append({"judge": judge, "backing_off": off["requests"],
+                                                  "next_attempt_at": off["next_attempt_at"]})
+    return out
 
 
 def _iso(ts: float) -> str:

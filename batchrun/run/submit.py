@@ -40,7 +40,7 @@ from ..base.redaction import redact, redact_file
 from ..base.safepath import safe_component
 from ..ledger.cost import fmt_money
 from ..ledger.inputs import Inputs, as_inputs
-from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, LIVE, NOT_CREATED, Status, move
+from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, LIVE, NOT_CREATED, TO_FOLLOW, Status, move
 from ..ledger.pending import supersede_stale_batches
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config, Route
@@ -219,8 +219,11 @@ def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, s
         # inputs changed since it was written, it is superseded now, never created from them.
         supersede_stale_batches(store)
     batches = _unsent(store, config, routes, stages)
-    # Every key is checked before anything is uploaded: a missing variable fails the run cleanly.
-    require_keys([config.routes[name] for name in dict.fromkeys(b["route"] for b in batches)])
+    # Every key is checked before anything is uploaded: a missing variable fails the run cleanly,
+    # naming with the routes about to send those in flight that read it (as poll names them).
+    following = {r[0] for r in store.db.execute(f"SELECT DISTINCT route FROM batches WHERE status IN {sql_list(TO_FOLLOW)}")}
+    require_keys([config.routes[name] for name in dict.fromkeys(b["route"] for b in batches)],
+                 also=[r for name, r in config.routes.items() if name in following])
 
     batches = submission_order(batches, store)
     gate = Gate(store, config, budget if budget is not None else config.budget)
