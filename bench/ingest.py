@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         raw_t, floor_t, c1_t, c2_t, pf_t = [], [], [], [], []
         pf_runs = []
         collect_rows: dict[str, int] = {}
+        collect_bytes = 0
         written: list[list[str]] = []
         timed_out = False
         for i in range(args.repeat):
@@ -292,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             c2_t.append(r2.wall)
             if not written:  # parsed before the protocol floor's clock: the content collect computed
                 written = [list(after1), written_on(after1, results_listing(results_dir))]
+                collect_bytes = (sum((work / "written-1" / f).stat().st_size for f in written[0])
+                                 + sum((results_dir / f).stat().st_size for f in written[1]))
                 pinputs.files = [load_written(work / "written-1", written[0]), load_written(results_dir, written[1])]
                 remove_tree(work / "written-1")
                 collect_rows = collected_rows(info["state"], root / "night1.db")
@@ -352,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"protocol floor ({parts}; medians): {pf.rows['judgments']:,} judgments rows (collect added "
           f"{collect_rows['judgments']:,}), {pf.rows['requests']:,} judge request rows (collect added {collect_rows['requests']:,}), "
           f"{pf.rows['results']:,} results rows (collect added {collect_rows['results']:,}); {pf.files} results files, "
-          f"{pf.bytes:,} bytes ({len(written[0])} on night 1, {len(written[1])} written again on night 2, as collect did)"
+          f"{pf.bytes:,} bytes compact ({len(written[0])} on night 1, {len(written[1])} written again on night 2, as collect did; "
+          f"collect's indented files {collect_bytes:,} bytes)"
           + ("" if all(pf.rows[k] == collect_rows[k] for k in pf.rows) else " — ROW COUNTS DIFFER from collect's"))
     print(f"batchrun collect is {both / pf_s:.1f}x the protocol floor's time ({both - pf_s:.2f} s above it); "
           f"the issue's floor is {floor_s / pf_s:.2f} of the protocol floor")
