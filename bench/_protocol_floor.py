@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -132,6 +133,7 @@ def plain_verdict(text: str) -> tuple[Any, Any, str | None]:
 @dataclass
 class FloorRun:
     seconds: float
+    cpu: float  # user + system seconds: this process's and its start-up children's
     parts: dict[str, float]  # start-ups, rows (decode + one transaction), files
     rows: dict[str, int]  # results, judgments, judge requests, as counted back from the tables
     files: int
@@ -175,6 +177,8 @@ def protocol_floor(files_by_batch: dict[str, list[Path]], inputs: ProtocolInputs
                                                  chars // 4, JUDGE_MAX_TOKENS, now, graded))
 
     parts: dict[str, float] = {}
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for _ in range(2):  # one command a night
         subprocess.run([python, "-c", "pass"], env=env, check=True)
@@ -205,13 +209,15 @@ def protocol_floor(files_by_batch: dict[str, list[Path]], inputs: ProtocolInputs
             n_files += 1
             n_bytes += len(content)
     t3 = time.perf_counter()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = time.process_time() - cpu0 + (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     parts["files"] = t3 - t2
     con = sqlite3.connect(db_path)
     counted = {table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("results", "judgments", "requests")}
     con.close()
     remove_state(db_path)
     remove_tree(out_dir)
-    return FloorRun(t3 - t0, parts, counted, n_files, n_bytes)
+    return FloorRun(t3 - t0, cpu, parts, counted, n_files, n_bytes)
 
 
 def load_written(folder: Path, names: list[str]) -> list[tuple[str, Any]]:

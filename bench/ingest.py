@@ -262,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         results_dir = root / "results"
         raw_t, floor_t, c1_t, c2_t, pf_t = [], [], [], [], []
         pf_runs = []
+        floor_cpu: list[float] = []
+        collect_cpu: list[float] = []  # both nights, user + system
         collect_rows: dict[str, int] = {}
         collect_bytes = 0
         written: list[list[str]] = []
@@ -274,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"raw baseline inserted {got} lines, expected {n}")
             raw_t.append(seconds)
             note(f"  raw {seconds:.2f} s; floor ...")
+            cpu0 = time.process_time()
             seconds, got = floor_ingest(by_batch, root / "night2.db", work / "floor.db")
+            floor_cpu.append(time.process_time() - cpu0)
             if got != n:
                 raise RuntimeError(f"the floor inserted {got} rows, expected {n}")
             floor_t.append(seconds)
@@ -291,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             timed_out = timed_out or r1.timed_out or r2.timed_out
             c1_t.append(r1.wall)
             c2_t.append(r2.wall)
+            collect_cpu.append(r1.cpu_user + r1.cpu_sys + r2.cpu_user + r2.cpu_sys)
             if not written:  # parsed before the protocol floor's clock: the content collect computed
                 written = [list(after1), written_on(after1, results_listing(results_dir))]
                 collect_bytes = (sum((work / "written-1" / f).stat().st_size for f in written[0])
@@ -360,6 +365,10 @@ def main(argv: list[str] | None = None) -> int:
           + ("" if all(pf.rows[k] == collect_rows[k] for k in pf.rows) else " — ROW COUNTS DIFFER from collect's"))
     print(f"batchrun collect is {both / pf_s:.1f}x the protocol floor's time ({both - pf_s:.2f} s above it); "
           f"the issue's floor is {floor_s / pf_s:.2f} of the protocol floor")
+    cpu_floor, cpu_both, cpu_pf = median(floor_cpu), median(collect_cpu), median([r.cpu for r in pf_runs])
+    print(f"CPU time (user + system, medians; less moved by load than wall time): floor {cpu_floor:.2f} s, collect both nights "
+          f"{cpu_both:.2f} s, protocol floor {cpu_pf:.2f} s: floor/collect {cpu_floor / cpu_both:.3f}, "
+          f"protocol floor/collect {cpu_pf / cpu_both:.3f}")
     print(f"protocol_floor_ratio={pf_s / both:.3f}")
     print(f"target collect/floor throughput >= {TARGET}: {ratio:.3f} ({'met' if ratio >= TARGET else 'MISSED'})"
           + (" (a collect timed out: its time is a lower bound, the ratio an upper bound)" if timed_out else ""))
