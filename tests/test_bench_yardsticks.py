@@ -98,3 +98,4 @@ def test_startup_figures_count_the_sdks_apart(bench: None, capsys: pytest.Captur
     assert share == pytest.approx(0.5)
     assert "the three SDKs 1.60 s (40% of its CPU); everything else 0.40 s (10% of its CPU; 17% of its CPU less the SDKs' imports)" in text
     assert "batchrun's own 0.20 s (5%); the SDKs' imports alone are above the 35% target" in text
+    assert "its CPU in imports would be 44%" in text  # 1.6 / (4.0 - 2.0 + 1.6)
