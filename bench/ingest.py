@@ -26,7 +26,8 @@ Timed, interleaved in each repeat:
 
 - raw: every result line of both nights (the same files) into a fresh table (`line TEXT`) with
   one executemany in one transaction, same folder, WAL and synchronous=NORMAL as state.db.
-- floor: the least any collect must do with the same lines: decode each line (UTF-8, json.loads),
+- floor (issue 30's yardstick): the least any collect must do with the same lines to store them
+  (the protocol asks more of it: the protocol floor below): decode each line (UTF-8, json.loads),
   take its custom_id and answer text by the line's shape (bench/_lines.id_and_answer), and insert
   one row per line into a fresh `results` table made with state.db's own DDL (its 17 columns, its
   UNIQUE key and its two indexes: custom_id in random order), all in one executemany in one
@@ -352,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {args.repeat} run(s)")
     print_table(["ingestion", "lines", "bytes", "median s", "min-max s", "lines/s", "this/raw"], rows)
     ratio = floor_s / both  # issue 30: against the floor, not raw executemany (out of reach of any collect)
-    print(f"floor: the least any collect must do reaches {raw_s / floor_s:.3f} of raw; batchrun collect is "
+    print(f"floor: the least any collect must do to store the lines reaches {raw_s / floor_s:.3f} of raw; batchrun collect is "
           f"{both / floor_s:.1f}x the floor's time ({both - floor_s:.2f} s above it)")
     print(f"collect/raw throughput (issue 15's yardstick, not a target): {raw_s / both:.3f}")
     pf = pf_runs[0]
