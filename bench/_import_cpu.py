@@ -7,7 +7,8 @@ through importlib._bootstrap._find_and_load (the `import` statement, importlib.i
 lazy imports inside functions alike); it is wrapped here to add up, per thread, the CPU time
 (time.thread_time) of each outermost import, by the top-level package it imported (an import
 nested inside another counts for the outer one). At exit the process's CPU time (getrusage:
-user + system, every thread) and those sums are written to OUT.json. The wrapper's own cost is
+user + system, every thread), those sums and which provider SDKs the process loaded (`sdks`: each
+of openai, anthropic and google.genai found in sys.modules) are written to OUT.json. The wrapper's own cost is
 a few microseconds per module imported (~0.01 s for the demo's ~5,000).
 """
 
@@ -26,6 +27,7 @@ _real_find_and_load = _bootstrap._find_and_load  # type: ignore[attr-defined]
 _local = threading.local()
 _lock = threading.Lock()
 _by_package: dict[str, float] = {}
+SDK_MODULES = ("openai", "anthropic", "google.genai")  # the three provider SDKs, as imported
 
 
 def _find_and_load(name: str, import_: Any) -> Any:
@@ -52,7 +54,8 @@ def _write(out: str) -> None:
     with _lock:
         packages = dict(sorted(_by_package.items(), key=lambda kv: -kv[1]))
     with open(out, "w", encoding="utf-8") as f:
-        json.dump({"cpu": ru.ru_utime + ru.ru_stime, "imports": sum(packages.values()), "packages": packages}, f)
+        json.dump({"cpu": ru.ru_utime + ru.ru_stime, "imports": sum(packages.values()), "packages": packages,
+                   "sdks": [m for m in SDK_MODULES if m in sys.modules]}, f)
 
 
 def main() -> None:

@@ -26,7 +26,8 @@ Timed, interleaved in each repeat:
 
 - raw: every result line of both nights (the same files) into a fresh table (`line TEXT`) with
   one executemany in one transaction, same folder, WAL and synchronous=NORMAL as state.db.
-- floor: the least any collect must do with the same lines: decode each line (UTF-8, json.loads),
+- floor (issue 30's yardstick): the least any collect must do with the same lines to store them
+  (the protocol asks more of it: the protocol floor below): decode each line (UTF-8, json.loads),
   take its custom_id and answer text by the line's shape (bench/_lines.id_and_answer), and insert
   one row per line into a fresh `results` table made with state.db's own DDL (its 17 columns, its
   UNIQUE key and its two indexes: custom_id in random order), all in one executemany in one
@@ -37,9 +38,20 @@ Timed, interleaved in each repeat:
 - batchrun: `batchrun collect` (night 1) + `batchrun collect` (night 2), each a child process
   timed from spawn to exit: start-up, sync_state, reconciling, queue_judgments, the leaderboard,
   write_results (responses and scores files of every route) and the manifest.
+- protocol floor (bench/_protocol_floor.py, whose docstring says why the protocol and
+  ARCHITECTURE.md require each part, and what it still leaves out): the floor's work plus what
+  any collect following the protocol must write for the same lines, the cheapest plain way: one
+  judgments row per verdict line, one judge request row per valid answer and judge (state.db's
+  own DDL and indexes for both, in the same one transaction as the results rows), the bytes of
+  the results files the measured collects wrote (their parsed content rendered by json's C
+  encoder; night 2's only where collect wrote the file again) and two bare interpreter start-ups
+  (`python -c pass`: one command a night). Its row counts are checked against the rows the
+  measured collects added. Timed after the collects in each repeat (it needs their results files).
 
-Output: one table, the target, the floor's ratio, and, last, `ratio=<collect throughput / floor
-throughput>` over all lines (= floor seconds / the two collects' seconds). Target (issue 30): >= 0.25.
+Output: one table, the target, the floor's ratio, `protocol_floor_ratio=<protocol floor seconds /
+the two collects' seconds>` (how far collect is from the least the protocol makes it do), and,
+last, `ratio=<collect throughput / floor throughput>` over all lines (= floor seconds / the two
+collects' seconds). Target (issue 30): >= 0.25.
 (Issue 15 measured against raw executemany, >= 0.5: out of reach, since the floor itself reaches
 only ~0.33 of raw; that ratio is still printed.)
 `--profile` reruns night 2's collect under cProfile and prints its top entries to stderr.
@@ -62,6 +74,7 @@ from _common import (
     remove_state, remove_tree, run_measured,
 )
 from _lines import EN_WORDS, Lines, age_state, download_planned, id_and_answer
+from _protocol_floor import collected_rows, load_written, protocol_floor, read_inputs, results_listing, written_on
 
 N_TASKS = 481
 N_DOCS = 24
@@ -184,6 +197,27 @@ def floor_ingest(files_by_batch: dict[str, list[Path]], state: Path, db_path: Pa
     return floor_insert(state, db_path, rows)
 
 
+def judge_prompt_chars(state: Path) -> dict[str, int]:
+    """Each task's judge prompt length without the answer, as batchrun builds the prompt (spec 001 §4)."""
+    from types import SimpleNamespace
+
+    from _common import lib
+
+    con = sqlite3.connect(state)
+    try:
+        return {task_id: len(lib().judge_prompt(question, [SimpleNamespace(points=i["points"], criterion=i["correct_criterion"])
+                                                           for i in json.loads(rubric_json)], ""))
+                for task_id, question, rubric_json in con.execute("SELECT task_id, question, rubric_json FROM tasks")}
+    finally:
+        con.close()
+
+
+def copy_files(src: Path, dest: Path, names: list[str]) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copyfile(src / name, dest / name)
+
+
 def batch_files(states: list[Path]) -> dict[str, list[Path]]:
     """Each downloaded batch's result files, as each night's state.db records them before its collect."""
     out: dict[str, list[Path]] = {}
@@ -225,7 +259,15 @@ def main(argv: list[str] | None = None) -> int:
         by_batch = batch_files([root / "night1.db", root / "night2.db"])
         if sorted(p for ps in by_batch.values() for p in ps) != sorted(files):
             raise RuntimeError("the batches' recorded result files are not the files written")
-        raw_t, floor_t, c1_t, c2_t = [], [], [], []
+        pinputs = read_inputs(root / "night2.db", judge_prompt_chars(root / "night2.db"))
+        results_dir = root / "results"
+        raw_t, floor_t, c1_t, c2_t, pf_t = [], [], [], [], []
+        pf_runs = []
+        floor_cpu: list[float] = []
+        collect_cpu: list[float] = []  # both nights, user + system
+        collect_rows: dict[str, int] = {}
+        collect_bytes = 0
+        written: list[list[str]] = []
         timed_out = False
         for i in range(args.repeat):
             loads.append(load_line())
@@ -235,13 +277,18 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"raw baseline inserted {got} lines, expected {n}")
             raw_t.append(seconds)
             note(f"  raw {seconds:.2f} s; floor ...")
+            cpu0 = time.process_time()
             seconds, got = floor_ingest(by_batch, root / "night2.db", work / "floor.db")
+            floor_cpu.append(time.process_time() - cpu0)
             if got != n:
                 raise RuntimeError(f"the floor inserted {got} rows, expected {n}")
             floor_t.append(seconds)
             note(f"  floor {seconds:.2f} s; batchrun collect, night 1 ...")
             restore(work / "project" / "night1.db", info["state"])
             r1 = batchrun(info["config"], "collect", timeout=args.timeout)
+            after1 = results_listing(results_dir)
+            if not written:  # the files night 1 wrote, kept (not timed) for the protocol floor
+                copy_files(results_dir, work / "written-1", list(after1))
             note(f"  night 1 {r1.wall:.2f} s: {r1.stdout.strip()}; batchrun collect, night 2 ...")
             restore(work / "project" / "night2.db", info["state"])
             r2 = batchrun(info["config"], "collect", timeout=args.timeout)
@@ -249,6 +296,21 @@ def main(argv: list[str] | None = None) -> int:
             timed_out = timed_out or r1.timed_out or r2.timed_out
             c1_t.append(r1.wall)
             c2_t.append(r2.wall)
+            collect_cpu.append(r1.cpu_user + r1.cpu_sys + r2.cpu_user + r2.cpu_sys)
+            if not written:  # parsed before the protocol floor's clock: the content collect computed
+                written = [list(after1), written_on(after1, results_listing(results_dir))]
+                collect_bytes = (sum((work / "written-1" / f).stat().st_size for f in written[0])
+                                 + sum((results_dir / f).stat().st_size for f in written[1]))
+                pinputs.files = [load_written(work / "written-1", written[0]), load_written(results_dir, written[1])]
+                remove_tree(work / "written-1")
+                collect_rows = collected_rows(info["state"], root / "night1.db")
+            note("  protocol floor ...")
+            pf = protocol_floor(by_batch, pinputs, work / "pfloor.db", work / "pfloor-results", env=child_env())
+            if pf.rows["results"] != n:
+                raise RuntimeError(f"the protocol floor inserted {pf.rows['results']} results rows, expected {n}")
+            pf_t.append(pf.seconds)
+            pf_runs.append(pf)
+            note(f"  protocol floor {pf.seconds:.2f} s (" + ", ".join(f"{k} {v:.2f}" for k, v in pf.parts.items()) + ")")
         status = json.loads(batchrun(info["config"], "status", "--json").stdout)
         cells: dict[str, int] = {}
         for counts in status["cells"].values():
@@ -267,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         remove_tree(work)
 
-    raw_s, floor_s, c1, c2 = median(raw_t), median(floor_t), median(c1_t), median(c2_t)
+    raw_s, floor_s, c1, c2, pf_s = median(raw_t), median(floor_t), median(c1_t), median(c2_t), median(pf_t)
     both = median([a + b for a, b in zip(c1_t, c2_t)])
     rng = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
     rows = [
@@ -278,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         ["batchrun collect, night 2 (verdicts, retries)", f"{info['lines2']:,}", "", f"{c2:.2f}", rng(c2_t), f"{info['lines2'] / c2:,.0f}", ""],
         ["batchrun collect, both nights", f"{n:,}", f"{nbytes:,}", f"{both:.2f}", rng([a + b for a, b in zip(c1_t, c2_t)]),
          f"{n / both:,.0f}", f"{raw_s / both:.3f}"],
+        ["protocol floor: floor + judgments, judge requests, results files, 2 start-ups", f"{n:,}", f"{nbytes:,}", f"{pf_s:.2f}",
+         rng(pf_t), f"{n / pf_s:,.0f}", f"{raw_s / pf_s:.3f}"],
     ]
     print(f"bench/ingest.py — {machine_line(Path(tempfile.gettempdir()))}")
     print("load during the runs: " + "; ".join(loads))
@@ -289,9 +353,24 @@ def main(argv: list[str] | None = None) -> int:
           f"median of {args.repeat} run(s)")
     print_table(["ingestion", "lines", "bytes", "median s", "min-max s", "lines/s", "this/raw"], rows)
     ratio = floor_s / both  # issue 30: against the floor, not raw executemany (out of reach of any collect)
-    print(f"floor: the least any collect must do reaches {raw_s / floor_s:.3f} of raw; batchrun collect is "
+    print(f"floor: the least any collect must do to store the lines reaches {raw_s / floor_s:.3f} of raw; batchrun collect is "
           f"{both / floor_s:.1f}x the floor's time ({both - floor_s:.2f} s above it)")
     print(f"collect/raw throughput (issue 15's yardstick, not a target): {raw_s / both:.3f}")
+    pf = pf_runs[0]
+    parts = ", ".join(f"{k} {median([r.parts[k] for r in pf_runs]):.2f} s" for k in pf.parts)
+    print(f"protocol floor ({parts}; medians): {pf.rows['judgments']:,} judgments rows (collect added "
+          f"{collect_rows['judgments']:,}), {pf.rows['requests']:,} judge request rows (collect added {collect_rows['requests']:,}), "
+          f"{pf.rows['results']:,} results rows (collect added {collect_rows['results']:,}); {pf.files} results files, "
+          f"{pf.bytes:,} bytes compact ({len(written[0])} on night 1, {len(written[1])} written again on night 2, as collect did; "
+          f"collect's indented files {collect_bytes:,} bytes)"
+          + ("" if all(pf.rows[k] == collect_rows[k] for k in pf.rows) else " — ROW COUNTS DIFFER from collect's"))
+    print(f"batchrun collect is {both / pf_s:.1f}x the protocol floor's time ({both - pf_s:.2f} s above it); "
+          f"the issue's floor is {floor_s / pf_s:.2f} of the protocol floor")
+    cpu_floor, cpu_both, cpu_pf = median(floor_cpu), median(collect_cpu), median([r.cpu for r in pf_runs])
+    print(f"CPU time (user + system, medians; less moved by load than wall time): floor {cpu_floor:.2f} s, collect both nights "
+          f"{cpu_both:.2f} s, protocol floor {cpu_pf:.2f} s: floor/collect {cpu_floor / cpu_both:.3f}, "
+          f"protocol floor/collect {cpu_pf / cpu_both:.3f}")
+    print(f"protocol_floor_ratio={pf_s / both:.3f}")
     print(f"target collect/floor throughput >= {TARGET}: {ratio:.3f} ({'met' if ratio >= TARGET else 'MISSED'})"
           + (" (a collect timed out: its time is a lower bound, the ratio an upper bound)" if timed_out else ""))
     print(f"ratio={ratio:.3f}")
