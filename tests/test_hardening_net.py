@@ -117,7 +117,7 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 class HostileProxy:
     """Forwards every call to the emulator, unless a rule matches it (method, path regex, a header
     regex; `count` times, -1 forever). Actions: `redirect` (answer `status` with a Location on
-    another host: the recorder), `hang` (read the request, answer nothing), `trickle` (answer
+    another host: the recorder), `answer` (`status`, `headers` and `body` as given), `hang` (read the request, answer nothing), `trickle` (answer
     "200 OK" then one byte of a header every `every` seconds, never ending the headers)."""
 
     def __init__(self, upstream: str, recorder: Recorder) -> None:
@@ -186,6 +186,16 @@ class HostileProxy:
                 self.send_header("Location", where)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            def _answer(self, rule: dict[str, Any]) -> None:
+                body = rule.get("body", b'{"error":{"message":"slow down","type":"rate_limit_error"}}')
+                self.send_response(rule.get("status", 429))
+                for k, v in rule.get("headers", {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def _hang(self, rule: dict[str, Any]) -> None:
                 proxy.stopping.wait(120)

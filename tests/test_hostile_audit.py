@@ -1,0 +1,26 @@
+"""An adversarial audit of main (session 12): what a hostile provider, a clumsy user and a broken
+disk could still break, each finding with its reproducer. Through the CLI, the real SDKs over HTTP
+and the emulator, with test_hardening_net's hostile proxy in front of it where a provider must
+misbehave in a way the emulator's faults cannot express."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import Project
+from test_hardening_net import (ANTHROPIC, OPENAI, SECRET, HostileProxy, _loopback_only, emu, proxy,  # noqa: F401 - fixtures
+                                recorder, setup)
+
+
+@pytest.mark.parametrize("value", ["-5", "nan"])
+def test_a_retry_after_that_is_no_delay_is_ignored_not_a_traceback(value: str, project: Project, proxy: HostileProxy) -> None:
+    """RFC 9110 section 10.2.3: Retry-After is an HTTP-date or delay-seconds, a non-negative
+    integer. A provider answering `Retry-After: -5` (or `nan`, which float() reads) made
+    time.sleep raise ValueError out of clients.call: a traceback, the run stopped."""
+    setup(project, {"bad": OPENAI, "control": ANTHROPIC})
+    assert project.run("preflight", emulator=proxy).exit_code == 0
+    proxy.rule("answer", "GET", r"^/v1/batches/batch_", status=429, headers={"Retry-After": value}, count=-1)
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=proxy)
+    assert proxy.fired
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and SECRET not in result.output
