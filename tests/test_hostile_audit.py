@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import Project
-from test_hardening_net import (ANTHROPIC, OPENAI, SECRET, HostileProxy, _loopback_only, emu, proxy,  # noqa: F401 - fixtures
+from test_hardening_net import (ANTHROPIC, GEMINI, OPENAI, SECRET, HostileProxy, _loopback_only, emu, proxy,  # noqa: F401 - fixtures
                                 recorder, setup)
 
 
@@ -20,6 +20,22 @@ def test_a_retry_after_that_is_no_delay_is_ignored_not_a_traceback(value: str, p
     setup(project, {"bad": OPENAI, "control": ANTHROPIC})
     assert project.run("preflight", emulator=proxy).exit_code == 0
     proxy.rule("answer", "GET", r"^/v1/batches/batch_", status=429, headers={"Retry-After": value}, count=-1)
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=proxy)
+    assert proxy.fired
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and SECRET not in result.output
+
+
+@pytest.mark.parametrize("status", ["active", "cancelled"])
+def test_a_gemini_upload_never_finalized_is_the_providers_failure_not_a_traceback(status: str, project: Project,
+                                                                                  proxy: HostileProxy) -> None:
+    """google-genai's resumable upload (_api_client._upload_fd) raises a bare ValueError when the
+    last chunk is answered with an X-Goog-Upload-Status other than "final" ("All content has been
+    uploaded, but the upload status is not finalized." / "Failed to upload file: Upload status is
+    not finalized."): a broken endpoint or a proxy, not a bug of batchrun, and not a traceback."""
+    setup(project, {"bad": GEMINI, "control": ANTHROPIC})
+    proxy.rule("answer", "POST", r"^/upload/", header=("X-Goog-Upload-Command", "finalize"), status=200,
+               headers={"X-Goog-Upload-Status": status}, body=b"{}", count=-1)
     result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=proxy)
     assert proxy.fired
     assert result.exit_code == 2, result.output

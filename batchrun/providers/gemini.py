@@ -264,6 +264,13 @@ class GeminiAdapter:
                 # and raises KeyError when the upload start came back without it (a proxy that
                 # drops headers, a broken endpoint): nothing was uploaded, try again later.
                 raise MalformedResponse(f"the upload start was answered without the X-Goog-Upload-URL header ({e})") from e
+            except ValueError as e:
+                # google-genai (_api_client._upload_fd) raises a bare ValueError when the last chunk
+                # is answered without X-Goog-Upload-Status: final ("... upload status is not
+                # finalized."): the endpoint's failure, the upload is tried again later.
+                if "upload status" not in str(e).lower():
+                    raise
+                raise MalformedResponse(f"the upload was not finalized by the provider ({e})") from e
             name = getattr(file, "name", None)
             if not isinstance(name, str) or not name:
                 raise MalformedResponse("the upload was answered without a file name")
