@@ -5,8 +5,11 @@ misbehave in a way the emulator's faults cannot express."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from batchrun.emulator import Emulator
 from conftest import Project
 from test_hardening_net import (ANTHROPIC, GEMINI, OPENAI, SECRET, HostileProxy, _loopback_only, emu, proxy,  # noqa: F401 - fixtures
                                 recorder, setup)
@@ -40,3 +43,25 @@ def test_a_gemini_upload_never_finalized_is_the_providers_failure_not_a_tracebac
     assert proxy.fired
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and SECRET not in result.output
+
+
+def _files_holding(root: Path, secret: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize("bad", ["openai", "anthropic"])
+def test_a_result_download_cut_short_leaves_no_echoed_key_on_disk(bad: str, project: Project, proxy: HostileProxy,
+                                                                  emu: Emulator) -> None:
+    """The OpenAI and Anthropic adapters stream a result file to jobs/ and redact it once it is
+    whole (poll._download): a download cut mid-way (a dropped connection, the run's time limit)
+    left the part already written on disk, an echoed key in it, unredacted."""
+    routes = {"openai": OPENAI, "anthropic": ANTHROPIC}
+    setup(project, {"bad": routes[bad], "control": GEMINI})
+    emu.add_fault({"kind": "echo_key_request", "model": routes[bad]["model"], "count": -1})  # every answer quotes the key
+    download = {"openai": r"^/v1/files/[^/]+/content$", "anthropic": r"/results$"}[bad]
+    proxy.rule("cut", "GET", download, count=-1)
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=proxy)
+    assert proxy.fired
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and SECRET not in result.output
+    assert _files_holding(project.root, SECRET) == []

@@ -50,6 +50,7 @@ from .reading import (
     malformed,
     object_field,
     parse_total,
+    removed_if_cut,
     text_field,
     wrong_types,
 )
@@ -245,7 +246,7 @@ class AnthropicAdapter:
         target = dest / "results.jsonl"
 
         def do() -> None:
-            with client.messages.batches.with_streaming_response.results(status.provider_batch_id) as response:
+            with removed_if_cut(target), client.messages.batches.with_streaming_response.results(status.provider_batch_id) as response:
                 with open(target, "wb") as f:
                     for chunk in response.iter_bytes():
                         f.write(chunk)

@@ -51,6 +51,7 @@ from .reading import (
     number_field,
     object_field,
     parse_total,
+    removed_if_cut,
     text_field,
     wrong_types,
 )
@@ -269,7 +270,7 @@ class OpenAIAdapter:
             target = dest / name
 
             def do(ref: str = ref, target: Path = target) -> None:
-                with client.files.with_streaming_response.content(ref) as response:
+                with removed_if_cut(target), client.files.with_streaming_response.content(ref) as response:
                     response.stream_to_file(target)
 
             call(do, what=f"Downloading result file {ref}", route=route)

@@ -13,9 +13,24 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from . import BatchStatus, LineResult, MalformedResponse
+
+
+@contextmanager
+def removed_if_cut(target: Path) -> Iterator[None]:
+    """A result file streamed to `target`, removed if the transfer fails part-way. poll redacts a
+    download once it is whole (redaction.redact_file): the part of a file a dropped connection or
+    the run's time limit cut short may hold a key the provider quoted back, and nothing reads it
+    (the next poll fetches the file again)."""
+    try:
+        yield
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
 
 
 # -- reading batch objects that may not have the documented shape ----------------------------
