@@ -65,3 +65,27 @@ def test_a_result_download_cut_short_leaves_no_echoed_key_on_disk(bad: str, proj
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and SECRET not in result.output
     assert _files_holding(project.root, SECRET) == []
+
+
+# A clumsy user pastes the key itself where the config wants the name of its variable. Key shapes:
+# OpenAI's and the OpenAI-compatible providers' keys begin "sk-" (Anthropic's "sk-ant-"), Google's
+# API keys "AIza"; the second has no "-" here, so it is a valid variable name too.
+PASTED_KEYS = ["sk-proj-Abc123def456ghi789jklMNO", "AIzaSyD4x9Qm2Lk7Pw8Rt5Vb3Nc6Zh1Jg0Fe2Ud"]
+
+
+@pytest.mark.parametrize("pasted", PASTED_KEYS)
+def test_a_key_pasted_as_api_key_env_is_refused_and_never_shown_or_stored(pasted: str, project: Project) -> None:
+    """Before: "`api_key_env` is 'sk-proj-…', which is not the name of an environment variable"
+    printed the key on stderr (and cron mail); the "AIza…" key, a valid name, was recorded as the
+    route's key variable in state.db and results/manifest.json and printed as a variable not set."""
+    from test_bad_values import edit_config, set_route
+
+    from conftest import small_project
+
+    small_project(project)
+    edit_config(project, set_route("gpt", api_key_env=pasted))
+    result = project.run("plan")
+    assert result.exit_code == 1, result.output
+    assert 'routes."gpt".api_key_env' in result.output and "looks like an API key" in result.output
+    assert pasted not in result.output and "Traceback" not in result.output
+    assert not project.state_path.exists()

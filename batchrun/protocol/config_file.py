@@ -63,6 +63,11 @@ MAX_TEMPERATURE = 2.0
 _NUMBER_FIX = "Write that value with a few digits (every count, size and price in a config fits in 16)."
 # An environment variable's name (POSIX: letters, digits and underscores, not starting with a digit).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The key itself where its variable's name belongs (a clumsy paste): OpenAI's and the
+# OpenAI-compatible providers' keys begin "sk-" (Anthropic's "sk-ant-"), Google's API keys "AIza"
+# (which can be a valid variable name); and a long value that cannot be a name may be any key.
+# Such a value is never repeated in the error (stderr ends up in cron mail and logs), nor kept.
+KEY_SHAPED = re.compile(r"(?:sk-|AIza)[A-Za-z0-9_-]{16,}")
 
 DEFAULT_PATHS = {
     "dataset": "data/wildtrace_strict481.with_answers.json",
@@ -471,6 +476,10 @@ def _parse_route(c: Checker, name: str, r: Any) -> Route:
     if adapter.default_host is None and not base_url:
         raise c.fail(f"{where}.base_url", f"is required for {provider} routes", 'Set base_url = "https://.../v1" (the provider\'s base URL).')
     api_key_env = c.string(r, "api_key_env", where, adapter.default_key_env)
+    if KEY_SHAPED.match(api_key_env) or (not ENV_NAME.fullmatch(api_key_env) and len(api_key_env) >= 16):
+        raise c.fail(f"{where}.api_key_env", "looks like an API key itself, not the name of an environment variable (not shown here)",
+                     "Put the key in an environment variable (export MY_PROVIDER_KEY=...), name that variable here "
+                     "(api_key_env = \"MY_PROVIDER_KEY\"), and remove the key from the config file.")
     if not ENV_NAME.fullmatch(api_key_env):
         # "A B" or "A=B" can never be set in an environment (POSIX: a name is letters, digits and
         # underscores, not starting with a digit), so the route could only ever fail for a missing key.
