@@ -11,7 +11,7 @@ import pytest
 
 from batchrun.emulator import Emulator
 from conftest import Project
-from test_hardening_net import (ANTHROPIC, GEMINI, OPENAI, SECRET, HostileProxy, _loopback_only, emu, proxy,  # noqa: F401 - fixtures
+from test_hardening_net import (ANTHROPIC, GEMINI, OPENAI, SECRET, HostileProxy, _loopback_only, board, emu, proxy,  # noqa: F401 - fixtures
                                 recorder, setup)
 
 
@@ -89,3 +89,19 @@ def test_a_key_pasted_as_api_key_env_is_refused_and_never_shown_or_stored(pasted
     assert 'routes."gpt".api_key_env' in result.output and "looks like an API key" in result.output
     assert pasted not in result.output and "Traceback" not in result.output
     assert not project.state_path.exists()
+
+
+def test_a_provider_error_that_is_not_utf8_is_a_failed_call_not_a_traceback(project: Project, proxy: HostileProxy) -> None:
+    """httpx's Response.json() hands json.loads the body's bytes, which it decodes strictly (RFC
+    8259 section 8.1: JSON is UTF-8): a status answer of invalid UTF-8 made the OpenAI and
+    Anthropic SDKs raise UnicodeDecodeError, which clients.classify did not know: a traceback."""
+    setup(project, {"bad": OPENAI, "control": ANTHROPIC, "online": {**ANTHROPIC, "transport": "sync"}})
+    assert project.run("preflight", emulator=proxy).exit_code == 0
+    proxy.rule("answer", "GET", r"^/v1/batches/batch_", status=200, body=b'{"id":"batch_\xff","status":"in_progress"}', count=-1)
+    proxy.rule("answer", "POST", r"^/v1/messages$", status=200, body=b'{"id":"msg_\xff"}', count=-1)
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=proxy)
+    assert proxy.fired
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and SECRET not in result.output
+    assert board(project)["control"]["complete"] == 1
+

@@ -203,10 +203,13 @@ def classify(exc: BaseException) -> Classified | None:
 def _classify(exc: BaseException, name: str, module: str) -> Classified | None:
     if isinstance(exc, MalformedResponse):
         return Classified("transient", exc.status, _short(str(exc)))
-    if isinstance(exc, (json.JSONDecodeError, RecursionError)) or (isinstance(exc, ValueError) and "integer string conversion" in str(exc)):
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, RecursionError)) or (
+            isinstance(exc, ValueError) and "integer string conversion" in str(exc)):
         # The SDKs decode an answer's body themselves: a 200 that is not JSON (an HTML page from a
-        # proxy), JSON nested too deep to decode, or a number of over 4,300 digits (Python's limit
-        # on int conversion, a ValueError from json) is a malformed answer, not a crash.
+        # proxy), JSON nested too deep to decode, a number of over 4,300 digits (Python's limit
+        # on int conversion, a ValueError from json), or a body that is not UTF-8 (httpx's
+        # Response.json() hands json.loads the bytes, which decodes them strictly: RFC 8259
+        # section 8.1) is a malformed answer, not a crash.
         return Classified("transient", 200, _short(f"the answer could not be read as JSON ({type(exc).__name__}: {exc})"))
     read = read_sdk_error(exc)  # the adapter of the SDK that raised it reads it
     if read is None:
