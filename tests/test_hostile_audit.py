@@ -105,3 +105,24 @@ def test_a_provider_error_that_is_not_utf8_is_a_failed_call_not_a_traceback(proj
     assert "Traceback" not in result.output and SECRET not in result.output
     assert board(project)["control"]["complete"] == 1
 
+
+@pytest.mark.parametrize("body", [b'{"candidates":"x"}', b'{"candidates":[1,2]}', b'{"candidates":[{"what":"ever"}]}'])
+def test_a_gemini_online_answer_with_garbage_candidates_is_never_an_empty_answer(body: bytes, project: Project,
+                                                                                 proxy: HostileProxy) -> None:
+    """google-genai converts a generateContent answer field by field (models._GenerateContentResponse
+    _from_mldev): it iterates whatever `candidates` holds and keeps no unknown field, so a string, a
+    list of numbers or of unknown objects came out as candidates `[{}]`, which parse_line read as
+    the model's empty output: a model failure, scored 0, the route "complete". The Gemini API's
+    Candidate.finishReason: "If empty, the model has not stopped generating tokens"
+    (ai.google.dev/api/generate-content#candidate): no text and no finish reason is no answer."""
+    setup(project, {"bad": {**GEMINI, "transport": "sync"}, "control": ANTHROPIC})
+    assert project.run("preflight", emulator=proxy).exit_code == 0
+    proxy.rule("answer", "POST", r":generateContent$", status=200, body=body, count=-1)
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=proxy)
+    assert proxy.fired
+    assert "Traceback" not in result.output
+    kinds = {r["kind"] for r in project.sql("SELECT r.kind FROM results r JOIN requests q USING (custom_id) WHERE q.route = 'bad'")}
+    assert "empty" not in kinds and kinds <= {"transient"}, kinds
+    rows = board(project)
+    assert rows["bad"]["failed_n"] == 0 and rows["bad"]["complete"] == 0
+    assert result.exit_code == 2, result.output

@@ -225,6 +225,13 @@ class GeminiAdapter:
         if finish in _BLOCKED:
             return LineResult(custom_id, "refusal", text=text, finish_reason=finish, usage=usage)
         if not text.strip():
+            if not finish:
+                # "The reason why the model stopped generating tokens. If empty, the model has not
+                # stopped generating the tokens." (Candidate.FinishReason, Google Cloud AI Platform v1
+                # reference): no text and no finish reason is no answer, never the model's empty one.
+                # (google-genai turns a `candidates` of garbage into `[{}]`: a string, numbers and
+                # unknown objects alike, models._GenerateContentResponse_from_mldev.)
+                raise Malformed("a candidate without text and without a finishReason: the model had not stopped")
             return LineResult(custom_id, "empty", text=text, finish_reason=finish, usage=usage)
         return LineResult(custom_id, "ok", text=text, finish_reason=finish, usage=usage, at_budget=finish == "MAX_TOKENS")
 
@@ -335,7 +342,9 @@ class GeminiAdapter:
             max_output_tokens=gc.get("maxOutputTokens"), temperature=gc.get("temperature"),
             http_options=types.HttpOptions(headers={TRACE_HEADER: custom_id}),
         )
-        response = client.models.generate_content(model=route.model, contents=request["contents"], config=config)
+        # Parsed like every google-genai answer: its converters raise TypeError and friends on an
+        # answer of the wrong shape (`candidates: [1, 2]`), a malformed answer, not a crash.
+        response = _sdk_parsed(lambda: client.models.generate_content(model=route.model, contents=request["contents"], config=config))
         raw = response.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
         return {"key": custom_id, "response": raw}
 
