@@ -126,3 +126,29 @@ def test_a_gemini_online_answer_with_garbage_candidates_is_never_an_empty_answer
     rows = board(project)
     assert rows["bad"]["failed_n"] == 0 and rows["bad"]["complete"] == 0
     assert result.exit_code == 2, result.output
+
+
+NO_ANSWER = {
+    # A chat completion whose choice has neither text nor the finish_reason every choice carries.
+    "openai": '{"id":"batch_req_x","custom_id":"$CUSTOM_ID","response":{"status_code":200,"request_id":"r",'
+              '"body":{"id":"chatcmpl-x","object":"chat.completion","choices":[{}]}},"error":null}',
+    # A succeeded result whose message has neither content nor the stop_reason it always has.
+    "anthropic": '{"custom_id":"$CUSTOM_ID","result":{"type":"succeeded","message":{}}}',
+}
+
+
+@pytest.mark.parametrize("provider", list(NO_ANSWER))
+def test_a_result_without_text_or_finish_reason_is_retried_never_an_empty_answer(provider: str, project: Project,
+                                                                                  emu: Emulator) -> None:
+    """`choices: [{}]` and `message: {}` were read as the model's empty output: a model failure,
+    scored 0 and never sent again (the protocol: only a real refusal or an empty output is the
+    model's; anything else is infrastructure). Without the finish reason every real answer has,
+    they are malformed: retried, and the retry's answer is the cell's."""
+    routes = {"openai": OPENAI, "anthropic": ANTHROPIC}
+    setup(project, {"r": routes[provider]}, tasks=1)
+    emu.add_fault({"kind": "corrupt_line", "model": routes[provider]["model"], "line": NO_ANSWER[provider]})
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=emu)
+    assert result.exit_code == 0, result.output
+    kinds = [r["kind"] for r in project.sql("SELECT kind FROM results ORDER BY id")]
+    assert kinds == ["transient", "ok"], kinds
+    assert board(project)["r"]["failed_n"] == 0

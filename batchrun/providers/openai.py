@@ -505,6 +505,11 @@ def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
     if not content or not content.strip():
         if body.get("error"):  # no answer beside an error: the error, not the model's empty answer
             return _error_in_200(custom_id, body["error"])
+        if not finish:
+            # A choice's finish_reason is required (openai-python types/chat/chat_completion.py,
+            # Choice.finish_reason): without it nothing says the model stopped, so no text is no
+            # answer (a `choices: [{}]`), never the model's empty one.
+            raise Malformed("a choice without text and without a `finish_reason`")
         return LineResult(custom_id, "empty", text=content or "", finish_reason=finish, usage=usage)
     return LineResult(custom_id, "ok", text=content, finish_reason=finish, usage=usage, at_budget=finish == "length")
 
