@@ -152,3 +152,26 @@ def test_a_result_without_text_or_finish_reason_is_retried_never_an_empty_answer
     kinds = [r["kind"] for r in project.sql("SELECT kind FROM results ORDER BY id")]
     assert kinds == ["transient", "ok"], kinds
     assert board(project)["r"]["failed_n"] == 0
+
+
+@pytest.mark.parametrize("damage", ["DROP TABLE batches", "DROP VIEW leaderboard", "DROP VIEW cell_status"])
+@pytest.mark.parametrize("command", ["status", "collect"])
+def test_a_state_db_missing_a_table_or_view_is_named_damaged_not_a_traceback(damage: str, command: str, project: Project,
+                                                                             emu: Emulator) -> None:
+    """A state.db whose schema lost a table or a view (a hand-run `sqlite-utils drop-table`, a bad
+    restore) raised sqlite3.OperationalError "no such table: batches", or RuntimeError "state.db
+    has no view 'leaderboard' of the expected form", out of the commands: a traceback."""
+    import sqlite3
+
+    setup(project, {"r": OPENAI}, tasks=1)
+    assert project.run("refresh", "--interval", "0.01", emulator=emu).exit_code == 0
+    conn = sqlite3.connect(project.state_path)
+    conn.execute(damage)
+    conn.commit()
+    conn.close()
+    result = project.run(command, emulator=emu)
+    assert "Traceback" not in result.output
+    if result.exit_code == 0:
+        return  # the command does not read what was dropped
+    assert result.exit_code == 1, result.output
+    assert "is damaged" in result.output and str(project.state_path) in result.output, result.output
