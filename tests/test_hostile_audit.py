@@ -175,3 +175,21 @@ def test_a_state_db_missing_a_table_or_view_is_named_damaged_not_a_traceback(dam
         return  # the command does not read what was dropped
     assert result.exit_code == 1, result.output
     assert "is damaged" in result.output and str(project.state_path) in result.output, result.output
+
+
+# --- the emulator refuses what the real API refuses ----------------------------------------------
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "messages: text content blocks must be non-empty"),
+    ([{"type": "text", "text": " \n"}], "messages: text content blocks must contain non-whitespace text"),
+])
+def test_the_emulator_refuses_an_anthropic_message_with_blank_text(content: object, message: str, emu: Emulator) -> None:
+    """The Messages API answers 400 invalid_request_error to an empty or whitespace-only text
+    (anthropics/claude-code#59812, #23440): the emulator accepted both and answered "OK"."""
+    import anthropic
+
+    client = anthropic.Anthropic(api_key="emulator-key-0123456789", base_url=emu.url, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.messages.create(model="claude-opus-4-8", max_tokens=16, messages=[{"role": "user", "content": content}])  # type: ignore[misc]
+    assert refused.value.body["error"] == {"type": "invalid_request_error", "message": message}  # type: ignore[index]

@@ -85,6 +85,8 @@ def params_refusal(params: Any, version: str, model_known: Any, prefix: str = ""
         return Outcome.error(400, describe(found[0], prefix))
     if not params["messages"]:
         return Outcome.error(400, f"{prefix}messages: List should have at least 1 item after validation, not 0")
+    if (blank := _blank_text(params["messages"])) is not None:
+        return Outcome.error(400, f"{prefix}messages: text content blocks must " + ("be non-empty" if blank == "" else "contain non-whitespace text"))
     for name, low, high in RANGES:
         value = params.get(name)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -99,6 +101,20 @@ def params_refusal(params: Any, version: str, model_known: Any, prefix: str = ""
     if "temperature" in params and rejects_temperature(model):
         # Newer models refuse a non-default temperature even under 2023-06-01 (provider-apis.md §3.6).
         return Outcome.error(400, "`temperature` is deprecated for this model.")
+    return None
+
+
+def _blank_text(messages: list[Any]) -> str | None:
+    """The first text of a message that is empty or only whitespace (a string content or a text
+    block's), or None. The API refuses both: 400 "messages: text content blocks must be
+    non-empty" and "messages: text content blocks must contain non-whitespace text"
+    (anthropics/claude-code#59812, #23440; anthropics/anthropic-sdk-python#461)."""
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks = [content] if isinstance(content, str) else [b.get("text") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        for text in blocks:
+            if isinstance(text, str) and not text.strip():
+                return text
     return None
 
 
