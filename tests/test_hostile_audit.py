@@ -193,3 +193,16 @@ def test_the_emulator_refuses_an_anthropic_message_with_blank_text(content: obje
     with pytest.raises(anthropic.BadRequestError) as refused:
         client.messages.create(model="claude-opus-4-8", max_tokens=16, messages=[{"role": "user", "content": content}])  # type: ignore[misc]
     assert refused.value.body["error"] == {"type": "invalid_request_error", "message": message}  # type: ignore[index]
+
+
+def test_the_emulator_refuses_an_openai_upload_with_an_unknown_purpose(emu: Emulator) -> None:
+    """The Files API answers 400 "'answers' is not one of ['fine-tune', 'assistants', 'batch', ...]
+    - 'purpose'" (irudnyts/openai#66); the emulator kept such a file."""
+    import io
+
+    import openai
+
+    client = openai.OpenAI(api_key="emulator-key-0123456789", base_url=emu.url + "/v1", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="is not one of"):
+        client.files.create(file=("x.jsonl", io.BytesIO(b"{}\n")), purpose="bogus")  # type: ignore[arg-type]
+    assert client.files.create(file=("x.jsonl", io.BytesIO(b"{}\n")), purpose="batch").purpose == "batch"
