@@ -206,3 +206,36 @@ def test_the_emulator_refuses_an_openai_upload_with_an_unknown_purpose(emu: Emul
     with pytest.raises(openai.BadRequestError, match="is not one of"):
         client.files.create(file=("x.jsonl", io.BytesIO(b"{}\n")), purpose="bogus")  # type: ignore[arg-type]
     assert client.files.create(file=("x.jsonl", io.BytesIO(b"{}\n")), purpose="batch").purpose == "batch"
+
+
+def _percent(text: str, every: bool) -> str:
+    return "".join(f"%{ord(c):02X}" if every or not c.isalnum() else c for c in text)
+
+
+def test_a_percent_encoded_key_a_provider_echoes_is_redacted_everywhere(project: Project, proxy: HostileProxy,
+                                                                        emu: Emulator) -> None:
+    """A provider that echoes a request URL writes the key percent-encoded (`?key=sk%2DNET…`, or
+    every character `%73%6B…`; RFC 3986 section 2.1: the same key). It reached results.text,
+    raw_json, the responses file and jobs/, the batch's error in state.db and stderr."""
+    from test_hostile_results import openai_line
+
+    setup(project, {"bad": OPENAI, "control": ANTHROPIC}, tasks=2)
+    assert project.run("preflight", emulator=proxy).exit_code == 0
+    echoes = [_percent(SECRET, every=True), _percent(SECRET, every=False)]
+    emu.add_fault({"kind": "corrupt_line", "model": "gpt-5.5", "count": 1,
+                   "line": openai_line(f"The crane failed at 03:14. GET /v1/x?key={echoes[0]}")})
+    emu.add_fault({"kind": "corrupt_line", "model": "claude-opus-4-8", "count": 1,
+                   "line": '{"custom_id":"$CUSTOM_ID","result":{"type":"errored","error":{"type":"error","error":'
+                           f'{{"type":"invalid_request_error","message":"bad url /v1/x?key={echoes[1]}"}}}}}}'})
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=proxy)
+    assert "Traceback" not in result.output
+    texts = [result.output] + [p.read_text("utf-8", "replace") for p in project.root.rglob("*") if p.is_file()
+                                     and not p.name.startswith("state.db")]
+    import sqlite3
+
+    conn = sqlite3.connect(project.state_path)
+    texts += ["\n".join(conn.iterdump())]
+    conn.close()
+    held = [t for t in texts if SECRET in t or any(e in t or e.lower() in t for e in echoes)]
+    assert held == [], [t[:200] for t in held]
+    assert any("[REDACTED]" in r["text"] for r in project.sql("SELECT text FROM results WHERE text IS NOT NULL"))
