@@ -239,3 +239,16 @@ def test_a_percent_encoded_key_a_provider_echoes_is_redacted_everywhere(project:
     held = [t for t in texts if SECRET in t or any(e in t or e.lower() in t for e in echoes)]
     assert held == [], [t[:200] for t in held]
     assert any("[REDACTED]" in r["text"] for r in project.sql("SELECT text FROM results WHERE text IS NOT NULL"))
+
+
+def test_a_provider_batch_id_holding_the_key_never_names_a_file(project: Project, emu: Emulator) -> None:
+    """safe_component makes a provider's batch id a safe path component, but kept every character
+    of a key in it: an adopted Anthropic batch listed as `msgbatch_<key>` got its results under
+    jobs/<batch>/candidate-msgbatch_<key>/: the key in a folder name."""
+    setup(project, {"r": ANTHROPIC}, tasks=2)
+    emu.add_fault({"kind": "drop", "when": "after", "method": "POST", "path": "^/v1/messages/batches$"})
+    emu.add_fault({"kind": "alias_batch", "id": f"msgbatch_{SECRET}"})
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=emu)
+    assert "Traceback" not in result.output
+    assert [p for p in project.root.rglob("*") if SECRET in p.name] == []
+    assert _files_holding(project.root, SECRET) == []  # nor in state.db, jobs/ or results/
