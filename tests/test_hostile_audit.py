@@ -252,3 +252,15 @@ def test_a_provider_batch_id_holding_the_key_never_names_a_file(project: Project
     assert "Traceback" not in result.output
     assert [p for p in project.root.rglob("*") if SECRET in p.name] == []
     assert _files_holding(project.root, SECRET) == []  # nor in state.db, jobs/ or results/
+
+
+def test_a_route_name_too_long_for_a_file_name_is_refused_before_anything_is_sent(project: Project, emu: Emulator) -> None:
+    """A 300-character route name passed the config, was sent and paid for, and then collect
+    raised OSError "File name too long" writing results/<route>.responses.json (NAME_MAX is 255
+    bytes): a traceback at the end of every later run too."""
+    long_name = "r" * 300
+    setup(project, {long_name: OPENAI}, tasks=1)
+    result = project.run("refresh", "--interval", "0.01", emulator=emu)
+    assert result.exit_code == 1, result.output
+    assert "300 bytes long" in result.output and "Traceback" not in result.output
+    assert emu.calls == []

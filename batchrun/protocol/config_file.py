@@ -61,6 +61,8 @@ SYNC_LIMITS = (10_000, 2_000_000_000)
 # be sent to every request. Integers are bounded where they must survive JSON and SQLite.
 MAX_TEMPERATURE = 2.0
 _NUMBER_FIX = "Write that value with a few digits (every count, size and price in a config fits in 16)."
+# A route name names files (results/<route>.responses.json): see its check in load.
+MAX_ROUTE_NAME_BYTES = 200
 # An environment variable's name (POSIX: letters, digits and underscores, not starting with a digit).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The key itself where its variable's name belongs (a clumsy paste): OpenAI's and the
@@ -189,6 +191,14 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
         if not name or not printable_line(name):
             # Route names become folder names, SQL values, log lines and Markdown table cells.
             c.problems.append(c.fail(f"routes.{name!r}", "is not a usable route name: it must be non-empty, printable and on one line",
+                                     'Rename the route, e.g. [routes."gpt-5.5"].'))
+            broken.add(name)
+            continue
+        if len(name.encode("utf-8")) > MAX_ROUTE_NAME_BYTES:
+            # results/<route>.responses.json (and its temporary twin, 27 bytes longer) must fit in
+            # one file name: at most 255 bytes on Linux, macOS and Windows file systems (NAME_MAX).
+            c.problems.append(c.fail(f"routes.{name[:40]!r}…", f"is {len(name.encode('utf-8')):,} bytes long; a route name "
+                                     f"names its results files, and may be at most {MAX_ROUTE_NAME_BYTES} bytes",
                                      'Rename the route, e.g. [routes."gpt-5.5"].'))
             broken.add(name)
             continue
