@@ -264,3 +264,14 @@ def test_a_route_name_too_long_for_a_file_name_is_refused_before_anything_is_sen
     assert result.exit_code == 1, result.output
     assert "300 bytes long" in result.output and "Traceback" not in result.output
     assert emu.calls == []
+
+
+@pytest.mark.parametrize("names", [("q/x", "q_x"), ("GPT", "gpt")])
+def test_two_routes_writing_the_same_results_files_are_refused(names: tuple[str, str], project: Project, emu: Emulator) -> None:
+    """Routes "q/x" and "q_x" both published results/q_x.scores.json: one route's results silently
+    overwrote the other's (verify then failed on them); "GPT" and "gpt" do so on macOS and Windows."""
+    setup(project, {names[0]: OPENAI, names[1]: ANTHROPIC}, tasks=1)
+    result = project.run("refresh", "--interval", "0.01", emulator=emu)
+    assert result.exit_code == 1, result.output
+    assert "would write the same results files" in result.output and "Traceback" not in result.output
+    assert emu.calls == []

@@ -32,6 +32,11 @@ PANEL_SIZE = 3
 REHEARSAL_DIR = "rehearsal"
 
 
+def results_stem(route: str) -> str:
+    """The name a route's results files start with: results/<stem>.responses.json, .scores.json."""
+    return route.replace("/", "_")
+
+
 def rehearsal_path(path: Path) -> Path:
     """Where a rehearsal keeps what a real run keeps at `path`."""
     return path.parent / REHEARSAL_DIR / path.name

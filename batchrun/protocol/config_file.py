@@ -49,6 +49,7 @@ from .config import (
     PriceTier,
     Route,
     base_url_problem,
+    results_stem,
 )
 from .config_values import Checker
 from .policy import decoding
@@ -207,6 +208,15 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
             broken.add(name)
         else:
             routes[name] = route
+    stems: dict[str, str] = {}
+    for name in routes:
+        # Two routes whose results files have one name would overwrite each other's published
+        # results ("q/x" and "q_x"; "GPT" and "gpt" on the case-insensitive file systems macOS
+        # and Windows use by default).
+        other = stems.setdefault(results_stem(name).casefold(), name)
+        if other != name:
+            c.problems.append(c.fail(f"routes.{name!r}", f"would write the same results files as route {other!r} "
+                                     f"(results/{results_stem(other)}.scores.json)", "Rename one of the two routes."))
     if rraw == {}:  # (None: [routes] is not a table, said above)
         c.problems.append(c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.'))
     if judging is not None:

@@ -21,7 +21,7 @@ from ..base.checksums import file_digest
 from ..base.errors import DataError
 from ..ledger.migrations import applied_names, known_migrations
 from ..ledger.store import Store
-from ..protocol.config import Config
+from ..protocol.config import Config, results_stem
 from ..protocol.policy import fingerprint
 from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .manifest import FORMAT, FORMAT_1, MANIFEST_NAME, READABLE, canonical_config, recorded_provider_files, relative
@@ -214,7 +214,7 @@ def _verify_numbers(v: Verification, m: dict[str, Any], root: Path, store: Store
         cells.setdefault(route, {})[task_id] = (status, score)
     listed = {Path(f["path"]).name: f["path"] for f in m["results_files"]}
     for route, row in board.items():
-        name = route.replace("/", "_") + ".scores.json"
+        name = results_stem(route) + ".scores.json"
         rel = listed.get(name)
         v.check(rel is not None, f"route {route} has no scores file in the manifest ({name})")
         if rel is None or not (root / rel).is_file():
