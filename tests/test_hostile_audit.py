@@ -275,3 +275,25 @@ def test_two_routes_writing_the_same_results_files_are_refused(names: tuple[str,
     assert result.exit_code == 1, result.output
     assert "would write the same results files" in result.output and "Traceback" not in result.output
     assert emu.calls == []
+
+
+@pytest.mark.parametrize("field", ["question_text", "criterion"])
+def test_a_lone_surrogate_in_the_dataset_is_a_named_error_not_a_traceback(field: str, project: Project) -> None:
+    """JSON may spell half a surrogate pair ("\\ud800"); json.loads gives a lone surrogate, which
+    UTF-8 cannot encode: `plan` raised UnicodeEncodeError hashing the record."""
+    import json
+
+    from conftest import task
+
+    project.doc("harbor.txt", "The harbor crane failed at 03:14 on Tuesday.\n")
+    record = task("t1", "When did the crane fail?", "harbor.txt")
+    if field == "question_text":
+        record["question_text"] = "When did the crane fail? \ud800"
+    else:
+        record["ground_truth"]["scoring_rubric"][0]["correct_criterion"] = "failed at 03:14 \udc00"
+    project.config(routes={"r": OPENAI}, panel=[])
+    project.dataset_path.write_text(json.dumps([record]), encoding="ascii")  # ensure_ascii: the escape as written
+    result = project.run("plan")
+    assert result.exit_code == 1, result.output
+    assert "record 1 (task t1)" in result.output and "half of a UTF-16 surrogate pair" in result.output
+    assert "Traceback" not in result.output and not project.state_path.exists()
