@@ -297,3 +297,21 @@ def test_a_lone_surrogate_in_the_dataset_is_a_named_error_not_a_traceback(field:
     assert result.exit_code == 1, result.output
     assert "record 1 (task t1)" in result.output and "half of a UTF-16 surrogate pair" in result.output
     assert "Traceback" not in result.output and not project.state_path.exists()
+
+
+@pytest.mark.parametrize("key", [SECRET + "\n", "ключ-" + SECRET])
+def test_a_key_no_http_header_can_carry_is_a_clear_error_before_anything_is_sent(key: str, project: Project, emu: Emulator,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key read with its file's line break made httpx refuse every request: reported as
+    "Connection error ... check that the host is reachable", retried until the run's limit, exit 2
+    every night; a non-ASCII character (a key pasted with a typographic character) raised
+    UnicodeEncodeError: a traceback. Neither shows the key."""
+    from conftest import KEY_ENV
+
+    monkeypatch.setenv(KEY_ENV, key)
+    setup(project, {"r": OPENAI, "s": ANTHROPIC}, tasks=1)
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=emu)
+    assert result.exit_code == 1, result.output
+    assert f"{KEY_ENV} " in result.output and ("whitespace" in result.output or "non-ASCII" in result.output)
+    assert SECRET not in result.output and "Traceback" not in result.output
+    assert emu.calls == []

@@ -67,8 +67,23 @@ def missing_keys(routes: Sequence[RouteView]) -> dict[str, list[str]]:
     return missing
 
 
+def _unsendable(value: str) -> str | None:
+    """Why a key cannot be sent in an HTTP header, or None. A field value is visible ASCII with
+    inner spaces, no leading or trailing whitespace (RFC 9110 section 5.5); httpx refuses a line
+    break (read as a connection error, retried until the run's limit: every night) and cannot
+    encode a non-ASCII character (a traceback). The key itself is never shown."""
+    if value != value.strip():
+        return "begins or ends with whitespace (a line break read from a key file?)"
+    for i, ch in enumerate(value):
+        if not " " <= ch <= "~":
+            kind = "non-ASCII" if ord(ch) > 0x7F else "control"
+            return f"holds a {kind} character at position {i + 1}"
+    return None
+
+
 def require_keys(routes: Sequence[RouteView]) -> None:
-    """Every missing key variable of these routes, named at once (not one per run)."""
+    """Every missing key variable of these routes, named at once (not one per run), and every
+    key that cannot be sent as it is."""
     missing = missing_keys(routes)
     if missing:
         names = "; ".join(f"{env} (route{'s' if len(rs) > 1 else ''} {', '.join(repr(r) for r in rs)})" for env, rs in missing.items())
@@ -76,11 +91,18 @@ def require_keys(routes: Sequence[RouteView]) -> None:
             f"{len(missing)} API key variable(s) not set: {names}.",
             "export " + " ".join(f"{env}=..." for env in missing) + " (or set api_key_env per route in the config); "
             "a rehearsal on the emulator (--emulator URL) needs none. Nothing was uploaded.")
+    broken = {route.api_key_env: why for route in routes if (why := _unsendable(_key_value(route)))}
+    if broken:
+        raise ConfigError(
+            f"{len(broken)} API key variable(s) hold a value no HTTP request can carry: "
+            + "; ".join(f"{env} {why}" for env, why in broken.items()) + ".",
+            "Set each to the key alone, e.g. export " + " ".join(f"{env}=\"$(tr -d '[:space:]' < keyfile)\"" for env in broken)
+            + ". Nothing was sent.")
 
 
 def api_key(route: RouteView) -> str:
     value = _key_value(route)
-    if not value:
+    if not value or _unsendable(value):
         require_keys([route])
     return value
 
