@@ -315,3 +315,31 @@ def test_a_key_no_http_header_can_carry_is_a_clear_error_before_anything_is_sent
     assert f"{KEY_ENV} " in result.output and ("whitespace" in result.output or "non-ASCII" in result.output)
     assert SECRET not in result.output and "Traceback" not in result.output
     assert emu.calls == []
+
+
+@pytest.mark.parametrize("args", [("refresh", "--timeout", "0.5s"), ("poll", "--wait", "--timeout", "0.5s")])
+def test_wait_lock_keeps_to_the_runs_time_limit(args: tuple[str, ...], project: Project, emu: Emulator) -> None:
+    """`refresh --timeout 0.5s --wait-lock` (and submit's, poll --wait's) waited for another writer
+    without limit: a cron run outlived its time limit for as long as the other writer ran. The
+    limit counts from the start, the lock included ("the lock and the inputs count against it")."""
+    import subprocess
+    import time
+
+    import cliproc
+    from batchrun.ledger.lock import WriterLock
+
+    setup(project, {"r": OPENAI}, tasks=1)
+    assert project.run("plan", emulator=emu).exit_code == 0
+    held = WriterLock(project.state_path, "another writer").acquire()
+    try:
+        started = time.monotonic()
+        try:
+            done = cliproc.run(["--config", str(project.config_path), "--emulator", emu.url, *args, "--wait-lock"], timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("still waiting for the lock 20 s after a 0.5 s time limit")
+        took = time.monotonic() - started
+    finally:
+        held.release()
+    assert done.returncode == 2, done.stderr
+    assert "time limit" in done.stderr and "another writer" in done.stderr and "Traceback" not in done.stderr
+    assert took < 15, took

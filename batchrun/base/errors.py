@@ -86,6 +86,13 @@ class LockError(BatchrunError):
     """Another batchrun process holds the writer lock."""
 
 
+class LockWaitEnded(LockError):
+    """--wait-lock waited for another writer until the run's time limit (--timeout, --until):
+    nothing was done, run again later (exit 2, as for any run its time limit ended)."""
+
+    exit_code = 2
+
+
 class StorageError(StateError):
     """The disk or the database file failed: full, read-only, damaged, unreadable."""
 
