@@ -346,3 +346,25 @@ def test_wait_lock_keeps_to_the_runs_time_limit(args: tuple[str, ...], project: 
     assert done.returncode == 2, done.stderr
     assert "time limit" in done.stderr and "another writer" in done.stderr and "Traceback" not in done.stderr
     assert took < 15, took
+
+
+def test_a_key_a_provider_echoes_in_a_probe_answer_is_never_stored_or_printed(project: Project, proxy: HostileProxy) -> None:
+    """Some OpenAI-compatible servers answer an error with status 200 (`{"error": {...}}`): not a
+    failed call, so clients.classify's redaction never saw it, and `probe` wrote its message,
+    the key quoted in it, to state.db (`probes.note`) and stdout."""
+    import sqlite3
+
+    from conftest import route
+
+    setup(project, {"bad": route("openai-compatible", "kimi-k2.6", transport="sync", send_temperature=False,
+                                 price={"input": 1.0, "output": 1.0})})
+    body = ('{"error":{"message":"upstream refused key %s","type":"server_error"}}' % SECRET).encode()
+    proxy.rule("answer", "POST", r"/chat/completions$", status=200, body=body, count=-1)
+    result = project.run("probe", "bad", "--max-cost", "1", emulator=proxy)
+    assert proxy.fired and "upstream refused key [REDACTED]" in result.output, result.output
+    conn = sqlite3.connect(project.state_path)
+    try:
+        assert SECRET not in "\n".join(conn.iterdump())
+    finally:
+        conn.close()
+    assert SECRET not in result.output
