@@ -368,3 +368,14 @@ def test_a_key_a_provider_echoes_in_a_probe_answer_is_never_stored_or_printed(pr
     finally:
         conn.close()
     assert SECRET not in result.output
+
+
+def test_the_emulator_refuses_a_gemini_content_without_parts(emu: Emulator) -> None:
+    """The API answers 400 "* GenerateContentRequest.contents[0].parts: contents.parts must not be
+    empty." (egoist/chatwise-releases#250, coze-dev/coze-studio#46); the emulator answered "OK"."""
+    from google import genai
+    from google.genai import errors, types
+
+    client = genai.Client(api_key="emulator-key-0123456789", http_options=types.HttpOptions(base_url=emu.url))
+    with pytest.raises(errors.ClientError, match=r"contents\[0\]\.parts: contents.parts must not be empty"):
+        client.models.generate_content(model="gemini-2.5-pro", contents=[{"role": "user", "parts": []}])  # type: ignore[arg-type]
