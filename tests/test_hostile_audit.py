@@ -137,6 +137,9 @@ NO_ANSWER = {
               '"body":{"id":"chatcmpl-x","object":"chat.completion","choices":[{}]}},"error":null}',
     # A succeeded result whose message has neither content nor the stop_reason it always has.
     "anthropic": '{"custom_id":"$CUSTOM_ID","result":{"type":"succeeded","message":{}}}',
+    # A Responses object without the output every one has.
+    "openai-responses": '{"id":"batch_req_x","custom_id":"$CUSTOM_ID","response":{"status_code":200,"request_id":"r",'
+                        '"body":{"id":"resp_x","object":"response","status":"completed"}},"error":null}',
 }
 
 
@@ -147,7 +150,7 @@ def test_a_result_without_text_or_finish_reason_is_retried_never_an_empty_answer
     scored 0 and never sent again (the protocol: only a real refusal or an empty output is the
     model's; anything else is infrastructure). Without the finish reason every real answer has,
     they are malformed: retried, and the retry's answer is the cell's."""
-    routes = {"openai": OPENAI, "anthropic": ANTHROPIC}
+    routes = {"openai": OPENAI, "anthropic": ANTHROPIC, "openai-responses": {**OPENAI, "endpoint": "responses"}}
     setup(project, {"r": routes[provider]}, tasks=1)
     emu.add_fault({"kind": "corrupt_line", "model": routes[provider]["model"], "line": NO_ANSWER[provider]})
     result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=emu)

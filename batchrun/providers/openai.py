@@ -524,6 +524,10 @@ _RESPONSE_NOT_ENDED = ("failed", "cancelled", "queued", "in_progress")
 def _parse_responses_body(custom_id: str, body: dict[str, Any]) -> LineResult:
     if body.get("error"):
         return _error_in_200(custom_id, body["error"])
+    if "output" not in body:
+        # Response.output is required (openai-python types/responses/response.py): a response
+        # without it says nothing the model answered, never its empty answer.
+        raise Malformed("a response without its `output`")
     if (status := as_label(body.get("status"))) in _RESPONSE_NOT_ENDED:
         raise Malformed(f"the response did not end with an answer (status {status!r})")
     u = as_object(body.get("usage"), "`usage`")
