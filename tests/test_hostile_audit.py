@@ -382,3 +382,36 @@ def test_the_emulator_refuses_a_gemini_content_without_parts(emu: Emulator) -> N
     client = genai.Client(api_key="emulator-key-0123456789", http_options=types.HttpOptions(base_url=emu.url))
     with pytest.raises(errors.ClientError, match=r"contents\[0\]\.parts: contents.parts must not be empty"):
         client.models.generate_content(model="gemini-2.5-pro", contents=[{"role": "user", "parts": []}])  # type: ignore[arg-type]
+
+
+def test_a_full_disk_during_a_download_is_the_full_disk_error_not_a_network_one(tmp_path: Path, emu: Emulator) -> None:
+    """ENOSPC while a result file streamed to jobs/ was classified as a connection error: the
+    download was fetched 8 times onto the full disk, then reported as "failed (no response) ...;
+    will try again", poll exited 0 (refresh: 2, run after run). A full disk is exit 1 with its
+    message, and the next run, with room, downloads the file."""
+    import os
+
+    from test_bad_input import _mount, _umount
+    from test_hostile_results import openai_line
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk))
+    try:
+        project = Project(disk / "proj")
+        setup(project, {"r": OPENAI}, tasks=2)
+        emu.add_fault({"kind": "corrupt_line", "model": "gpt-5.5", "count": 1, "line": openai_line("x" * 600_000)})
+        assert project.run("submit", emulator=emu).exit_code == 0
+        filler = disk / "filler"
+        st = os.statvfs(disk)
+        filler.write_bytes(b"\0" * (st.f_bavail * st.f_frsize - (100 << 10)))
+        full = project.run("poll", emulator=emu)
+        assert full.exit_code == 1, full.output
+        assert "Error: The disk is full" in full.stderr and "Traceback" not in full.output
+        downloads = [c for c in emu.calls if c["path"].endswith("/content")]
+        assert len(downloads) == 1, downloads
+        filler.unlink()
+        assert project.run("poll", emulator=emu).exit_code == 0
+        assert project.sql("SELECT status FROM batches") == [{"status": "downloaded"}]
+    finally:
+        _umount(disk)

@@ -16,6 +16,7 @@ and inside a run's time limit no call outlives it ("deadline").
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -222,6 +223,10 @@ def classify(exc: BaseException) -> Classified | None:
     return found
 
 
+# The errors of a local file a provider call writes (a download): never the provider's.
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
 def _classify(exc: BaseException, name: str, module: str) -> Classified | None:
     if isinstance(exc, MalformedResponse):
         return Classified("transient", exc.status, _short(str(exc)))
@@ -234,6 +239,11 @@ def _classify(exc: BaseException, name: str, module: str) -> Classified | None:
         # section 8.1) is a malformed answer, not a crash.
         return Classified("transient", 200, _short(f"the answer could not be read as JSON ({type(exc).__name__}: {exc})"))
     read = read_sdk_error(exc)  # the adapter of the SDK that raised it reads it
+    if read is None and isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+        # This machine's disk, not the provider: a download written to a full disk is no "connection
+        # error" to retry 8 times and then to blame on the network. Raised as it is, it stops the
+        # command with the full-disk message (errors.environment_error), exit 1.
+        return None
     if read is None:
         if isinstance(exc, (ConnectionError, TimeoutError, OSError)) or "httpx" in module or "httpcore" in module:
             return Classified("uncertain", None, _short(str(exc)) or name, connected=not never_connected(exc))
