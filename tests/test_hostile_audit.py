@@ -415,3 +415,15 @@ def test_a_full_disk_during_a_download_is_the_full_disk_error_not_a_network_one(
         assert project.sql("SELECT status FROM batches") == [{"status": "downloaded"}]
     finally:
         _umount(disk)
+
+
+@pytest.mark.parametrize("base_url", ["http://proxyuser:Sup3rSecretPw@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?key=Sup3rSecretPw"])
+def test_a_credential_written_into_base_url_is_refused_never_published(base_url: str, project: Project) -> None:
+    """A password or key written into base_url (user:password@host, ?key=) was recorded 24 times in
+    state.db and published in results/*.scores.json, the manifest and the site (provenance names
+    the route's host), and printed in the report."""
+    setup(project, {"r": {**OPENAI, "base_url": base_url}}, tasks=1)
+    result = project.run("plan")
+    assert result.exit_code == 1, result.output
+    assert 'routes."r".base_url' in result.output and "Sup3rSecretPw" not in result.output
+    assert not project.state_path.exists()
