@@ -427,3 +427,25 @@ def test_a_credential_written_into_base_url_is_refused_never_published(base_url:
     assert result.exit_code == 1, result.output
     assert 'routes."r".base_url' in result.output and "Sup3rSecretPw" not in result.output
     assert not project.state_path.exists()
+
+
+def test_a_retry_after_of_a_day_is_left_to_the_next_run_not_slept_through(project: Project, proxy: HostileProxy) -> None:
+    """An online 429 with `Retry-After: 86400` made `refresh` (no --timeout) sleep for a day,
+    holding the writer lock, so the next nights' cron runs were refused ("1e12": 31,000 years).
+    A wait longer than a run ever backs off is left to the next run (exit 2), as submit and
+    preflight already leave one."""
+    import subprocess
+
+    from conftest import route
+    from test_hardening_net import child
+
+    setup(project, {"bad": route("openai-compatible", "kimi-k2.6", transport="sync", send_temperature=False)}, tasks=1)
+    first, _ = child(project, "preflight", proxy=proxy)
+    assert first.returncode == 0, first.stderr
+    proxy.rule("answer", "POST", r"/chat/completions$", status=429, headers={"Retry-After": "86400"}, count=-1)
+    try:
+        done, _ = child(project, "refresh", "--interval", "0.05", proxy=proxy, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("refresh was still sleeping through the provider's Retry-After of a day")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "longer than a run waits" in done.stderr and "Traceback" not in done.stderr
