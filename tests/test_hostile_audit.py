@@ -449,3 +449,25 @@ def test_a_retry_after_of_a_day_is_left_to_the_next_run_not_slept_through(projec
         pytest.fail("refresh was still sleeping through the provider's Retry-After of a day")
     assert done.returncode == 2, done.stderr[-2000:]
     assert "longer than a run waits" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("edit", ["drop dataset", "documents not a list", "a results file without a path"])
+def test_verify_of_a_manifest_edited_into_another_shape_is_a_named_error(edit: str, project: Project, emu: Emulator) -> None:
+    """`verify` checks a published leaderboard, a document from outside: a manifest edited into
+    another shape raised KeyError/TypeError out of it (a traceback) instead of saying so."""
+    import json
+
+    setup(project, {"r": OPENAI}, tasks=1)
+    assert project.run("refresh", "--interval", "0.01", emulator=emu).exit_code == 0
+    path = project.results_dir / "manifest.json"
+    m = json.loads(path.read_text())
+    if edit == "drop dataset":
+        del m["dataset"]
+    elif edit == "documents not a list":
+        m["documents"] = 5
+    else:
+        m["results_files"] = [{}]
+    path.write_text(json.dumps(m))
+    result = project.run("verify", emulator=emu)
+    assert result.exit_code == 1, result.output
+    assert "does not have the shape of a manifest" in result.output and "Traceback" not in result.output

@@ -75,9 +75,6 @@ class Verification:
 
 def verify(manifest_path: Path, config: Config, store: Store | None) -> Verification:
     """Recompute every checksum the manifest lists, against the files and against state.db."""
-    from ..protocol.corpus import measure_file
-    from ..protocol.dataset import load_dataset
-
     try:
         m = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
@@ -86,6 +83,20 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
         found = m.get("format") if isinstance(m, dict) else None
         raise DataError(f"{manifest_path} is not a manifest this batchrun reads (format {found!r}; it reads {', '.join(READABLE)}).",
                         "Verify it with the batchrun version that wrote it (its batchrun_version field).")
+    try:
+        return _verify_manifest(manifest_path, m, config, store)
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        # A published manifest is a document from outside: one edited into another shape (a field
+        # missing, a list where an object belongs) is named as such, never a traceback.
+        raise DataError(f"{manifest_path} does not have the shape of a manifest of format {m['format']} "
+                        f"({type(e).__name__}: {e}).",
+                        "It is written by `batchrun collect`: restore the published one; an edited manifest proves nothing.") from e
+
+
+def _verify_manifest(manifest_path: Path, m: dict[str, Any], config: Config, store: Store | None) -> Verification:
+    from ..protocol.corpus import measure_file
+    from ..protocol.dataset import load_dataset
+
     root = config.path.resolve().parent
     v = Verification(rehearsal=m.get("rehearsal"), protocol_note=m.get("protocol_note"))
 
