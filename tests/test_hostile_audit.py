@@ -451,7 +451,7 @@ def test_a_retry_after_of_a_day_is_left_to_the_next_run_not_slept_through(projec
     assert "longer than a run waits" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("edit", ["drop dataset", "documents not a list", "a results file without a path"])
+@pytest.mark.parametrize("edit", ["drop dataset", "documents not a list", "a results file without a path", "nested too deep"])
 def test_verify_of_a_manifest_edited_into_another_shape_is_a_named_error(edit: str, project: Project, emu: Emulator) -> None:
     """`verify` checks a published leaderboard, a document from outside: a manifest edited into
     another shape raised KeyError/TypeError out of it (a traceback) instead of saying so."""
@@ -465,9 +465,9 @@ def test_verify_of_a_manifest_edited_into_another_shape_is_a_named_error(edit: s
         del m["dataset"]
     elif edit == "documents not a list":
         m["documents"] = 5
-    else:
+    elif edit == "a results file without a path":
         m["results_files"] = [{}]
-    path.write_text(json.dumps(m))
+    path.write_text(json.dumps(m) if edit != "nested too deep" else "[" * 100_000 + "]" * 100_000)
     result = project.run("verify", emulator=emu)
     assert result.exit_code == 1, result.output
-    assert "does not have the shape of a manifest" in result.output and "Traceback" not in result.output
+    assert ("does not have the shape of a manifest" in result.output or "is not JSON" in result.output) and "Traceback" not in result.output

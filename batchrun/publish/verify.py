@@ -77,7 +77,7 @@ def verify(manifest_path: Path, config: Config, store: Store | None) -> Verifica
     """Recompute every checksum the manifest lists, against the files and against state.db."""
     try:
         m = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep to decode
         raise DataError(f"{manifest_path} is not JSON ({e}).", "It is written by `batchrun collect`; restore the published one.") from e
     if not isinstance(m, dict) or m.get("format") not in READABLE:
         found = m.get("format") if isinstance(m, dict) else None
