@@ -451,7 +451,8 @@ def test_a_retry_after_of_a_day_is_left_to_the_next_run_not_slept_through(projec
     assert "longer than a run waits" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("edit", ["drop dataset", "documents not a list", "a results file without a path", "nested too deep"])
+@pytest.mark.parametrize("edit", ["drop dataset", "documents not a list", "a results file without a path", "nested too deep",
+                                  "state.db's result_files_json"])
 def test_verify_of_a_manifest_edited_into_another_shape_is_a_named_error(edit: str, project: Project, emu: Emulator) -> None:
     """`verify` checks a published leaderboard, a document from outside: a manifest edited into
     another shape raised KeyError/TypeError out of it (a traceback) instead of saying so."""
@@ -468,6 +469,14 @@ def test_verify_of_a_manifest_edited_into_another_shape_is_a_named_error(edit: s
     elif edit == "a results file without a path":
         m["results_files"] = [{}]
     path.write_text(json.dumps(m) if edit != "nested too deep" else "[" * 100_000 + "]" * 100_000)
+    if edit == "state.db's result_files_json":  # (a JSONDecodeError out of manifest.recorded_provider_files)
+        import sqlite3
+
+        conn = sqlite3.connect(project.state_path)
+        conn.execute("UPDATE batches SET result_files_json = '{bad'")
+        conn.commit()
+        conn.close()
     result = project.run("verify", emulator=emu)
     assert result.exit_code == 1, result.output
-    assert ("does not have the shape of a manifest" in result.output or "is not JSON" in result.output) and "Traceback" not in result.output
+    assert any(words in result.output for words in ("does not have the shape of a manifest", "is not JSON", "is damaged"))
+    assert "Traceback" not in result.output
