@@ -480,3 +480,21 @@ def test_verify_of_a_manifest_edited_into_another_shape_is_a_named_error(edit: s
     assert result.exit_code == 1, result.output
     assert any(words in result.output for words in ("does not have the shape of a manifest", "is not JSON", "is damaged"))
     assert "Traceback" not in result.output
+
+
+def test_the_emulator_refuses_an_anthropic_batch_of_more_than_100000_requests(emu: Emulator) -> None:
+    """"A Message Batch is limited to either 100,000 Message requests or 256 MB in size" (Message
+    Batches docs): the emulator created a batch of 100,001, so a sharding bug would go unseen.
+    (Plain HTTP: the SDK's per-item transform of 100,001 requests takes seconds; the count is
+    refused before any request is read, so their params may be anything.)"""
+    import http.client
+    import json
+
+    body = json.dumps({"requests": [{"custom_id": str(i), "params": {}} for i in range(100_001)]})
+    conn = http.client.HTTPConnection(emu.url.removeprefix("http://"), timeout=30)
+    conn.request("POST", "/v1/messages/batches", body=body, headers={
+        "x-api-key": "emulator-key-0123456789", "anthropic-version": "2023-06-01", "content-type": "application/json"})
+    answer = conn.getresponse()
+    error = json.loads(answer.read())["error"]
+    conn.close()
+    assert answer.status == 400 and error["message"] == "requests: List should have at most 100000 items after validation, not 100001"

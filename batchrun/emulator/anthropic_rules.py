@@ -37,6 +37,10 @@ from .schema import Violation, check, dotted
 from .wire import Outcome, rejects_temperature
 
 HEADER_FIELDS = ("user_profile_id", "workspace_id")
+# "A Message Batch is limited to either 100,000 Message requests or 256 MB in size, whichever is
+# reached first" (Message Batches docs, batch limitations); refused on create, in pydantic's words
+# as the API's other list bounds ("List should have at least 1 item ...").
+MAX_BATCH_REQUESTS = 100_000
 PINNED_VERSION = "2023-06-01"  # the version under which temperature is still a request field
 RANGES = (("temperature", 0, 1), ("top_p", 0, 1), ("max_tokens", 1, None))
 
@@ -132,6 +136,8 @@ def batch_create_refusal(body: Any) -> str | None:
         return "requests: Input should be a valid list"
     if not requests:
         return "requests: List should have at least 1 item after validation, not 0"
+    if len(requests) > MAX_BATCH_REQUESTS:
+        return f"requests: List should have at most {MAX_BATCH_REQUESTS} items after validation, not {len(requests)}"
     for i, item in enumerate(requests):
         if not isinstance(item, dict):
             return f"requests.{i}: Input should be a valid dictionary"
