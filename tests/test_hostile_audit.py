@@ -498,3 +498,19 @@ def test_the_emulator_refuses_an_anthropic_batch_of_more_than_100000_requests(em
     error = json.loads(answer.read())["error"]
     conn.close()
     assert answer.status == 400 and error["message"] == "requests: List should have at most 100000 items after validation, not 100001"
+
+
+@pytest.mark.parametrize("provider", ["openai", "gemini"])
+def test_jobs_deleted_while_a_batch_is_in_flight_still_collects_its_results(provider: str, project: Project, emu: Emulator) -> None:
+    """jobs/ cleaned up while a batch ran: the OpenAI and Anthropic downloads failed with ENOENT,
+    retried as a "connection error" (poll exit 0, refresh exit 2, every run, the results never
+    fetched); Gemini's raised FileNotFoundError, a traceback. The provider still holds the
+    results: they are fetched into the batch's folder again."""
+    import shutil
+
+    setup(project, {"r": {"openai": OPENAI, "gemini": GEMINI}[provider]}, tasks=1)
+    assert project.run("submit", emulator=emu).exit_code == 0
+    shutil.rmtree(project.area / "jobs")
+    result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=emu)
+    assert result.exit_code == 0, result.output
+    assert board(project)["r"]["complete"] == 1
