@@ -514,3 +514,22 @@ def test_jobs_deleted_while_a_batch_is_in_flight_still_collects_its_results(prov
     result = project.run("refresh", "--interval", "0.01", "--timeout", "20s", emulator=emu)
     assert result.exit_code == 0, result.output
     assert board(project)["r"]["complete"] == 1
+
+
+def test_a_key_echoed_where_an_sdk_warns_about_it_is_redacted_on_stderr(project: Project, proxy: HostileProxy) -> None:
+    """google-genai warns "<value> is not a valid FinishReason" for an enum value it does not
+    know: a Gemini answer with the key as its finishReason put the key on stderr through Python's
+    warnings, which nothing redacted. A real process, for the real stderr."""
+    from test_hardening_net import child
+
+    setup(project, {"bad": {**GEMINI, "transport": "sync"}}, tasks=1)
+    first, _ = child(project, "preflight", proxy=proxy)
+    assert first.returncode == 0, first.stderr
+    body = ('{"candidates":[{"content":{"role":"model","parts":[{"text":"The crane failed at 03:14."}]},"finishReason":"%s",'
+            '"index":0}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":5,"totalTokenCount":10}}') % SECRET
+    proxy.rule("answer", "POST", r":generateContent$", status=200, body=body.encode(), count=-1)
+    done, _ = child(project, "refresh", "--interval", "0.05", "--timeout", "20s", proxy=proxy)
+    assert proxy.fired and done.returncode == 0, done.stderr[-2000:]
+    assert "[REDACTED] is not a valid FinishReason" in done.stderr
+    assert SECRET not in done.stderr and SECRET not in done.stdout
+    assert _files_holding(project.root, SECRET) == []
