@@ -533,3 +533,18 @@ def test_a_key_echoed_where_an_sdk_warns_about_it_is_redacted_on_stderr(project:
     assert "[REDACTED] is not a valid FinishReason" in done.stderr
     assert SECRET not in done.stderr and SECRET not in done.stdout
     assert _files_holding(project.root, SECRET) == []
+
+
+def test_a_result_file_that_starts_with_a_bom_loses_no_line(project: Project, emu: Emulator) -> None:
+    """A result file written with a UTF-8 byte order mark (a proxy or gateway on Windows): its first
+    line did not parse, so that request was taken as unanswered and sent, and paid for, again.
+    RFC 8259 section 8.1: parsers "MAY ignore the presence of a byte order mark"."""
+    from test_hostile_results import openai_line
+
+    setup(project, {"r": OPENAI}, tasks=1)
+    emu.add_fault({"kind": "corrupt_line", "model": "gpt-5.5", "count": 1,
+                   "line": "\ufeff" + openai_line("The crane failed at 03:14 on Tuesday.")})
+    result = project.run("refresh", "--interval", "0.01", emulator=emu)
+    assert result.exit_code == 0, result.output
+    assert [r["kind"] for r in project.sql("SELECT kind FROM results")] == ["ok"]
+    assert len(project.sql("SELECT id FROM batches")) == 1  # sent once
