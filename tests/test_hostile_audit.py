@@ -548,3 +548,30 @@ def test_a_result_file_that_starts_with_a_bom_loses_no_line(project: Project, em
     assert result.exit_code == 0, result.output
     assert [r["kind"] for r in project.sql("SELECT kind FROM results")] == ["ok"]
     assert len(project.sql("SELECT id FROM batches")) == 1  # sent once
+
+
+def test_a_judge_reply_built_to_be_decoded_at_every_brace_is_read_in_bounded_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """parse_verdict decoded JSON at every '{' of a reply, and each failed decode costs time in
+    proportion to its position (json's error counts the lines before it): a judge reply of a
+    million '{' took 200 s of collect's CPU (no network call, so no time limit cut it), '{"a":'
+    repeated 10 s per MB. Counted in decode attempts, not timed (speed is measured in bench/)."""
+    import json
+
+    from batchrun.protocol import grading
+
+    attempts = []
+
+    class Counting(json.JSONDecoder):
+        def raw_decode(self, s: str, idx: int = 0) -> tuple[object, int]:
+            attempts.append(idx)
+            return super().raw_decode(s, idx)
+
+    monkeypatch.setattr(grading, "_DECODER", Counting())
+    assert grading.parse_verdict("{" * 100_000).total is None
+    assert attempts == []  # no '{' there can start an object
+    assert grading.parse_verdict('{"a":' * 5_000).total is None
+    assert len(attempts) <= grading.MAX_OBJECT_STARTS
+    attempts.clear()
+    reply = 'Per item: {"P1": "met"} and {"P2": "not met"}.\nVerdict: {"points_awarded": [60, 0], "total": 60}'
+    assert grading.parse_verdict(reply) == grading.Verdict(60.0, [60, 0])
+    assert len(attempts) == 3
