@@ -575,3 +575,22 @@ def test_a_judge_reply_built_to_be_decoded_at_every_brace_is_read_in_bounded_wor
     reply = 'Per item: {"P1": "met"} and {"P2": "not met"}.\nVerdict: {"points_awarded": [60, 0], "total": 60}'
     assert grading.parse_verdict(reply) == grading.Verdict(60.0, [60, 0])
     assert len(attempts) == 3
+
+
+def test_redaction_tries_a_run_of_backslashes_once_not_at_each_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The escape pattern (`\\\\+` then `u0073`) was tried at every backslash of a run, each try
+    running to the run's end: quadratic, so an answer of a megabyte of backslashes held collect
+    for over a minute (80,000 took 1.9 s; bench: `python -c "from batchrun.base.redaction
+    import ...; redact('\\\\\\\\' * 500_000)"`). It is tried at the first backslash of a run only,
+    which finds the same escapes (checked structurally, not timed)."""
+    from batchrun.base import redaction
+
+    monkeypatch.setenv("BATCHRUN_AUDIT_KEY", SECRET)
+    redaction.know_key_variables(["BATCHRUN_AUDIT_KEY"])
+    keys = redaction.known_keys()
+    assert keys.escapes is not None
+    run = "\\" * 5 + "u0073"
+    assert keys.escapes.match(run, 0) is not None and keys.escapes.match(run, 1) is None
+    escaped = "".join(f"\\u{ord(c):04x}" for c in SECRET)
+    for text in (escaped, "\\" + escaped, "\\\\" + escaped, "a \\\\" * 1000 + escaped):
+        assert SECRET not in redaction.redact(text) and redaction.redact(text).endswith(redaction.REDACTED), text[-60:]
