@@ -594,3 +594,33 @@ def test_redaction_tries_a_run_of_backslashes_once_not_at_each_of_them(monkeypat
     escaped = "".join(f"\\u{ord(c):04x}" for c in SECRET)
     for text in (escaped, "\\" + escaped, "\\\\" + escaped, "a \\\\" * 1000 + escaped):
         assert SECRET not in redaction.redact(text) and redaction.redact(text).endswith(redaction.REDACTED), text[-60:]
+
+
+def test_a_listing_that_serves_the_same_page_for_ever_ends_the_adoption(project: Project, proxy: HostileProxy,
+                                                                       emu: Emulator) -> None:
+    """After an uncertain create, submit lists the provider's batches newest first until one is
+    older than the create. A listing answering `has_more: true` with the same page again and again
+    (one batch dated in the future) kept `submit` (no --timeout) paging for ever: 454 pages in 20 s
+    and on. A batch named twice is a malformed listing: the batch waits for a later round."""
+    import json
+    import subprocess
+
+    from test_hardening_net import child
+
+    setup(project, {"r": OPENAI}, tasks=1)
+    first, _ = child(project, "preflight", proxy=proxy)
+    assert first.returncode == 0, first.stderr
+    emu.add_fault({"kind": "drop", "when": "after", "method": "POST", "path": "^/v1/batches$"})  # the create's answer is lost
+    entry = {"id": "batch_x", "object": "batch", "endpoint": "/v1/chat/completions", "input_file_id": "file-x",
+             "completion_window": "24h", "status": "in_progress", "created_at": 4102444800,
+             "request_counts": {"total": 1, "completed": 0, "failed": 0}, "metadata": {}}
+    page = {"object": "list", "data": [entry], "first_id": "batch_x", "last_id": "batch_x", "has_more": True}
+    proxy.rule("answer", "GET", r"^/v1/batches$", status=200, body=json.dumps(page).encode(), count=-1)
+    try:
+        done, _ = child(project, "submit", proxy=proxy, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("submit was still paging through the same listing page")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "names batch batch_x twice" in done.stderr and "Traceback" not in done.stderr
+    # Never created a second time: whether the lost create happened is still unknown.
+    assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["creating"]
