@@ -624,3 +624,35 @@ def test_a_listing_that_serves_the_same_page_for_ever_ends_the_adoption(project:
     assert "names batch batch_x twice" in done.stderr and "Traceback" not in done.stderr
     # Never created a second time: whether the lost create happened is still unknown.
     assert [b["status"] for b in project.sql("SELECT status FROM batches")] == ["creating"]
+
+
+@pytest.mark.parametrize("listing", ["two empty pages, then the batch", "the same empty page for ever"])
+def test_a_gemini_listing_page_that_is_empty_but_names_a_next_one(listing: str, project: Project, proxy: HostileProxy,
+                                                                  emu: Emulator) -> None:
+    """Google APIs "may return fewer results than page_size, including zero results, even if not
+    at the end of the collection" (AIP-158): google-genai's pager then raises IndexError
+    (pagers.Pager.__next__), so submit's adoption after an uncertain Gemini create ended in a
+    traceback. Pages are read one by one; the same next page named twice is a malformed listing."""
+    import json
+
+    from test_hardening_net import child
+
+    setup(project, {"r": GEMINI}, tasks=1)
+    first, _ = child(project, "preflight", proxy=proxy)
+    assert first.returncode == 0, first.stderr
+    emu.add_fault({"kind": "drop", "when": "after", "method": "POST", "path": ":batchGenerateContent$"})  # the create's answer is lost
+    def empty(token: str) -> bytes:
+        return json.dumps({"batches": [], "nextPageToken": token}).encode()  # the emulator's tokens are offsets
+
+    if listing.startswith("two empty"):
+        proxy.rule("answer", "GET", r"^/v1(beta)?/batches$", status=200, body=empty("0"), count=1)
+        proxy.rule("answer", "GET", r"^/v1(beta)?/batches$", status=200, body=empty("00"), count=1)
+    else:
+        proxy.rule("answer", "GET", r"^/v1(beta)?/batches$", status=200, body=empty("0"), count=-1)
+    done, _ = child(project, "submit", proxy=proxy, timeout=30)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    if listing.startswith("two empty"):
+        assert done.returncode == 0 and "adopted 1" in done.stdout + done.stderr, done.stderr[-2000:]
+    else:
+        assert done.returncode == 2 and "names the same next page twice" in done.stderr, done.stderr[-2000:]
+    assert len([c for c in emu.calls if c["method"] == "POST" and c["path"].endswith(":batchGenerateContent")]) == 1
