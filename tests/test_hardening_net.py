@@ -117,7 +117,8 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 class HostileProxy:
     """Forwards every call to the emulator, unless a rule matches it (method, path regex, a header
     regex; `count` times, -1 forever). Actions: `redirect` (answer `status` with a Location on
-    another host: the recorder), `hang` (read the request, answer nothing), `trickle` (answer
+    another host: the recorder), `answer` (`status`, `headers` and `body` as given), `cut` (forward, but close the
+    connection `keep_back` bytes before the end of the answer), `hang` (read the request, answer nothing), `trickle` (answer
     "200 OK" then one byte of a header every `every` seconds, never ending the headers)."""
 
     def __init__(self, upstream: str, recorder: Recorder) -> None:
@@ -139,6 +140,7 @@ class HostileProxy:
             def handle_one(self) -> None:
                 body = self._body()
                 rule = proxy.match(self.command, self.path, self.headers)
+                self.request_body = body
                 if rule is None:
                     self._forward(body)
                 else:
@@ -158,7 +160,10 @@ class HostileProxy:
                         self.rfile.readline()
                 return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-            def _forward(self, body: bytes) -> None:
+            def _cut(self, rule: dict[str, Any]) -> None:
+                self._forward(self.request_body, rule)
+
+            def _forward(self, body: bytes, rule: dict[str, Any] | None = None) -> None:
                 conn = http.client.HTTPConnection(*proxy.upstream, timeout=30)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
@@ -178,6 +183,12 @@ class HostileProxy:
                         self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                if rule is not None:  # `cut`: all but the last bytes of the answer, then the connection closes
+                    self.wfile.write(data[:max(len(data) - rule.get("keep_back", 5), 0)])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 self.wfile.write(data)
 
             def _redirect(self, rule: dict[str, Any]) -> None:
@@ -186,6 +197,16 @@ class HostileProxy:
                 self.send_header("Location", where)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            def _answer(self, rule: dict[str, Any]) -> None:
+                body = rule.get("body", b'{"error":{"message":"slow down","type":"rate_limit_error"}}')
+                self.send_response(rule.get("status", 429))
+                for k, v in rule.get("headers", {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def _hang(self, rule: dict[str, Any]) -> None:
                 proxy.stopping.wait(120)

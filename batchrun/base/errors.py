@@ -86,6 +86,13 @@ class LockError(BatchrunError):
     """Another batchrun process holds the writer lock."""
 
 
+class LockWaitEnded(LockError):
+    """--wait-lock waited for another writer until the run's time limit (--timeout, --until):
+    nothing was done, run again later (exit 2, as for any run its time limit ended)."""
+
+    exit_code = 2
+
+
 class StorageError(StateError):
     """The disk or the database file failed: full, read-only, damaged, unreadable."""
 
@@ -152,6 +159,12 @@ def environment_error(exc: BaseException, state: object | None) -> StorageError 
                 return disk_full(db)
             return StorageError(f"The disk failed while reading or writing {db} ({exc}).",
                                 f"Check the disk (dmesg, df -h); {_RESUME}")
+        if name == "SQLITE_ERROR" and str(exc).startswith(("no such table:", "no such column:")):
+            # batchrun's statements name only what its migrations created (tests run every one on
+            # the current schema), and the migrations it records as applied are all there (the
+            # version check at open): a table or column missing now was removed from the file
+            # (a hand-run `sqlite-utils drop-table`, a partial restore).
+            return damaged_database(db, f"its schema lost what batchrun's migrations created: {exc}")
         if name.startswith("SQLITE_CANTOPEN"):
             return StorageError(f"Cannot open the state database {db} ({exc}).",
                                 "Check that its folder exists and that you may read and write it (and its -wal and -shm files).")

@@ -89,6 +89,9 @@ def loads(text: str) -> Any:
         raise ValueError("JSON nested too deeply to decode") from None
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
     """Yield (line number, raw line bytes without `\\n`, ended_with_newline) for a JSONL file.
 
@@ -97,6 +100,10 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
     """
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
+            if number == 1 and raw.startswith(_BOM):
+                # A file written with a byte order mark (a gateway on Windows): RFC 8259 section
+                # 8.1 lets a parser ignore it, and otherwise the first line would be lost.
+                raw = raw[len(_BOM):]
             complete = raw.endswith(b"\n")
             body = raw.rstrip(b"\r\n") if complete else raw
             if body.strip():

@@ -22,7 +22,9 @@ stands in the text as given, escapes included: the rest of the text keeps its by
 result line stays the provider's line (valid JSON, every other escape and number as sent) with
 only the key gone. Decoding the whole line and encoding it again would lose what an auditor
 reads raw_json for (spelling, key order, duplicate keys, numbers as written); enumerating the
-escaped spellings of a key cannot work (each of its characters may be escaped or not).
+escaped spellings of a key cannot work (each of its characters may be escaped or not). A key
+percent-encoded, as a provider echoing a request URL writes it (`?key=sk%2Dproj…`, or every
+character `%73%6B…`: RFC 3986 section 2.1), is found and replaced the same way.
 
 A key may also come back *masked*: OpenAI's 401 quotes a wrong key as its first 8 and last 4
 characters around a run of asterisks ("Incorrect API key provided: sk-proj-****MxYA", as its
@@ -106,6 +108,9 @@ class Keys:
     forms_bytes: tuple[bytes, ...]
     # The keys of SHORT_KEY_CHARS or more, whose masked echoes are looked for.
     masks: tuple[str, ...] = ()
+    # The percent-encodings (RFC 3986 section 2.1) a key could hide behind: `%73k-…`.
+    percents: re.Pattern[str] | None = None
+    percents_bytes: re.Pattern[bytes] | None = None
     # The keys of SHORT_KEY_CHARS or more, and the shorter ones, apart (redact_json_line); None
     # when every key is of the first kind.
     strong: Keys | None = None
@@ -151,9 +156,10 @@ def _compile(values: tuple[str, ...], *, split: bool = True) -> Keys:
     if short:
         parts.append(_token(short))
     escape = _escape_pattern(values)
+    percent = _percent_pattern(values)
     return Keys(forms=forms, tokens=tokens, values=re.compile("|".join(parts)), escapes=re.compile(escape),
                 escapes_bytes=re.compile(escape.encode()), forms_bytes=tuple(f.encode("utf-8", "surrogateescape") for f in forms),
-                masks=long_, **halves)
+                masks=long_, percents=re.compile(percent), percents_bytes=re.compile(percent.encode()), **halves)
 
 
 def _escape_pattern(values: tuple[str, ...]) -> str:
@@ -167,7 +173,19 @@ def _escape_pattern(values: tuple[str, ...]) -> str:
     slash = "|/" if "/" in chars else ""
     # A literal backslash first (then any more): re finds a literal prefix with a fast scan, where
     # `\\+` would be tried at every position of the line (15x slower on a 3 KB answer).
-    return rf"\\\\*(?:u((?i:{codes})){slash})"
+    # Only at the first backslash of a run (`(?<!\\\\)`: the one before it is not one): tried at
+    # every backslash, `\\*` ran to the end of the run each time, quadratic in a run of them (a
+    # megabyte of backslashes in an answer: over a minute of collect). The matches are the same.
+    return rf"\\(?<!\\\\)\\*(?:u((?i:{codes})){slash})"
+
+
+def _percent_pattern(values: tuple[str, ...]) -> str:
+    """A regex for one percent-encoding of a character some key holds (`%73`, `%2D`, `%2F`), and
+    of `%` itself (`%2573`: encoded twice). A provider that echoes a request URL (a `?key=`
+    parameter, a gateway's log line) writes a key so, and `%XX` of any character means that
+    character in a URL (RFC 3986 section 2.1): `sk%2Dproj…` and `%73%6B…` are the key."""
+    codes = "|".join(f"{ord(c):02x}" for c in sorted({c for v in values for c in v} | {"%"}) if ord(c) < 0x80)
+    return rf"%((?i:{codes}))"
 
 
 def short_key_warnings() -> list[str]:
@@ -201,7 +219,9 @@ def redact(text: str, keys: Keys | None = None) -> str:
         if k.tokens is not None:
             text = k.tokens.sub(REDACTED, text)
         if "\\" in text:
-            text = _redact_escaped(text, k)
+            text = _redact_escaped(text, k, k.escapes)
+        if "%" in text:
+            text = _redact_escaped(text, k, k.percents)
         if k.masks and _may_hold_mask(text):
             text = _redact_masked(text, k.masks)
     if _may_hold_bearer(text):
@@ -319,16 +339,17 @@ class _Decoded:
         return self.start(i) + 1
 
 
-def _redact_escaped(text: str, k: Keys) -> str:
-    """`text` with every key spelt with escapes replaced where it stands (see the module docstring)."""
-    assert k.escapes is not None and k.values is not None
-    if not k.escapes.search(text):
+def _redact_escaped(text: str, k: Keys, escapes: re.Pattern[str] | None) -> str:
+    """`text` with every key spelt with `escapes` (JSON's, or percent-encodings) replaced where it
+    stands (see the module docstring)."""
+    assert escapes is not None and k.values is not None
+    if not escapes.search(text):
         return text
     passes: list[_Decoded] = []
     current = text
     spans: list[tuple[int, int]] = []
     for _ in range(_MAX_PASSES):
-        d = _Decoded(current, k.escapes)
+        d = _Decoded(current, escapes)
         if not d.at_out:
             break
         passes.append(d)
@@ -338,7 +359,7 @@ def _redact_escaped(text: str, k: Keys) -> str:
             for p in reversed(passes):
                 a, b = p.start(a), p.end(b) - 1
             spans.append((a, b + 1))
-        if not k.escapes.search(current):
+        if not escapes.search(current):
             break
     if not spans:
         return text
@@ -362,6 +383,7 @@ def needs_redaction(raw: bytes, keys: Keys) -> bool:
     if keys:
         if any(f in raw for f in keys.forms_bytes) or keys.tokens is not None or (
                 keys.escapes_bytes is not None and keys.escapes_bytes.search(raw)) or (
+                keys.percents_bytes is not None and b"%" in raw and keys.percents_bytes.search(raw)) or (
                 keys.masks and any(h in raw for h in _MASK_HINTS_BYTES)):
             text = raw.decode("utf-8", "surrogateescape")
             if redact_json_line(text, keys) != text:

@@ -114,6 +114,14 @@ class BadValue(NamedTuple):
     problem: str  # "is NaN"
     too_deep: bool
     too_large: bool = False
+    hint: str | None = None  # the fix, where the caller's usual one does not apply
+
+
+# JSON lets a string spell half of a UTF-16 pair ("\ud800"); json.loads gives Python a lone
+# surrogate, which no UTF-8 writer accepts (hashing the record, state.db, the request file).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_FIX = ("A JSON \\uD800-\\uDFFF escape must be half of a pair (a high one, then a low one): fix or remove the "
+                  "escape there.")
 
 
 # SQLite's INTEGER: a larger integer cannot be stored, and converting it to a float overflows
@@ -133,11 +141,17 @@ def non_json_value(value: Any) -> BadValue | None:
             return BadValue(where, f"nests more than {MAX_DEPTH} levels deep", True)
         if isinstance(v, float) and not math.isfinite(v):
             return BadValue(where, f"is {'NaN' if math.isnan(v) else ('Infinity' if v > 0 else '-Infinity')}", False)
+        if isinstance(v, str) and (lone := _SURROGATE.search(v)):
+            return BadValue(where, f"holds \\u{ord(lone.group()):04x}, half of a UTF-16 surrogate pair without its other half",
+                            False, hint=_SURROGATE_FIX)
         if isinstance(v, int) and not -MAX_INT - 1 <= v <= MAX_INT:
             return BadValue(where, f"is an integer of {len(str(abs(v))):,} digits, beyond the {MAX_INT:,} a database column holds",
                             False, True)
         if isinstance(v, dict):
             items = [(f"{where}.{k}" if where else str(k), x) for k, x in v.items()]
+            if (lone_key := next((k for k in v if isinstance(k, str) and _SURROGATE.search(k)), None)) is not None:
+                return BadValue(f"{where}.{lone_key!r}" if where else repr(lone_key), "is a key name holding half of a UTF-16 "
+                                "surrogate pair without its other half", False, hint=_SURROGATE_FIX)
         elif isinstance(v, list):
             items = [(f"{where}[{i}]", x) for i, x in enumerate(v)]
         else:

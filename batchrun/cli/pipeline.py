@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +149,7 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
         note_rehearsal(config)
     deadline = deadline_from(timeout_, None)  # from now: the lock and the inputs count against it, as in refresh
     # A dry run works on a throw-away copy of state.db and writes nothing beside the config (no lock).
-    with (dry_run_store(config, "submit") if dry_run else writer(ctx, "submit", config, wait_lock=wait_lock)) as (store, inputs):
+    with (dry_run_store(config, "submit") if dry_run else writer(ctx, "submit", config, wait_lock=wait_lock, until=deadline)) as (store, inputs):
         result = do_submit(store, inputs, routes=set(routes) or None, stages=set(stages) or None, dry_run=dry_run,
                            budget=budget, preflight=not no_preflight, deadline=deadline, progress=ctx.progress())
         announce_warnings(ctx, store, config)
@@ -182,7 +183,8 @@ def poll(ctx: Context, wait: bool, interval: float, timeout: float | None, wait_
     from ..run.poll import poll as do_poll
 
     config = ctx.config()
-    with writer(ctx, "poll", config, wait_lock=wait_lock) as (store, inputs):
+    until = time.time() + timeout if wait and timeout is not None else None  # --wait --timeout: the lock counts too
+    with writer(ctx, "poll", config, wait_lock=wait_lock, until=until) as (store, inputs):
         r = do_poll(store, inputs, wait=wait, interval=interval, timeout=timeout, progress=ctx.progress())
         click.echo(f"{r.in_flight} batch(es) in flight, {len(r.downloaded)} downloaded")
     for text in r.blocked.values():
@@ -237,7 +239,7 @@ def refresh(ctx: Context, timeout_: float | None, until: str | None, interval: f
 
     config = ctx.config()
     deadline = deadline_from(timeout_, check_until(until))
-    with writer(ctx, "refresh", config, wait_lock=wait_lock) as (store, inputs):
+    with writer(ctx, "refresh", config, wait_lock=wait_lock, until=deadline) as (store, inputs):
         outcome = do_refresh(store, inputs, deadline=deadline, interval=interval, budget=budget, preflight=not no_preflight,
                              progress=ctx.progress())
         announce_warnings(ctx, store, config)

@@ -233,14 +233,14 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @contextmanager
 def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = False, inputs: bool = True,
-           resolved: Inputs | None = None) -> Iterator[tuple[Store, Inputs]]:
+           resolved: Inputs | None = None, until: float | None = None) -> Iterator[tuple[Store, Inputs]]:
     """Open state.db as the one writer: resolve the command's inputs first (which validates them),
     take the lock, record the run. Yields the store and the inputs, resolved once for the whole
     command (ledger/inputs.py): with the dataset and corpus for the commands that read them, and
     on a first run for every writer (a bad dataset is found before state.db exists); the policies
     alone otherwise. `inputs=False`: a command that reads neither the dataset nor the corpus
     (preflight) works before they are in place. `resolved`: inputs the command resolved itself,
-    before taking the lock (probe)."""
+    before taking the lock (probe). `until`: the command's time limit, which --wait-lock keeps to."""
     from ..ledger.inputs import resolve_inputs
     from ..ledger.lock import WriterLock
     from ..ledger.store import Store
@@ -261,7 +261,7 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
             found = resolve_inputs(ro, config, escape=command in _PLANS)
     else:
         found = resolve_inputs(None, config, corpus=False)
-    lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock)
+    lock = WriterLock(config.paths.state, command).acquire(wait=wait_lock, until=until)
     store: Store | None = None
     try:
         store = Store.open(config.paths.state, rehearsal=config.rehearsal)
@@ -518,6 +518,25 @@ def log_to_stderr(quiet: bool) -> None:
         logger.addHandler(handler)
         logger.propagate = False
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    _redact_warnings()
+
+
+def _redact_warnings() -> None:
+    """Python warnings reach stderr too, and a library's may quote a provider's words: google-genai
+    warns "<value> is not a valid FinishReason" (_common.CaseInSensitiveEnum._missing_) for an
+    enum value it does not know, the key if a provider echoes it there. Shown redacted."""
+    import warnings
+
+    shown = warnings.showwarning
+    if getattr(shown, "batchrun", False):
+        return
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        shown(redact(str(message)), category, filename, lineno, file, line)
+
+    show.batchrun = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 def print_problems(store: Store, config: Config, *, requests: str = "request_status") -> None:

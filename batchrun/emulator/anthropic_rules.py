@@ -37,6 +37,10 @@ from .schema import Violation, check, dotted
 from .wire import Outcome, rejects_temperature
 
 HEADER_FIELDS = ("user_profile_id", "workspace_id")
+# "A Message Batch is limited to either 100,000 Message requests or 256 MB in size, whichever is
+# reached first" (Message Batches docs, batch limitations); refused on create, in pydantic's words
+# as the API's other list bounds ("List should have at least 1 item ...").
+MAX_BATCH_REQUESTS = 100_000
 PINNED_VERSION = "2023-06-01"  # the version under which temperature is still a request field
 RANGES = (("temperature", 0, 1), ("top_p", 0, 1), ("max_tokens", 1, None))
 
@@ -85,6 +89,8 @@ def params_refusal(params: Any, version: str, model_known: Any, prefix: str = ""
         return Outcome.error(400, describe(found[0], prefix))
     if not params["messages"]:
         return Outcome.error(400, f"{prefix}messages: List should have at least 1 item after validation, not 0")
+    if (blank := _blank_text(params["messages"])) is not None:
+        return Outcome.error(400, f"{prefix}messages: text content blocks must " + ("be non-empty" if blank == "" else "contain non-whitespace text"))
     for name, low, high in RANGES:
         value = params.get(name)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -102,6 +108,20 @@ def params_refusal(params: Any, version: str, model_known: Any, prefix: str = ""
     return None
 
 
+def _blank_text(messages: list[Any]) -> str | None:
+    """The first text of a message that is empty or only whitespace (a string content or a text
+    block's), or None. The API refuses both: 400 "messages: text content blocks must be
+    non-empty" and "messages: text content blocks must contain non-whitespace text"
+    (anthropics/claude-code#59812, #23440; anthropics/anthropic-sdk-python#461)."""
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks = [content] if isinstance(content, str) else [b.get("text") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        for text in blocks:
+            if isinstance(text, str) and not text.strip():
+                return text
+    return None
+
+
 def batch_create_refusal(body: Any) -> str | None:
     """Why ``POST /v1/messages/batches`` is refused on create (its shape; the params wait)."""
     if not isinstance(body, dict):
@@ -116,6 +136,8 @@ def batch_create_refusal(body: Any) -> str | None:
         return "requests: Input should be a valid list"
     if not requests:
         return "requests: List should have at least 1 item after validation, not 0"
+    if len(requests) > MAX_BATCH_REQUESTS:
+        return f"requests: List should have at most {MAX_BATCH_REQUESTS} items after validation, not {len(requests)}"
     for i, item in enumerate(requests):
         if not isinstance(item, dict):
             return f"requests.{i}: Input should be a valid dictionary"

@@ -147,6 +147,12 @@ def request_refusal(request: Any) -> Outcome | None:
     contents = request["contents"] if isinstance(request["contents"], list) else [request["contents"]]
     if any(isinstance(c, dict) and c.get("role") not in (None, "", "user", "model") for c in contents):
         return Outcome.error(400, "Please use a valid role: user, model.")
+    for i, c in enumerate(contents):
+        if isinstance(c, dict) and not c.get("parts"):
+            # "A Content message must have at least one Part" (Vertex AI REST reference, Content);
+            # the API: "* GenerateContentRequest.contents[1].parts: contents.parts must not be
+            # empty." (egoist/chatwise-releases#250, coze-dev/coze-studio#46).
+            return Outcome.error(400, f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty.")
     config = request.get("generationConfig") or request.get("generation_config") or {}
     for name, low, high in RANGES:
         value = config.get(name)

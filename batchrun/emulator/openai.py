@@ -40,6 +40,11 @@ from .openai_rules import batch_create_refusal, body_refusal, key_refusal, line_
 from .wire import Outcome, last_user, new_id, text_of
 
 FILE_TTL = 30 * 86400  # purpose=batch files expire after 30 days by default
+# The purposes an upload may name: openai-python's FilePurpose (types/file_purpose.py) and
+# "responses", which the API lists in its refusal of any other: 400 "'answers' is not one of
+# ['fine-tune', 'assistants', 'batch', 'user_data', 'responses', 'vision'] - 'purpose'"
+# (irudnyts/openai#66).
+FILE_PURPOSES = frozenset({"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "responses"})
 
 
 @dataclass
@@ -188,6 +193,9 @@ class OpenAI(FileApi, BatchApi):
         if not purpose:
             os.unlink(part.path)
             raise ApiError(400, "Missing required parameter: 'purpose'.", param="purpose")
+        if purpose not in FILE_PURPOSES:
+            os.unlink(part.path)
+            raise ApiError(400, f"{purpose!r} is not one of {sorted(FILE_PURPOSES)} - 'purpose'", param="purpose")
         now = time.time()
         expires_at: float | None = now + FILE_TTL if purpose == "batch" else None
         if fields.get("expires_after[seconds]"):

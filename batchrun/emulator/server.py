@@ -92,6 +92,13 @@ class _Server(ThreadingHTTPServer):
         self.conn_lock = threading.Lock()
         super().__init__(addr, _Handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (a run cut at its time limit, a Ctrl-C, a download it abandoned)
+        # is no error of the emulator's: socketserver would print a traceback for it on stderr.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls socket.getfqdn(), a DNS lookup that can take seconds.
         socketserver.TCPServer.server_bind(self)

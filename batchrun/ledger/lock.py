@@ -43,7 +43,7 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from ..base.errors import LockError, StateError
+from ..base.errors import LockError, LockWaitEnded, StateError
 
 # Descriptors of released locks, by (device, inode) of the database, least recently used first:
 # reused by the next writer lock on the same database in this process instead of opening (and
@@ -75,8 +75,10 @@ class WriterLock:
         self.fd: int | None = None
         self._inode: tuple[int, int] | None = None
 
-    def acquire(self, *, wait: bool = False, grace: float | None = None) -> "WriterLock":
-        """Take the lock; `grace`: seconds to keep trying before LockError (None: lock_grace())."""
+    def acquire(self, *, wait: bool = False, grace: float | None = None, until: float | None = None) -> "WriterLock":
+        """Take the lock; `grace`: seconds to keep trying before LockError (None: lock_grace()).
+        `until`: the run's time limit (epoch seconds), which bounds even `wait`: the lock counts
+        against it like everything else the run does (LockWaitEnded)."""
         fd, inode = self._open()
         deadline = time.monotonic() + (lock_grace() if grace is None else grace)
         while True:
@@ -84,6 +86,11 @@ class WriterLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if wait and until is not None and time.time() >= until:
+                    _retire(inode, fd)
+                    raise LockWaitEnded(
+                        f"Another batchrun process was still writing to this state.db ({self.db_path}) when this run's time "
+                        f"limit came: {self._holder(inode)}.", "Nothing was done; the next run picks up the work.")
                 if not wait and time.monotonic() >= deadline:
                     _retire(inode, fd)
                     raise LockError(

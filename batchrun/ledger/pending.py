@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..base.backoff import round_backoff
+from ..base.errors import damaged_database
 from ..protocol.config import Config
 from .cost import observed_usage
 from .lifecycle import Status, move_all
@@ -62,7 +63,9 @@ def view_sql(store: Store, view: str, **tables: str) -> str:
     sql = store.scalar("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", [view])
     match = re.match(rf"\s*CREATE\s+VIEW\s+{view}\s+AS\s", sql or "", re.IGNORECASE)
     if match is None:
-        raise RuntimeError(f"state.db has no view {view!r} of the expected form")
+        # Every migration that defines it was applied (Store's version check): removed or
+        # replaced since, by hand or by a partial restore.
+        raise damaged_database(store.path, f"its view {view!r} is missing or not the one batchrun's migrations created")
     body = sql[match.end():]
     for name, table in tables.items():
         body = re.sub(rf"\b{name}\b", table, body)

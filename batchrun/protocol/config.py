@@ -6,6 +6,7 @@ What each route's settings make of its requests (its policy and fingerprint) is 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +31,11 @@ PANEL_SIZE = 3
 # each configured path: <parent>/rehearsal/<name>. Emulator answers then cannot reach the real
 # state.db by construction, and a person listing the project folder sees which is which.
 REHEARSAL_DIR = "rehearsal"
+
+
+def results_stem(route: str) -> str:
+    """The name a route's results files start with: results/<stem>.responses.json, .scores.json."""
+    return route.replace("/", "_")
 
 
 def rehearsal_path(path: Path) -> Path:
@@ -243,12 +249,16 @@ class Config:
         return replace(self, routes=routes, paths=paths, rehearsal=url)
 
 
+# Query parameters that carry a credential: Google's `key=`, Azure's `api-key=`, tokens, SAS signatures.
+_CREDENTIAL_PARAM = re.compile(r"(?i)key|token|secret|passw|sig|auth")
+
+
 def base_url_problem(url: str, *, allow_insecure: bool) -> tuple[str, str] | None:
     """(problem, fix) if `url` is not somewhere batchrun may send a key, else None.
 
     An http(s) URL with a host, and https unless the host is this machine: every request carries
     the key (Authorization: Bearer ..., x-api-key), which plain http shows to the whole path."""
-    from urllib.parse import urlsplit
+    from urllib.parse import parse_qsl, urlsplit
 
     example = 'Use the provider\'s base URL, e.g. "https://api.example.com/v1".'
     try:
@@ -259,6 +269,16 @@ def base_url_problem(url: str, *, allow_insecure: bool) -> tuple[str, str] | Non
         return f"is not a valid URL ({url!r}: {e})", example
     if parts.scheme not in ("http", "https") or not host:
         return f"must be an http:// or https:// URL with a host (got {url!r})", example
+    # A credential written into the URL would be recorded and published with it: the host and
+    # base URL go into state.db, the results files, the manifest and the site (provenance), and
+    # into messages. Neither is shown here.
+    if parts.username is not None or parts.password is not None:
+        return ("holds a user name or password (user:password@host), which batchrun would record and publish with the "
+                "route's host (not shown here)", "Remove it from base_url; the provider's key goes in the variable api_key_env names.")
+    secret_names = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAM.search(k)]
+    if secret_names:
+        return (f"holds a credential in its query string ({secret_names[0]}=...), which batchrun would record and publish "
+                "(not shown here)", "Remove it from base_url; the provider's key goes in the variable api_key_env names.")
     if parts.scheme == "http" and not is_loopback(host) and not allow_insecure:
         return (f"is plain http to {host}, which would send the API key unencrypted over the network ({url!r})",
                 "Use https://. If the endpoint really is on a network you trust (a proxy inside a private network), "

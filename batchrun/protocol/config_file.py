@@ -49,6 +49,7 @@ from .config import (
     PriceTier,
     Route,
     base_url_problem,
+    results_stem,
 )
 from .config_values import Checker
 from .policy import decoding
@@ -61,8 +62,15 @@ SYNC_LIMITS = (10_000, 2_000_000_000)
 # be sent to every request. Integers are bounded where they must survive JSON and SQLite.
 MAX_TEMPERATURE = 2.0
 _NUMBER_FIX = "Write that value with a few digits (every count, size and price in a config fits in 16)."
+# A route name names files (results/<route>.responses.json): see its check in load.
+MAX_ROUTE_NAME_BYTES = 200
 # An environment variable's name (POSIX: letters, digits and underscores, not starting with a digit).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The key itself where its variable's name belongs (a clumsy paste): OpenAI's and the
+# OpenAI-compatible providers' keys begin "sk-" (Anthropic's "sk-ant-"), Google's API keys "AIza"
+# (which can be a valid variable name); and a long value that cannot be a name may be any key.
+# Such a value is never repeated in the error (stderr ends up in cron mail and logs), nor kept.
+KEY_SHAPED = re.compile(r"(?:sk-|AIza)[A-Za-z0-9_-]{16,}")
 
 DEFAULT_PATHS = {
     "dataset": "data/wildtrace_strict481.with_answers.json",
@@ -187,11 +195,28 @@ def parse_config(raw: dict[str, Any], path: Path) -> Config:
                                      'Rename the route, e.g. [routes."gpt-5.5"].'))
             broken.add(name)
             continue
+        if len(name.encode("utf-8")) > MAX_ROUTE_NAME_BYTES:
+            # results/<route>.responses.json (and its temporary twin, 27 bytes longer) must fit in
+            # one file name: at most 255 bytes on Linux, macOS and Windows file systems (NAME_MAX).
+            c.problems.append(c.fail(f"routes.{name[:40]!r}…", f"is {len(name.encode('utf-8')):,} bytes long; a route name "
+                                     f"names its results files, and may be at most {MAX_ROUTE_NAME_BYTES} bytes",
+                                     'Rename the route, e.g. [routes."gpt-5.5"].'))
+            broken.add(name)
+            continue
         route = c.section(functools.partial(_parse_route, c, name, r))
         if route is None:
             broken.add(name)
         else:
             routes[name] = route
+    stems: dict[str, str] = {}
+    for name in routes:
+        # Two routes whose results files have one name would overwrite each other's published
+        # results ("q/x" and "q_x"; "GPT" and "gpt" on the case-insensitive file systems macOS
+        # and Windows use by default).
+        other = stems.setdefault(results_stem(name).casefold(), name)
+        if other != name:
+            c.problems.append(c.fail(f"routes.{name!r}", f"would write the same results files as route {other!r} "
+                                     f"(results/{results_stem(other)}.scores.json)", "Rename one of the two routes."))
     if rraw == {}:  # (None: [routes] is not a table, said above)
         c.problems.append(c.fail("routes", "defines no route", 'Add at least one [routes."name"] table with provider and model.'))
     if judging is not None:
@@ -471,6 +496,10 @@ def _parse_route(c: Checker, name: str, r: Any) -> Route:
     if adapter.default_host is None and not base_url:
         raise c.fail(f"{where}.base_url", f"is required for {provider} routes", 'Set base_url = "https://.../v1" (the provider\'s base URL).')
     api_key_env = c.string(r, "api_key_env", where, adapter.default_key_env)
+    if KEY_SHAPED.match(api_key_env) or (not ENV_NAME.fullmatch(api_key_env) and len(api_key_env) >= 16):
+        raise c.fail(f"{where}.api_key_env", "looks like an API key itself, not the name of an environment variable (not shown here)",
+                     "Put the key in an environment variable (export MY_PROVIDER_KEY=...), name that variable here "
+                     "(api_key_env = \"MY_PROVIDER_KEY\"), and remove the key from the config file.")
     if not ENV_NAME.fullmatch(api_key_env):
         # "A B" or "A=B" can never be set in an environment (POSIX: a name is letters, digits and
         # underscores, not starting with a digit), so the route could only ever fail for a missing key.

@@ -252,7 +252,7 @@ def parse_record(record: Any, where: str, position: int) -> Task:
         decoded["ground_truth"] = {**gt, "scoring_rubric": rubric_raw}
     if bad := non_json_value(decoded):
         raise DataError(f"{here}: field `{bad.field}` {bad.problem}.", _NOT_A_RECORD if bad.too_deep else _NUMBER_FIX if bad.too_large else
-                        "JSON has no NaN or Infinity (Python writes them, no JSON reader accepts them): "
+                        bad.hint or "JSON has no NaN or Infinity (Python writes them, no JSON reader accepts them): "
                         "write a finite number there (rubric points are numbers >= 0).")
 
     # Each field's problem is noted and the record read on, so every one is reported at once.

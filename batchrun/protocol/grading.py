@@ -46,19 +46,34 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+# A JSON object starts "{", whitespace, then '"' or '}' (RFC 8259 section 4): only such a '{' can
+# start one, so only such a '{' is decoded. Each failed decode costs time in proportion to its
+# position (json's error counts the lines before it), so trying every '{' of a reply made of a
+# million of them took 200 s of collect's CPU, past any run's time limit.
+_OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
+# And at most this many are tried: a reply holding more object starts than any verdict needs
+# ('{"a":' repeated, each start decoded a thousand levels deep) is not read past them (its
+# judgment is then unparseable: an infrastructure failure, judged again, never a zero).
+MAX_OBJECT_STARTS = 1000
+
+
 def _objects(text: str) -> list[dict[str, Any]]:
-    """Every JSON object that can be decoded starting at some '{' in the text."""
+    """Every JSON object that can be decoded starting at some '{' in the text (of the first
+    MAX_OBJECT_STARTS places one could start)."""
     found = []
-    i = text.find("{")
-    while i != -1:
+    start = _OBJECT_START.search(text)
+    for _ in range(MAX_OBJECT_STARTS):
+        if start is None:
+            break
+        i = start.start()
         try:
             obj, end = _DECODER.raw_decode(text, i)
         except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's limit
-            i = text.find("{", i + 1)
+            start = _OBJECT_START.search(text, i + 1)
             continue
         if isinstance(obj, dict):
             found.append(obj)
-        i = text.find("{", end)
+        start = _OBJECT_START.search(text, end)
     return found
 
 

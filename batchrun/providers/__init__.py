@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -433,6 +434,10 @@ def stainless_error(exc: BaseException, package: str) -> SdkError | None:
         try:
             retry_after = float(value) if value is not None else None
         except ValueError:
+            retry_after = None
+        # RFC 9110 section 10.2.3: delay-seconds is a non-negative integer. float() also reads
+        # "-5", "nan" and "inf", which no wait can honour (time.sleep raises on the first two).
+        if retry_after is not None and not 0 <= retry_after < math.inf:
             retry_after = None
     # The provider's own words: `str(exc)` is "Error code: 401 - {<the whole error body>}"; the
     # parsed body is `exc.body` (OpenAI's `error` object, Anthropic's `{"type": "error", "error":

@@ -50,6 +50,7 @@ from .reading import (
     malformed,
     object_field,
     parse_total,
+    removed_if_cut,
     text_field,
     wrong_types,
 )
@@ -166,6 +167,11 @@ class AnthropicAdapter:
             if stop == "refusal":
                 return LineResult(custom_id, "refusal", text=text, finish_reason=stop, usage=usage)
             if not text.strip():
+                if not stop:
+                    # Message.stop_reason: "In non-streaming mode this value is always non-null"
+                    # (anthropic-sdk-python types/message.py): without it nothing says the model
+                    # answered, so no text is no answer (a `message: {}`), never its empty one.
+                    raise Malformed("a message without text and without a `stop_reason`")
                 return LineResult(custom_id, "empty", text=text, finish_reason=stop, usage=usage)
             # model_context_window_exceeded: cut by the context window (anthropic-sdk-python 0.119+), as final as max_tokens.
             return LineResult(custom_id, "ok", text=text, finish_reason=stop, usage=usage,
@@ -245,7 +251,7 @@ class AnthropicAdapter:
         target = dest / "results.jsonl"
 
         def do() -> None:
-            with client.messages.batches.with_streaming_response.results(status.provider_batch_id) as response:
+            with removed_if_cut(target), client.messages.batches.with_streaming_response.results(status.provider_batch_id) as response:
                 with open(target, "wb") as f:
                     for chunk in response.iter_bytes():
                         f.write(chunk)

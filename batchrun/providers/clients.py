@@ -16,6 +16,7 @@ and inside a run's time limit no call outlives it ("deadline").
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -67,10 +68,24 @@ def missing_keys(routes: Sequence[RouteView]) -> dict[str, list[str]]:
     return missing
 
 
+def _unsendable(value: str) -> str | None:
+    """Why a key cannot be sent in an HTTP header, or None. A field value is visible ASCII with
+    inner spaces, no leading or trailing whitespace (RFC 9110 section 5.5); httpx refuses a line
+    break (read as a connection error, retried until the run's limit: every night) and cannot
+    encode a non-ASCII character (a traceback). The key itself is never shown."""
+    if value != value.strip():
+        return "begins or ends with whitespace (a line break read from a key file?)"
+    for i, ch in enumerate(value):
+        if not " " <= ch <= "~":
+            kind = "non-ASCII" if ord(ch) > 0x7F else "control"
+            return f"holds a {kind} character at position {i + 1}"
+    return None
+
+
 def require_keys(routes: Sequence[RouteView], *, also: Sequence[RouteView] = ()) -> None:
-    """Every missing key variable of these routes, named at once (not one per run). `also`: other
-    routes that read the same variables (batches in flight), named with each one these miss,
-    never a reason to fail by themselves."""
+    """Every missing key variable of these routes, named at once (not one per run), and every
+    key that cannot be sent as it is. `also`: other routes that read the same variables (batches
+    in flight), named with each one these miss, never a reason to fail by themselves."""
     missing = missing_keys(routes)
     if missing:
         for route in also:
@@ -81,11 +96,18 @@ def require_keys(routes: Sequence[RouteView], *, also: Sequence[RouteView] = ())
             f"{len(missing)} API key variable(s) not set: {names}.",
             "export " + " ".join(f"{env}=..." for env in missing) + " (or set api_key_env per route in the config); "
             "a rehearsal on the emulator (--emulator URL) needs none. Nothing was uploaded.")
+    broken = {route.api_key_env: why for route in routes if (why := _unsendable(_key_value(route)))}
+    if broken:
+        raise ConfigError(
+            f"{len(broken)} API key variable(s) hold a value no HTTP request can carry: "
+            + "; ".join(f"{env} {why}" for env, why in broken.items()) + ".",
+            "Set each to the key alone, e.g. export " + " ".join(f"{env}=\"$(tr -d '[:space:]' < keyfile)\"" for env in broken)
+            + ". Nothing was sent.")
 
 
 def api_key(route: RouteView) -> str:
     value = _key_value(route)
-    if not value:
+    if not value or _unsendable(value):
         require_keys([route])
     return value
 
@@ -205,15 +227,27 @@ def classify(exc: BaseException) -> Classified | None:
     return found
 
 
+# The errors of a local file a provider call writes (a download): never the provider's.
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
 def _classify(exc: BaseException, name: str, module: str) -> Classified | None:
     if isinstance(exc, MalformedResponse):
         return Classified("transient", exc.status, _short(str(exc)))
-    if isinstance(exc, (json.JSONDecodeError, RecursionError)) or (isinstance(exc, ValueError) and "integer string conversion" in str(exc)):
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, RecursionError)) or (
+            isinstance(exc, ValueError) and "integer string conversion" in str(exc)):
         # The SDKs decode an answer's body themselves: a 200 that is not JSON (an HTML page from a
-        # proxy), JSON nested too deep to decode, or a number of over 4,300 digits (Python's limit
-        # on int conversion, a ValueError from json) is a malformed answer, not a crash.
+        # proxy), JSON nested too deep to decode, a number of over 4,300 digits (Python's limit
+        # on int conversion, a ValueError from json), or a body that is not UTF-8 (httpx's
+        # Response.json() hands json.loads the bytes, which decodes them strictly: RFC 8259
+        # section 8.1) is a malformed answer, not a crash.
         return Classified("transient", 200, _short(f"the answer could not be read as JSON ({type(exc).__name__}: {exc})"))
     read = read_sdk_error(exc)  # the adapter of the SDK that raised it reads it
+    if read is None and isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+        # This machine's disk, not the provider: a download written to a full disk is no "connection
+        # error" to retry 8 times and then to blame on the network. Raised as it is, it stops the
+        # command with the full-disk message (errors.environment_error), exit 1.
+        return None
     if read is None:
         if isinstance(exc, (ConnectionError, TimeoutError, OSError)) or "httpx" in module or "httpcore" in module:
             return Classified("uncertain", None, _short(str(exc)) or name, connected=not never_connected(exc))

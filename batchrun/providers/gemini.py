@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -94,6 +94,28 @@ def _sdk_parsed(fn: Callable[[], T]) -> T:
             raise MalformedResponse(f"the answer does not have the shape google-genai expects ({type(e).__name__}: "
                                     f"{str(e).splitlines()[0][:200] if str(e) else ''})") from e
         raise
+
+
+# Pages a listing may go on for: 100 batches each, five times the 2,000 list_recent reads.
+MAX_PAGES = 100
+
+
+def _entries(pager: Any) -> Iterator[Any]:
+    """A google-genai pager's entries, page by page, each page parsed as it is fetched. Not through
+    the pager's own iterator: a page may be empty and still name a next one ("may return fewer
+    results than page_size, including zero results, even if not at the end of the collection",
+    Google AIP-158), and its __next__ then raises IndexError (pagers.Pager.__next__)."""
+    tokens: set[str] = set()
+    for _ in range(MAX_PAGES):
+        yield from pager.page
+        token = pager.config.get("page_token")
+        if not token:
+            return
+        if token in tokens:  # the same page named again: it would be served for ever
+            raise MalformedResponse("the listing names the same next page twice")
+        tokens.add(token)
+        _sdk_parsed(pager.next_page)
+    raise MalformedResponse(f"the listing went on for more than {MAX_PAGES:,} pages")
 
 
 def _timestamp(value: Any) -> float | None:
@@ -225,6 +247,13 @@ class GeminiAdapter:
         if finish in _BLOCKED:
             return LineResult(custom_id, "refusal", text=text, finish_reason=finish, usage=usage)
         if not text.strip():
+            if not finish:
+                # "The reason why the model stopped generating tokens. If empty, the model has not
+                # stopped generating the tokens." (Candidate.FinishReason, Google Cloud AI Platform v1
+                # reference): no text and no finish reason is no answer, never the model's empty one.
+                # (google-genai turns a `candidates` of garbage into `[{}]`: a string, numbers and
+                # unknown objects alike, models._GenerateContentResponse_from_mldev.)
+                raise Malformed("a candidate without text and without a finishReason: the model had not stopped")
             return LineResult(custom_id, "empty", text=text, finish_reason=finish, usage=usage)
         return LineResult(custom_id, "ok", text=text, finish_reason=finish, usage=usage, at_budget=finish == "MAX_TOKENS")
 
@@ -264,6 +293,13 @@ class GeminiAdapter:
                 # and raises KeyError when the upload start came back without it (a proxy that
                 # drops headers, a broken endpoint): nothing was uploaded, try again later.
                 raise MalformedResponse(f"the upload start was answered without the X-Goog-Upload-URL header ({e})") from e
+            except ValueError as e:
+                # google-genai (_api_client._upload_fd) raises a bare ValueError when the last chunk
+                # is answered without X-Goog-Upload-Status: final ("... upload status is not
+                # finalized."): the endpoint's failure, the upload is tried again later.
+                if "upload status" not in str(e).lower():
+                    raise
+                raise MalformedResponse(f"the upload was not finalized by the provider ({e})") from e
             name = getattr(file, "name", None)
             if not isinstance(name, str) or not name:
                 raise MalformedResponse("the upload was answered without a file name")
@@ -285,9 +321,8 @@ class GeminiAdapter:
             found = []
             # The SDK parses a whole page at once: an entry it cannot read fails the page, and so
             # does one without a name (listed_batches): retried, then the listing fails.
-            pager = iter(_sdk_parsed(lambda: client.batches.list(config={"page_size": 100})))
-            jobs = iter(lambda: _sdk_parsed(lambda: next(pager, None)), None)  # each page parsed as it is fetched
-            for i, status in enumerate(listed_batches(jobs, self._status)):
+            pager = _sdk_parsed(lambda: client.batches.list(config={"page_size": 100}))
+            for i, status in enumerate(listed_batches(_entries(pager), self._status)):
                 if status.created_at is None or status.created_at >= since:
                     found.append(status)
                 if i >= 2000:  # listing order is not documented: bound the scan
@@ -328,7 +363,9 @@ class GeminiAdapter:
             max_output_tokens=gc.get("maxOutputTokens"), temperature=gc.get("temperature"),
             http_options=types.HttpOptions(headers={TRACE_HEADER: custom_id}),
         )
-        response = client.models.generate_content(model=route.model, contents=request["contents"], config=config)
+        # Parsed like every google-genai answer: its converters raise TypeError and friends on an
+        # answer of the wrong shape (`candidates: [1, 2]`), a malformed answer, not a crash.
+        response = _sdk_parsed(lambda: client.models.generate_content(model=route.model, contents=request["contents"], config=config))
         raw = response.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
         return {"key": custom_id, "response": raw}
 

@@ -51,6 +51,7 @@ from .reading import (
     number_field,
     object_field,
     parse_total,
+    removed_if_cut,
     text_field,
     wrong_types,
 )
@@ -269,7 +270,7 @@ class OpenAIAdapter:
             target = dest / name
 
             def do(ref: str = ref, target: Path = target) -> None:
-                with client.files.with_streaming_response.content(ref) as response:
+                with removed_if_cut(target), client.files.with_streaming_response.content(ref) as response:
                     response.stream_to_file(target)
 
             call(do, what=f"Downloading result file {ref}", route=route)
@@ -504,6 +505,11 @@ def _parse_chat_body(custom_id: str, body: dict[str, Any]) -> LineResult:
     if not content or not content.strip():
         if body.get("error"):  # no answer beside an error: the error, not the model's empty answer
             return _error_in_200(custom_id, body["error"])
+        if not finish:
+            # A choice's finish_reason is required (openai-python types/chat/chat_completion.py,
+            # Choice.finish_reason): without it nothing says the model stopped, so no text is no
+            # answer (a `choices: [{}]`), never the model's empty one.
+            raise Malformed("a choice without text and without a `finish_reason`")
         return LineResult(custom_id, "empty", text=content or "", finish_reason=finish, usage=usage)
     return LineResult(custom_id, "ok", text=content, finish_reason=finish, usage=usage, at_budget=finish == "length")
 
@@ -518,6 +524,10 @@ _RESPONSE_NOT_ENDED = ("failed", "cancelled", "queued", "in_progress")
 def _parse_responses_body(custom_id: str, body: dict[str, Any]) -> LineResult:
     if body.get("error"):
         return _error_in_200(custom_id, body["error"])
+    if "output" not in body:
+        # Response.output is required (openai-python types/responses/response.py): a response
+        # without it says nothing the model answered, never its empty answer.
+        raise Malformed("a response without its `output`")
     if (status := as_label(body.get("status"))) in _RESPONSE_NOT_ENDED:
         raise Malformed(f"the response did not end with an answer (status {status!r})")
     u = as_object(body.get("usage"), "`usage`")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..base.redaction import redact
 from . import TOO_LONG, Adapter, ProbeAnswer, RequestSpec, RouteView
 from .clients import send_online
 
@@ -21,7 +22,10 @@ def online_probe(adapter: Adapter, client: Any, route: RouteView, prompt: str, m
     result = adapter.parse_line(out)
     if result.kind in ("ok", "empty", "refusal"):
         return ProbeAnswer("accepted", input_tokens=result.usage.input_tokens, output_budget=max_tokens, status=status)
-    message = result.error_message or result.error_type or result.kind
+    # An answer (a 200 that holds an error, as some OpenAI-compatible servers send) is not a failed
+    # call, which clients.classify redacts: its words may quote the key back too, and the probe
+    # keeps them in state.db (`probes`) and prints them.
+    message = redact(result.error_message or result.error_type or result.kind)
     if result.error_type == TOO_LONG:
         tokens, window = adapter.stated_counts(message)
         return ProbeAnswer("too_long", input_tokens=tokens, window=window, status=status, message=message)

@@ -13,9 +13,24 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from . import BatchStatus, LineResult, MalformedResponse
+
+
+@contextmanager
+def removed_if_cut(target: Path) -> Iterator[None]:
+    """A result file streamed to `target`, removed if the transfer fails part-way. poll redacts a
+    download once it is whole (redaction.redact_file): the part of a file a dropped connection or
+    the run's time limit cut short may hold a key the provider quoted back, and nothing reads it
+    (the next poll fetches the file again)."""
+    try:
+        yield
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
 
 
 # -- reading batch objects that may not have the documented shape ----------------------------
@@ -40,6 +55,11 @@ def batch_object(obj: Any, id_field: str) -> tuple[dict[str, Any], str]:
     return raw, batch_id
 
 
+# More batches than a listing read for adoption ever holds: those created since the uncertain
+# create (OpenAI and Anthropic list newest first and stop there; Gemini bounds its scan at 2,000).
+MAX_LISTED = 10_000
+
+
 def listed_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -> Iterator[BatchStatus]:
     """A listing's entries read as batches (`read`: the adapter's).
 
@@ -47,9 +67,18 @@ def listed_batches(entries: Iterable[Any], read: Callable[[Any], BatchStatus]) -
     so an entry batchrun cannot fully read is not skipped: one without an id, or whose tag or
     request count (what adoption tells a batch by) it cannot read, could be that batch, and
     reading it as absent would create it a second time, paid twice. Such a listing is a malformed answer
-    (MalformedResponse: retried, then the batch waits for a later round)."""
-    for entry in entries:
+    (MalformedResponse: retried, then the batch waits for a later round). So is one that names a
+    batch twice or goes on past MAX_LISTED entries: a hostile listing answering `has_more: true`
+    with the same page for ever kept submit paging without end (and concluding "not created"
+    instead would pay twice)."""
+    seen: set[str] = set()
+    for n, entry in enumerate(entries):
+        if n >= MAX_LISTED:
+            raise MalformedResponse(f"the listing went on past {MAX_LISTED:,} batches")
         status = read(entry)  # MalformedResponse without an id
+        if status.provider_batch_id in seen:
+            raise MalformedResponse(f"the listing names batch {status.provider_batch_id} twice (a page served again?)")
+        seen.add(status.provider_batch_id)
         if status.unreadable:
             raise MalformedResponse(f"a listed batch ({status.provider_batch_id}) has {', '.join(status.unreadable)} of the wrong type")
         yield status

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.checksums import RequestChecksum
+from ..base.errors import damaged_database
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config
 from ..protocol.policy import fingerprint
@@ -162,8 +163,14 @@ def recorded_provider_files(store: Store) -> list[tuple[str, str, str | None]]:
     for batch, files, shas in store.db.execute(
             f"SELECT id, result_files_json, {'result_files_sha256_json' if has_sha else 'NULL'} FROM batches "
             "WHERE result_files_json IS NOT NULL ORDER BY seq"):
-        paths = json.loads(files or "[]")
-        digests = json.loads(shas) if shas else [None] * len(paths)
+        try:
+            paths = json.loads(files or "[]")
+            digests = json.loads(shas) if shas else [None] * len(paths)
+        except ValueError as e:
+            # Written by poll as JSON lists: anything else was changed in the file since.
+            raise damaged_database(store.path, f"batch {batch}'s result_files_json or result_files_sha256_json is not JSON: {e}") from e
+        if not isinstance(paths, list) or not isinstance(digests, list):
+            raise damaged_database(store.path, f"batch {batch}'s result_files_json or result_files_sha256_json is not a JSON list")
         out += [(batch, path, sha) for path, sha in zip(paths, digests)]
     return out
 

@@ -22,7 +22,7 @@ from ..ledger.inputs import Inputs, as_inputs
 from ..ledger import kept
 from ..ledger.pending import drop_temp, evaluate_requests, view_sql
 from ..ledger.store import Store
-from ..protocol.config import Config
+from ..protocol.config import Config, results_stem
 from ..protocol.policy import generation_decoding
 from ..protocol.grading import score as normalised_score
 from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
@@ -383,7 +383,7 @@ _STAMP_KEY = "results_stamp"
 
 
 def _route_paths(config: Config, route: str) -> tuple[Path, Path]:
-    base = config.paths.results / route.replace("/", "_")
+    base = config.paths.results / results_stem(route)
     return Path(f"{base}.responses.json"), Path(f"{base}.scores.json")
 
 

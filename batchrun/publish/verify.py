@@ -21,7 +21,7 @@ from ..base.checksums import file_digest
 from ..base.errors import DataError
 from ..ledger.migrations import applied_names, known_migrations
 from ..ledger.store import Store
-from ..protocol.config import Config
+from ..protocol.config import Config, results_stem
 from ..protocol.policy import fingerprint
 from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .manifest import FORMAT, FORMAT_1, MANIFEST_NAME, READABLE, canonical_config, recorded_provider_files, relative
@@ -75,17 +75,28 @@ class Verification:
 
 def verify(manifest_path: Path, config: Config, store: Store | None) -> Verification:
     """Recompute every checksum the manifest lists, against the files and against state.db."""
-    from ..protocol.corpus import measure_file
-    from ..protocol.dataset import load_dataset
-
     try:
         m = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep to decode
         raise DataError(f"{manifest_path} is not JSON ({e}).", "It is written by `batchrun collect`; restore the published one.") from e
     if not isinstance(m, dict) or m.get("format") not in READABLE:
         found = m.get("format") if isinstance(m, dict) else None
         raise DataError(f"{manifest_path} is not a manifest this batchrun reads (format {found!r}; it reads {', '.join(READABLE)}).",
                         "Verify it with the batchrun version that wrote it (its batchrun_version field).")
+    try:
+        return _verify_manifest(manifest_path, m, config, store)
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        # A published manifest is a document from outside: one edited into another shape (a field
+        # missing, a list where an object belongs) is named as such, never a traceback.
+        raise DataError(f"{manifest_path} does not have the shape of a manifest of format {m['format']} "
+                        f"({type(e).__name__}: {e}).",
+                        "It is written by `batchrun collect`: restore the published one; an edited manifest proves nothing.") from e
+
+
+def _verify_manifest(manifest_path: Path, m: dict[str, Any], config: Config, store: Store | None) -> Verification:
+    from ..protocol.corpus import measure_file
+    from ..protocol.dataset import load_dataset
+
     if store is not None:
         check_same_store(m, manifest_path, config, store)
     root = config.path.resolve().parent
@@ -174,7 +185,7 @@ def check_same_store(m: dict[str, Any], manifest_path: Path, config: Config, sto
     # files beside it (results/NAME; the site's pages lie deeper) say how many levels up that is.
     other = None
     if m.get("results_files") and isinstance(m.get("config"), dict):
-        levels = min(len(Path(str(f.get("path", ""))).parent.parts) for f in m["results_files"] if isinstance(f, dict))
+        levels = min((len(Path(str(f.get("path", ""))).parent.parts) for f in m["results_files"] if isinstance(f, dict)), default=0)
         project = manifest_path.resolve().parent.parents[levels - 1] if levels else manifest_path.resolve().parent
         candidate = project / str(m["config"].get("path", ""))
         other = candidate if candidate.is_file() else None
@@ -240,7 +251,7 @@ def _verify_numbers(v: Verification, m: dict[str, Any], root: Path, store: Store
         cells.setdefault(route, {})[task_id] = (status, score)
     listed = {Path(f["path"]).name: f["path"] for f in m["results_files"]}
     for route, row in board.items():
-        name = route.replace("/", "_") + ".scores.json"
+        name = results_stem(route) + ".scores.json"
         rel = listed.get(name)
         v.check(rel is not None, f"route {route} has no scores file in the manifest ({name})")
         if rel is None or not (root / rel).is_file():

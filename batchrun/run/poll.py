@@ -267,6 +267,9 @@ def _download(store: Store, b: dict[str, Any], adapter: Adapter, client: Any, ro
     if not any(status.result_refs):
         return [], attempts, True  # failed at validation, or expired with no results (Gemini)
     files: list[Path] = []
+    # The batch's folder may be gone (jobs/ cleaned up while the batch was in flight): the provider
+    # still holds the results, so they are fetched into it again rather than failing every run.
+    Path(b["dir"]).mkdir(parents=True, exist_ok=True)
     for _ in range(max(1, min(DOWNLOAD_ATTEMPTS, MAX_DOWNLOAD_ATTEMPTS - attempts))):
         files = adapter.download(client, route, status, Path(b["dir"]))
         attempts += 1

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from ..base import netguard
+from ..base.backoff import ROUND_BACKOFF_CAP, retry_base
 from ..base.errors import ProviderError
 from ..base.progress import SILENT, Progress
 from ..ledger.inputs import Inputs, as_inputs
@@ -172,7 +173,11 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
                                       "them again, and `batchrun status` says why each waits", c.leaderboard, s.held)
             if not scan.due and not c.new_judge_requests:
                 retry_at = scan.next_retry_at
-                if retry_at is None or (deadline is not None and retry_at > deadline):
+                # A provider's Retry-After can ask for days: a wait longer than a run ever backs off
+                # (the batch round cap, 30 min) is left to the next run, as submit and preflight
+                # leave one, not slept through here holding the writer lock from the next nights.
+                too_far = retry_at is not None and retry_at - time.time() > ROUND_BACKOFF_CAP["batch"] * retry_base()
+                if retry_at is None or too_far or (deadline is not None and retry_at > deadline):
                     return outcome(False, _stuck_reason(store, config, scan.backing_off, blocked), c.leaderboard)
                 _sleep_until(retry_at, progress, f"{scan.backing_off} request(s) back off after a failure")
             continue  # something new became sendable (retries, judgments): submit it now
@@ -206,7 +211,7 @@ def _stuck_reason(store: Store, config: Config, backing_off: int, blocked_routes
     if blocked:
         parts.append(f"{blocked} request(s) are blocked until the config is fixed (see above)")
     if backing_off:
-        parts.append(f"{backing_off} retry(ies) back off past the time limit")
+        parts.append(f"{backing_off} retry(ies) back off past the time limit (or longer than a run waits)")
     return "nothing more can move in this run: " + ("; ".join(parts) or "nothing is sendable")
 
 
