@@ -109,11 +109,10 @@ def _rehearsal_mark(path: Any) -> str | None:
 
 
 class Stopped(KeyboardInterrupt):
-    """Ctrl-C (SIGINT), SIGTERM (`timeout`, systemd stopping a unit, cron's or a person's
-    `kill`) or SIGHUP (the terminal closed, an ssh session dropped) arrived while a command ran. A KeyboardInterrupt, so both take the one path Ctrl-C
-    always took: every open state.db transaction rolls back, the run is recorded as
-    `interrupted` (Store.fail_run), the writer lock is let go, and handle_errors says so and
-    exits 128 + the signal's number."""
+    """Ctrl-C (SIGINT), SIGTERM (`timeout`, systemd, a `kill`) or SIGHUP (the terminal closed, an
+    ssh session dropped) arrived while a command ran. A KeyboardInterrupt, so all take the one path
+    Ctrl-C always took: every open state.db transaction rolls back, the run is recorded as
+    `interrupted` (Store.fail_run), the lock is let go, handle_errors says so and exits 128 + N."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
