@@ -167,3 +167,34 @@ def test_a_stop_that_the_code_it_lands_in_turns_into_another_error_is_still_a_st
     assert said in result.output and "Traceback" not in result.output, result.output
     runs = project.sql("SELECT command, outcome, ended_at_utc IS NOT NULL AS ended FROM runs_log")
     assert [(r["command"], r["outcome"], r["ended"]) for r in runs] == [("plan", "interrupted", 1)], runs
+
+
+_SECOND_SIGNAL = r'''
+import os, signal, sys, time
+from batchrun.cli.support import handle_errors
+
+@handle_errors
+def cmd():
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except KeyboardInterrupt:
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))  # arrives while the run is being recorded
+        time.sleep(0.2)
+        print("recorded", flush=True)
+        raise
+
+cmd()
+'''
+
+
+@pytest.mark.parametrize("second", ["SIGTERM", "SIGHUP"])
+def test_a_second_stop_signal_does_not_cut_short_the_first_ones_recording(second: str) -> None:
+    """systemd with SendSIGHUP=yes sends SIGHUP right after SIGTERM: the first stop's rollback and
+    recording of the run finish, and the command exits as SIGTERM asked (review: SIGHUP cut it
+    short, exit 129). Real child process; `recorded` stands for Store.fail_run."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", _SECOND_SIGNAL, second], capture_output=True, text=True, timeout=60)
+    assert "recorded" in p.stdout and p.returncode == 143, (p.returncode, p.stdout, p.stderr)

@@ -136,11 +136,11 @@ def _on_stop(signum: int, _frame: Any) -> None:
     if _stop_signal is None:
         _stop_signal = signum
     if signum in _ONCE:
-        # Once: a supervisor repeating SIGTERM (or a closing terminal's session leader sending
-        # SIGHUP again) must not cut short the rollback and the recording of the run that the
-        # first one started (SIGKILL still ends a stuck stop). A second Ctrl-C still interrupts,
-        # as it always did: a person pressing it again wants out.
-        signal.signal(signum, signal.SIG_IGN)
+        # Once: a supervisor repeating SIGTERM, a closing terminal's SIGHUP again, or systemd's SIGHUP
+        # after its SIGTERM (SendSIGHUP=) must not cut short the rollback and recording the first began.
+        # A second Ctrl-C still interrupts, as it always did: a person pressing it again wants out.
+        for once in _ONCE:
+            signal.signal(once, signal.SIG_IGN)
     raise Stopped(signum)
 
 

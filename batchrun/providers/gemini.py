@@ -96,8 +96,10 @@ def _sdk_parsed(fn: Callable[[], T]) -> T:
         raise
 
 
-# Pages a listing may go on for: 100 batches each, five times the 2,000 list_recent reads.
-MAX_PAGES = 100
+# Empty pages a listing may serve in a row: pages with entries are bounded by the reader, which
+# stops after the entries it wants (list_recent: 2,000), whatever the page size the server chose
+# (AIP-158 lets it return fewer than asked); a server naming empty pages for ever is not.
+MAX_EMPTY_PAGES = 100
 
 
 def _entries(pager: Any) -> Iterator[Any]:
@@ -106,8 +108,13 @@ def _entries(pager: Any) -> Iterator[Any]:
     results than page_size, including zero results, even if not at the end of the collection",
     Google AIP-158), and its __next__ then raises IndexError (pagers.Pager.__next__)."""
     tokens: set[str] = set()
-    for _ in range(MAX_PAGES):
-        yield from pager.page
+    empty = 0
+    while True:
+        page = list(pager.page)
+        empty = 0 if page else empty + 1
+        if empty > MAX_EMPTY_PAGES:
+            raise MalformedResponse(f"the listing served more than {MAX_EMPTY_PAGES:,} empty pages in a row")
+        yield from page
         token = pager.config.get("page_token")
         if not token:
             return
@@ -115,7 +122,6 @@ def _entries(pager: Any) -> Iterator[Any]:
             raise MalformedResponse("the listing names the same next page twice")
         tokens.add(token)
         _sdk_parsed(pager.next_page)
-    raise MalformedResponse(f"the listing went on for more than {MAX_PAGES:,} pages")
 
 
 def _timestamp(value: Any) -> float | None:

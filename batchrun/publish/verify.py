@@ -190,6 +190,15 @@ def check_same_store(m: dict[str, Any], manifest_path: Path, config: Config, sto
         candidate = project / str(m["config"].get("path", ""))
         other = candidate if candidate.is_file() else None
     where = manifest_path.parent
+    if m.get("rehearsal") and not config.rehearsal:
+        # A rehearsal's results (rehearsal/results) read against the real state.db: the other
+        # project is this one's rehearsal, verified with --emulator (review: the hint named the
+        # config just used).
+        raise DataError(
+            f"The results in {where} were written by a rehearsal on the emulator {m['rehearsal']} (store {written_by}), "
+            f"not by {config.paths.state} (store {here}): verify checks results against the state.db that wrote them.",
+            f"Verify them as a rehearsal: `batchrun --config {config.path} --emulator {m['rehearsal']} verify {where}`. "
+            "Nothing was checked.")
     raise DataError(
         f"The results in {where} were written by another state.db (store {written_by}), not by {config.paths.state} "
         f"(store {here}) of the config {config.path}: verify checks results against the state.db that wrote them.",

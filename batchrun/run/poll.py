@@ -29,7 +29,7 @@ from typing import Any
 
 from ..base import jsonl, netguard
 from ..base.checksums import file_digest
-from ..base.errors import ProviderError
+from ..base.errors import DataError, ProviderError
 from ..base.progress import SILENT, Progress
 from ..base.redaction import redact, redact_file, redact_json_line
 from ..ledger.inputs import Inputs, as_inputs
@@ -171,7 +171,7 @@ def poll_once(store: Store, inputs: Inputs, *, progress: Progress = SILENT, skip
                 result.waiting(b)  # stopped at the run's time limit: the next run sends the rest
             continue
         try:
-            _follow(store, route, b, result, progress)
+            _follow(store, route, b, result, progress, config.paths.jobs)
         except ProviderError as e:
             c: Classified | None = getattr(e, "classified", None)
             if c is not None and c.failure in _BLOCKING and not getattr(e, "loopback_refused", False):
@@ -201,7 +201,7 @@ def _block(store: Store, config: Config, route: Route, b: dict[str, Any], c: Cla
     progress.event(f"{b['id']}: {e.message}; route {route.name!r} is blocked for this run")
 
 
-def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, progress: Progress) -> None:
+def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, progress: Progress, jobs: Path) -> None:
     """Retrieve one batch; once terminal, record it and download its results."""
     adapter = get_adapter(route.provider)
     client = make_client(route)
@@ -233,7 +233,7 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
             if counts_moved and running.done > 0:
                 progress.event(f"{running.words()} requests done" + (f", about {duration_words(left)} left" if left is not None else ""))
         return
-    files, attempts, complete = _download(store, b, adapter, client, route, status)
+    files, attempts, complete = _download(store, b, adapter, client, route, status, jobs)
     names = ", ".join(f.name for f in files)
     if not complete:
         if attempts < MAX_DOWNLOAD_ATTEMPTS:
@@ -261,7 +261,7 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
 
 
 def _download(store: Store, b: dict[str, Any], adapter: Adapter, client: Any, route: Route,
-              status: BatchStatus) -> tuple[list[Path], int, bool]:
+              status: BatchStatus, jobs: Path) -> tuple[list[Path], int, bool]:
     """Fetch the result files (again while the last line is cut): (files, fetches so far in all, complete)."""
     attempts = b["download_attempts"] or 0
     if not any(status.result_refs):
@@ -269,7 +269,18 @@ def _download(store: Store, b: dict[str, Any], adapter: Adapter, client: Any, ro
     files: list[Path] = []
     # The batch's folder may be gone (jobs/ cleaned up while the batch was in flight): the provider
     # still holds the results, so they are fetched into it again rather than failing every run.
-    Path(b["dir"]).mkdir(parents=True, exist_ok=True)
+    # Only inside this project's jobs folder: state.db records the folder's absolute path, and a
+    # project moved (or its [paths] jobs changed) while batches were in flight would otherwise
+    # have its results written back under the old location (review).
+    folder = Path(b["dir"])
+    if not folder.is_dir():
+        if folder.parent.resolve() != jobs.resolve():
+            raise DataError(
+                f"state.db records the folder of batch {b['id']} as {folder}, outside this project's jobs folder {jobs}: "
+                "the project was moved, or its [paths] jobs changed, while the batch was in flight.",
+                f"Put the project back where it was (or set [paths] jobs to {folder.parent}) and run poll again; "
+                "the provider still holds the results.")
+        folder.mkdir(parents=True, exist_ok=True)
     for _ in range(max(1, min(DOWNLOAD_ATTEMPTS, MAX_DOWNLOAD_ATTEMPTS - attempts))):
         files = adapter.download(client, route, status, Path(b["dir"]))
         attempts += 1
