@@ -21,7 +21,7 @@ from ..base.checksums import file_digest
 from ..base.errors import DataError
 from ..ledger.migrations import applied_names, known_migrations
 from ..ledger.store import Store
-from ..protocol.config import Config, results_stem
+from ..protocol.config import Config, rehearsal_path, results_stem
 from ..protocol.policy import fingerprint
 from ..protocol.prompts import GENERATION_TEMPLATE_SHA256, JUDGE_TEMPLATE_SHA256
 from .manifest import FORMAT, FORMAT_1, MANIFEST_NAME, READABLE, canonical_config, recorded_provider_files, relative
@@ -190,10 +190,9 @@ def check_same_store(m: dict[str, Any], manifest_path: Path, config: Config, sto
         candidate = project / str(m["config"].get("path", ""))
         other = candidate if candidate.is_file() else None
     where = manifest_path.parent
-    if m.get("rehearsal") and not config.rehearsal:
-        # A rehearsal's results (rehearsal/results) read against the real state.db: the other
-        # project is this one's rehearsal, verified with --emulator (review: the hint named the
-        # config just used).
+    if m.get("rehearsal") and not config.rehearsal and where.resolve() == rehearsal_path(config.paths.results).resolve():
+        # This project's rehearsal's results (rehearsal/results) read against the real state.db:
+        # verified with --emulator (review: the hint named the command just run).
         raise DataError(
             f"The results in {where} were written by a rehearsal on the emulator {m['rehearsal']} (store {written_by}), "
             f"not by {config.paths.state} (store {here}): verify checks results against the state.db that wrote them.",
