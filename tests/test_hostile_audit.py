@@ -186,18 +186,27 @@ def test_a_state_db_missing_a_table_or_view_is_named_damaged_not_a_traceback(dam
 # --- the emulator refuses what the real API refuses ----------------------------------------------
 
 
-@pytest.mark.parametrize("content, message", [
-    ("", "messages: text content blocks must be non-empty"),
-    ([{"type": "text", "text": " \n"}], "messages: text content blocks must contain non-whitespace text"),
+@pytest.mark.parametrize("messages, message", [
+    ([{"role": "user", "content": ""}],
+     "messages.0: all messages must have non-empty content except for the optional final assistant message"),
+    ([{"role": "user", "content": [{"type": "text", "text": ""}]}], "messages: text content blocks must be non-empty"),
+    ([{"role": "user", "content": [{"type": "text", "text": " \n"}]}], "messages: text content blocks must contain non-whitespace text"),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "The answer is "}],
+     "final assistant content cannot end with trailing whitespace"),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}], None),  # an empty prefill is allowed
 ])
-def test_the_emulator_refuses_an_anthropic_message_with_blank_text(content: object, message: str, emu: Emulator) -> None:
+def test_the_emulator_refuses_an_anthropic_message_with_blank_text(messages: object, message: str | None, emu: Emulator) -> None:
     """The Messages API answers 400 invalid_request_error to an empty or whitespace-only text
-    (anthropics/claude-code#59812, #23440): the emulator accepted both and answered "OK"."""
+    (anthropics/claude-code#3196, #59812, #23440): the emulator accepted them and answered "OK".
+    The optional final assistant message (a prefill) may be empty, not end in whitespace (review)."""
     import anthropic
 
     client = anthropic.Anthropic(api_key="emulator-key-0123456789", base_url=emu.url, max_retries=0)
+    if message is None:
+        assert client.messages.create(model="claude-opus-4-8", max_tokens=16, messages=messages).content  # type: ignore[arg-type]
+        return
     with pytest.raises(anthropic.BadRequestError) as refused:
-        client.messages.create(model="claude-opus-4-8", max_tokens=16, messages=[{"role": "user", "content": content}])  # type: ignore[misc]
+        client.messages.create(model="claude-opus-4-8", max_tokens=16, messages=messages)  # type: ignore[arg-type]
     assert refused.value.body["error"] == {"type": "invalid_request_error", "message": message}  # type: ignore[index]
 
 

@@ -90,7 +90,7 @@ def params_refusal(params: Any, version: str, model_known: Any, prefix: str = ""
     if not params["messages"]:
         return Outcome.error(400, f"{prefix}messages: List should have at least 1 item after validation, not 0")
     if (blank := _blank_text(params["messages"])) is not None:
-        return Outcome.error(400, f"{prefix}messages: text content blocks must " + ("be non-empty" if blank == "" else "contain non-whitespace text"))
+        return Outcome.error(400, f"{prefix}{blank}")
     for name, low, high in RANGES:
         value = params.get(name)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -109,16 +109,27 @@ def params_refusal(params: Any, version: str, model_known: Any, prefix: str = ""
 
 
 def _blank_text(messages: list[Any]) -> str | None:
-    """The first text of a message that is empty or only whitespace (a string content or a text
-    block's), or None. The API refuses both: 400 "messages: text content blocks must be
-    non-empty" and "messages: text content blocks must contain non-whitespace text"
-    (anthropics/claude-code#59812, #23440; anthropics/anthropic-sdk-python#461)."""
-    for message in messages:
+    """Why the API refuses a message's empty or whitespace-only text, or None: "messages.N: all
+    messages must have non-empty content except for the optional final assistant message" (a
+    prefill may be empty; anthropics/claude-code#3196, #6774), "messages: text content blocks must
+    be non-empty" and "... must contain non-whitespace text" (anthropics/claude-code#59812,
+    #23440; anthropics/anthropic-sdk-python#461), and "final assistant content cannot end with
+    trailing whitespace" for a prefill."""
+    for i, message in enumerate(messages):
         content = message.get("content") if isinstance(message, dict) else None
+        prefill = i == len(messages) - 1 and isinstance(message, dict) and message.get("role") == "assistant"
+        if content == "" or content == []:
+            if prefill:
+                continue
+            return f"messages.{i}: all messages must have non-empty content except for the optional final assistant message"
         blocks = [content] if isinstance(content, str) else [b.get("text") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
         for text in blocks:
-            if isinstance(text, str) and not text.strip():
-                return text
+            if not isinstance(text, str):
+                continue
+            if prefill and text != text.rstrip():
+                return "final assistant content cannot end with trailing whitespace"
+            if not text.strip():
+                return "messages: text content blocks must " + ("be non-empty" if text == "" else "contain non-whitespace text")
     return None
 
 
