@@ -192,7 +192,7 @@ def test_a_state_db_missing_a_table_or_view_is_named_damaged_not_a_traceback(dam
     ([{"role": "user", "content": [{"type": "text", "text": ""}]}], "messages: text content blocks must be non-empty"),
     ([{"role": "user", "content": [{"type": "text", "text": " \n"}]}], "messages: text content blocks must contain non-whitespace text"),
     ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "The answer is "}],
-     "final assistant content cannot end with trailing whitespace"),
+     "messages: final assistant content cannot end with trailing whitespace"),
     ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}], None),  # an empty prefill is allowed
 ])
 def test_the_emulator_refuses_an_anthropic_message_with_blank_text(messages: object, message: str | None, emu: Emulator) -> None:

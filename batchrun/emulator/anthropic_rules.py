@@ -113,8 +113,8 @@ def _blank_text(messages: list[Any]) -> str | None:
     messages must have non-empty content except for the optional final assistant message" (a
     prefill may be empty; anthropics/claude-code#3196, #6774), "messages: text content blocks must
     be non-empty" and "... must contain non-whitespace text" (anthropics/claude-code#59812,
-    #23440; anthropics/anthropic-sdk-python#461), and "final assistant content cannot end with
-    trailing whitespace" for a prefill."""
+    #23440; anthropics/anthropic-sdk-python#461), and "messages: final assistant content cannot end with
+    trailing whitespace" for a prefill (tailcallhq/forgecode#1872, an api.anthropic.com 400)."""
     for i, message in enumerate(messages):
         content = message.get("content") if isinstance(message, dict) else None
         prefill = i == len(messages) - 1 and isinstance(message, dict) and message.get("role") == "assistant"
@@ -127,7 +127,7 @@ def _blank_text(messages: list[Any]) -> str | None:
             if not isinstance(text, str):
                 continue
             if prefill and text != text.rstrip():
-                return "final assistant content cannot end with trailing whitespace"
+                return "messages: final assistant content cannot end with trailing whitespace"
             if not text.strip():
                 return "messages: text content blocks must " + ("be non-empty" if text == "" else "contain non-whitespace text")
     return None
