@@ -78,3 +78,34 @@ def test_a_gemini_listing_of_small_pages_is_read_whole_and_endless_empty_pages_a
         assert "empty pages" in str(e)
     else:
         raise AssertionError("endless empty pages were read")
+
+
+_BUG = r'''
+import os, sys
+import batchrun.run.status as status
+
+def bug(*args, **kwargs):
+    raise RuntimeError("a bug met what a provider sent: " + os.environ[sys.argv[2]])
+
+status.status_data = bug
+from batchrun.cli import cli
+cli.main(["--config", sys.argv[1], "status"])
+'''
+
+
+def test_the_traceback_of_a_bug_is_printed_redacted(project: Project) -> None:
+    """A bug keeps its traceback (exit 1 by Python), but what Python prints passed no redaction:
+    an exception's message holding a key (audit, left alone then) reached stderr as it was."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import KEY_ENV
+
+    small_project(project)
+    assert project.run("plan").exit_code == 0
+    key = "sk-proj-" + "Zq7" * 16
+    p = subprocess.run([sys.executable, "-c", _BUG, str(project.config_path), KEY_ENV], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, KEY_ENV: key})
+    assert p.returncode == 1 and "Traceback" in p.stderr and "RuntimeError: a bug met what a provider sent" in p.stderr, p.stderr
+    assert key not in p.stderr and key[8:] not in p.stderr, p.stderr

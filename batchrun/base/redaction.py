@@ -56,6 +56,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 REDACTED = "[REDACTED]"
@@ -420,3 +421,36 @@ def _may_hold_bearer(text: str | bytes) -> bool:
     if isinstance(text, bytes):
         return b"bearer" in text.lower()
     return "bearer" in text.lower()
+
+
+def redact_python_output() -> None:
+    """What Python itself prints on stderr, shown redacted: warnings (a library's may quote a
+    provider's words: google-genai warns "<value> is not a valid FinishReason",
+    _common.CaseInSensitiveEnum._missing_, the key if a provider echoes it there) and the
+    traceback of an unexpected error (a bug keeps its traceback, but an exception's message or a
+    line of it may hold what a provider sent). Installed once per process (cli.log_to_stderr)."""
+    import sys
+    import traceback
+    import warnings
+
+    shown = warnings.showwarning
+    if not getattr(shown, "batchrun", False):
+        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                 line: str | None = None) -> None:
+            shown(redact(str(message)), category, filename, lineno, file, line)
+
+        show.batchrun = True  # type: ignore[attr-defined]
+        warnings.showwarning = show
+    hook = sys.excepthook
+    if not getattr(hook, "batchrun", False):
+        def excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+            try:
+                text = redact("".join(traceback.format_exception(kind, value, tb)))
+            except Exception:  # noqa: BLE001 - never lose the traceback to its redaction
+                hook(kind, value, tb)
+                return
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+        excepthook.batchrun = True  # type: ignore[attr-defined]
+        sys.excepthook = excepthook

@@ -20,7 +20,7 @@ import click
 from ..base.durations import parse_duration
 from ..base.errors import BatchrunError, StateError, environment_error, read_only
 from ..base.progress import Progress
-from ..base.redaction import redact, short_key_warnings
+from ..base.redaction import redact, redact_python_output, short_key_warnings
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
     from ..ledger.inputs import Inputs
@@ -517,25 +517,7 @@ def log_to_stderr(quiet: bool) -> None:
         logger.addHandler(handler)
         logger.propagate = False
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
-    _redact_warnings()
-
-
-def _redact_warnings() -> None:
-    """Python warnings reach stderr too, and a library's may quote a provider's words: google-genai
-    warns "<value> is not a valid FinishReason" (_common.CaseInSensitiveEnum._missing_) for an
-    enum value it does not know, the key if a provider echoes it there. Shown redacted."""
-    import warnings
-
-    shown = warnings.showwarning
-    if getattr(shown, "batchrun", False):
-        return
-
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
-             line: str | None = None) -> None:
-        shown(redact(str(message)), category, filename, lineno, file, line)
-
-    show.batchrun = True  # type: ignore[attr-defined]
-    warnings.showwarning = show
+    redact_python_output()
 
 
 def print_problems(store: Store, config: Config, *, requests: str = "request_status") -> None:
