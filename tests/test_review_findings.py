@@ -1,4 +1,4 @@
-"""Findings of session 12's review of the audit and newcomer fixes, each with the test that failed
+"""Findings of session 12's review and the audit's left-alone items, each with the test that failed
 before its fix: a moved project's poll, a rehearsal's results verified without --emulator, a
 Gemini listing of small pages."""
 
@@ -109,3 +109,17 @@ def test_the_traceback_of_a_bug_is_printed_redacted(project: Project) -> None:
                        timeout=60, env={**os.environ, KEY_ENV: key})
     assert p.returncode == 1 and "Traceback" in p.stderr and "RuntimeError: a bug met what a provider sent" in p.stderr, p.stderr
     assert key not in p.stderr and key[8:] not in p.stderr, p.stderr
+
+
+def test_the_host_recorded_from_an_sdks_base_url_variable_holds_no_credentials(project: Project) -> None:
+    """Without a base_url in the route the SDK takes its own *_BASE_URL, which may carry
+    user:password@ (a proxy's login): the batches recorded and published it as their host."""
+    import openai
+
+    from batchrun.protocol.config_file import load_config
+    from batchrun.providers.clients import client_host
+
+    small_project(project)
+    route = next(r for r in load_config(project.config_path).routes.values() if r.provider == "openai" and not r.base_url)
+    client = openai.OpenAI(api_key="k", base_url="https://proxyuser:s3cret-pass@gateway.example.invalid:8443/v1")
+    assert client_host(client, route) == "gateway.example.invalid:8443"

@@ -182,7 +182,7 @@ def _refuse_loopback_from_environment(client: Any, route: RouteView) -> None:
     if parts is not None and parts.hostname and _reaches_this_machine(parts.hostname):
         env = adapter.sdk_base_url_env
         raise ConfigError(
-            f"Route {route.name!r} has no base_url, and {env} sends it to {parts.netloc} on this machine, as a rehearsal "
+            f"Route {route.name!r} has no base_url, and {env} sends it to {parts.netloc.rpartition('@')[2]} on this machine, as a rehearsal "
             "on the emulator would: this real run would record the emulator's answers as real results. Nothing was sent.",
             f"Unset {env} for a real run, or rehearse with --emulator URL; if a local proxy really serves this provider, "
             f"name it in the route: base_url = \"{base}\".")
@@ -196,7 +196,10 @@ def client_host(client: Any, route: RouteView) -> str:
     from urllib.parse import urlparse
 
     base = get_adapter(route.provider).client_base_url(client)
-    return (urlparse(base).netloc if base else "") or route.endpoint_host
+    # Without the user:password@ an SDK's *_BASE_URL may carry: recorded and published as the
+    # batches' host (the config refuses credentials in a route's base_url; the SDKs' variables
+    # are read by the SDKs, not by it).
+    return (urlparse(base).netloc.rpartition("@")[2] if base else "") or route.endpoint_host
 
 
 @dataclass(frozen=True)
