@@ -56,8 +56,8 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 REDACTED = "[REDACTED]"
 # Below this many characters a key is ordinary text too: redacted only where it stands alone,
