@@ -129,6 +129,33 @@ def test_openai_batch_create_refusals(emu: Emulator, tmp_path: Path) -> None:
     assert info.value.param == "endpoint" and info.value.code == "invalid_value"
 
 
+def test_openai_expiration_policies_are_checked_and_kept(emu: Emulator, tmp_path: Path) -> None:
+    """files.create's expires_after and batches.create's output_expires_after: anchor is required
+    and only 'created_at', seconds 3600..2592000 (openai types/file_create_params.py ExpiresAfter,
+    types/batch_create_params.py OutputExpiresAfter); a batch's output file expires by its policy."""
+    client = oai(emu)
+    line = json.dumps(chat_line("a")).encode() + b"\n"
+    for policy, param, code in [
+        ({"anchor": "created_at", "seconds": 10}, "expires_after.seconds", "integer_below_min_value"),
+        ({"anchor": "created_at", "seconds": 2592001}, "expires_after.seconds", "integer_above_max_value"),
+        ({"anchor": "expires_at", "seconds": 7200}, "expires_after.anchor", "invalid_value"),
+        ({"seconds": 7200}, "expires_after.anchor", "missing_required_parameter"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as info:
+            client.files.create(file=("x.jsonl", line), purpose="batch", expires_after=policy)  # type: ignore[arg-type]
+        assert (info.value.param, info.value.code) == (param, code), policy
+    kept = client.files.create(file=("x.jsonl", line), purpose="batch", expires_after={"anchor": "created_at", "seconds": 3600})
+    assert kept.expires_at == kept.created_at + 3600
+    with pytest.raises(openai.BadRequestError) as info:
+        client.batches.create(input_file_id=kept.id, endpoint="/v1/chat/completions", completion_window="24h",
+                              output_expires_after={"anchor": "created_at", "seconds": 60})
+    assert (info.value.param, info.value.code) == ("output_expires_after.seconds", "integer_below_min_value")
+    batch = client.batches.create(input_file_id=kept.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                  output_expires_after={"anchor": "created_at", "seconds": 7200})
+    output = client.files.retrieve(client.batches.retrieve(batch.id).output_file_id or "")
+    assert output.expires_at == output.created_at + 7200
+
+
 @pytest.mark.parametrize("second, code", [
     (chat_line("b", url="/v1/responses"), "url_mismatch"),  # it used to be routed by its own url
     ({**chat_line("b"), "body": {"model": "gpt-5.5", "messages": USER}}, "model_mismatch"),

@@ -36,7 +36,7 @@ from .core import BatchRec, End, FileRec
 from .files import FileApi
 from .httpio import ApiError, BodyError, Ctx, Resp, Route, iter_jsonl, json_resp, parse_multipart, query_int
 from .openai_answers import batch_line, error_envelope, success_body
-from .openai_rules import batch_create_refusal, body_refusal, key_refusal, line_error, scan_lines
+from .openai_rules import batch_create_refusal, body_refusal, expires_after_refusal, key_refusal, line_error, scan_lines
 from .wire import Outcome, last_user, new_id, text_of
 
 FILE_TTL = 30 * 86400  # purpose=batch files expire after 30 days by default
@@ -58,6 +58,7 @@ class OpenAIBatch(BatchRec):
     output_file_id: str | None = None
     error_file_id: str | None = None
     errors: list | None = None
+    output_ttl: int = FILE_TTL  # seconds the output/error files live (output_expires_after)
 
 
 class OpenAI(FileApi, BatchApi):
@@ -198,12 +199,19 @@ class OpenAI(FileApi, BatchApi):
             raise ApiError(400, f"{purpose!r} is not one of {sorted(FILE_PURPOSES)} - 'purpose'", param="purpose")
         now = time.time()
         expires_at: float | None = now + FILE_TTL if purpose == "batch" else None
-        if fields.get("expires_after[seconds]"):
-            try:
-                expires_at = now + int(fields["expires_after[seconds]"])
-            except ValueError:
+        # expires_after as the SDK sends it in a form: expires_after[anchor], expires_after[seconds].
+        policy: dict[str, Any] = {key[len("expires_after["):-1]: value for key, value in fields.items() if key.startswith("expires_after[")}
+        if policy:
+            if "seconds" in policy:
+                try:
+                    policy["seconds"] = int(policy["seconds"])
+                except ValueError:
+                    pass  # refused as a wrong type below
+            refusal = expires_after_refusal(policy, "expires_after")
+            if refusal is not None:
                 os.unlink(part.path)
-                raise ApiError(400, "Invalid 'expires_after[seconds]': expected an integer.", param="expires_after") from None
+                raise refused(refusal)
+            expires_at = now + policy["seconds"]
         rec = self.core.add_file(FileRec(file_id, self.name, part.path, part.size, part.filename, purpose, now, expires_at=expires_at))
         return json_resp(self.file_json(rec, ctx))
 
@@ -237,6 +245,9 @@ class OpenAI(FileApi, BatchApi):
         rec = self.batch_cls(
             new_id("batch_", 32, "0123456789abcdef"), model, endpoint, source, n, completion_window=window,
             metadata=body.get("metadata"), input_file_id=file_id, invalid_errors=invalid, invalid=bool(invalid),
+            # output_expires_after: "the anchor is the file creation time, not the time the batch is
+            # created" (types/batch_create_params.py OutputExpiresAfter.anchor).
+            output_ttl=(body.get("output_expires_after") or {}).get("seconds", FILE_TTL),
         )
         self.admit(rec, faults, accepted)
         return json_resp(self.batch_json(rec, ctx, rec.id))
@@ -320,7 +331,7 @@ class OpenAI(FileApi, BatchApi):
         # output_file_id / error_file_id are only set when the file has at least one line.
         for file, attr, suffix in ((out, "output_file_id", "output"), (err, "error_file_id", "error")):
             if file.lines:
-                kept = file.keep(new_id("file-", 22), f"{rec.id}_{suffix}.jsonl", "batch_output", now, expires_at=now + FILE_TTL)
+                kept = file.keep(new_id("file-", 22), f"{rec.id}_{suffix}.jsonl", "batch_output", now, expires_at=now + rec.output_ttl)
                 setattr(rec, attr, kept.id)
             else:
                 file.discard()
