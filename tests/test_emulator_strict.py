@@ -156,6 +156,17 @@ def test_openai_expiration_policies_are_checked_and_kept(emu: Emulator, tmp_path
     assert output.expires_at == output.created_at + 7200
 
 
+def test_openai_a_batch_file_must_be_named_jsonl(emu: Emulator) -> None:
+    """OpenAI refuses a purpose=batch upload whose name is not .jsonl at upload: 400 "Invalid file
+    format for Batch API. Must be .jsonl", param and code null (BerriAI/litellm#37527's capture)."""
+    line = json.dumps(chat_line("a")).encode() + b"\n"
+    with pytest.raises(openai.BadRequestError) as info:
+        oai(emu).files.create(file=("requests.txt", line), purpose="batch")
+    assert info.value.body == {"message": "Invalid file format for Batch API. Must be .jsonl", "type": "invalid_request_error",
+                               "param": None, "code": None}
+    assert oai(emu).files.create(file=("requests.txt", line), purpose="user_data").filename == "requests.txt"
+
+
 @pytest.mark.parametrize("second, code", [
     (chat_line("b", url="/v1/responses"), "url_mismatch"),  # it used to be routed by its own url
     ({**chat_line("b"), "body": {"model": "gpt-5.5", "messages": USER}}, "model_mismatch"),

@@ -197,6 +197,13 @@ class OpenAI(FileApi, BatchApi):
         if purpose not in FILE_PURPOSES:
             os.unlink(part.path)
             raise ApiError(400, f"{purpose!r} is not one of {sorted(FILE_PURPOSES)} - 'purpose'", param="purpose")
+        if purpose == "batch" and not (part.filename or "").endswith(".jsonl"):
+            # Refused at upload, param and code null: {"message": "Invalid file format for Batch API.
+            # Must be .jsonl", "type": "invalid_request_error", "param": null, "code": null}
+            # (BerriAI/litellm#37527, a curl capture through to api.openai.com). DashScope's
+            # compatible mode takes JSONL batch files too (its module's sources); worded as OpenAI's.
+            os.unlink(part.path)
+            raise ApiError(400, "Invalid file format for Batch API. Must be .jsonl")
         now = time.time()
         expires_at: float | None = now + FILE_TTL if purpose == "batch" else None
         # expires_after as the SDK sends it in a form: expires_after[anchor], expires_after[seconds].
