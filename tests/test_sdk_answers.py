@@ -161,6 +161,21 @@ def test_openai_batch_objects_in_every_state(emu: Emulator, rec: Recorder, tmp_p
     assert_clean(rec.take())
 
 
+def test_openai_batch_lifecycle_values(emu: Emulator, rec: Recorder, tmp_path: Path) -> None:
+    """The values a batch shows on its way (types/batch.py Batch.status; the Batch guide's status
+    table; the API reference's create example): while validating its request_counts are all 0 (the
+    file is not counted yet), then in_progress, then finalizing (every request done, the results
+    being prepared: finalizing_at set, no output file yet), then completed."""
+    client = openai.OpenAI(base_url=emu.url + "/v1", api_key="sk-test", max_retries=0)
+    emu.add_fault({"kind": "slow", "latency": 60})
+    created = openai_batch(client, tmp_path, "/v1/chat/completions", [chat_body("Say hello."), chat_body("[[INVALID]]")])
+    for batch in (created, client.batches.retrieve(created.id)):
+        assert batch.status == "validating" and batch.request_counts.model_dump() == {"total": 0, "completed": 0, "failed": 0}
+    running = client.batches.retrieve(created.id)
+    assert running.status == "in_progress" and running.request_counts.total == 2
+    assert_clean(rec.take())
+
+
 def test_openai_online_objects(emu: Emulator, rec: Recorder) -> None:
     client = openai.OpenAI(base_url=emu.url + "/v1", api_key="sk-test", max_retries=0)
     for prompt in ("Say hello.", "[[REFUSE]]", "[[EMPTY]]"):

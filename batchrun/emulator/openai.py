@@ -271,6 +271,11 @@ class OpenAI(FileApi, BatchApi):
             status = "validating" if rec.looks <= 1 else "in_progress"
         if rec.state == "done":
             counts = rec.counts
+        elif status == "validating":
+            # The file is not counted until validation has read it: the API reference's create
+            # example answers "status": "validating" with "request_counts": {"total": 0,
+            # "completed": 0, "failed": 0} (platform.openai.com/docs/api-reference/batch/create).
+            counts = {"total": 0, "completed": 0, "failed": 0}
         else:
             # Running counts move as requests finish (BatchApi.progress answered these).
             completed = sum(1 for o in rec.answered if o.ok)
