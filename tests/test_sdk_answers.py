@@ -165,7 +165,8 @@ def test_openai_batch_lifecycle_values(emu: Emulator, rec: Recorder, tmp_path: P
     """The values a batch shows on its way (types/batch.py Batch.status; the Batch guide's status
     table; the API reference's create example): while validating its request_counts are all 0 (the
     file is not counted yet), then in_progress, then finalizing (every request done, the results
-    being prepared: finalizing_at set, no output file yet), then completed."""
+    being prepared: finalizing_at set, no output file yet), then completed (the emulator's batch is
+    finalizing in the last tenth of its latency)."""
     client = openai.OpenAI(base_url=emu.url + "/v1", api_key="sk-test", max_retries=0)
     emu.add_fault({"kind": "slow", "latency": 60})
     created = openai_batch(client, tmp_path, "/v1/chat/completions", [chat_body("Say hello."), chat_body("[[INVALID]]")])
@@ -173,6 +174,17 @@ def test_openai_batch_lifecycle_values(emu: Emulator, rec: Recorder, tmp_path: P
         assert batch.status == "validating" and batch.request_counts.model_dump() == {"total": 0, "completed": 0, "failed": 0}
     running = client.batches.retrieve(created.id)
     assert running.status == "in_progress" and running.request_counts.total == 2
+    batch_rec = emu._core.batches[created.id]  # its last tenth of the emulator's latency: finalizing
+    now = time.time()
+    batch_rec.created, batch_rec.ready_at = now - 57, now + 3
+    finalizing = client.batches.retrieve(created.id)
+    assert finalizing.status == "finalizing" and finalizing.finalizing_at and finalizing.in_progress_at
+    assert (finalizing.output_file_id, finalizing.error_file_id, finalizing.completed_at) == (None, None, None)
+    assert finalizing.request_counts.model_dump() == {"total": 2, "completed": 1, "failed": 1}
+    batch_rec.ready_at = now
+    completed = client.batches.retrieve(created.id)
+    assert completed.status == "completed" and completed.finalizing_at == finalizing.finalizing_at
+    assert completed.output_file_id and completed.error_file_id and completed.completed_at
     assert_clean(rec.take())
 
 

@@ -14,10 +14,11 @@ The handlers' flow (retrieve, list, cancel, processing, the file handlers) is th
 (``batches.py``, ``files.py``); this module supplies OpenAI's paths, auth, ids, shapes, cursor
 pages, validation and quirks.
 
-On the wire a batch is ``validating`` (create response and first retrieve), then
-``in_progress``, then ``completed`` / ``failed`` / ``expired`` / ``cancelled`` (``cancelling``
-after a user cancel, until the next look); results go to an output file and an error file, each
-set only when it has a line.
+On the wire a batch is ``validating`` (create response and first retrieve; its request_counts all
+0), then ``in_progress``, ``finalizing`` (the last tenth of the emulator's latency), then
+``completed`` / ``failed`` / ``expired`` / ``cancelled`` (``cancelling`` after a user cancel,
+until the next look); results go to an output file and an error file, each set only when it has a
+line.
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ class OpenAI(FileApi, BatchApi):
     batch_cls: ClassVar[type[OpenAIBatch]] = OpenAIBatch
     # request_counts {completed, failed} move while a batch is in_progress (BatchApi.progress).
     running_counts = True
+    # in_progress -> finalizing -> completed: "finalizing: the batch has completed and the results
+    # are being prepared" (Batch guide, "Batch object" status table; types/batch.py Batch.status);
+    # finalizing_at is set then, output_file_id only once completed (ProjectTech4DevAI/kaapi-backend#723:
+    # a real batch's finalizing_at 2 s before its completed_at).
+    finalizes = True
 
     # What is refused, and how it is worded (openai_rules.py): a request body (online or a batch
     # line), a batch create, an input line that fails the batch's validation, a wrong key.
@@ -268,7 +274,7 @@ class OpenAI(FileApi, BatchApi):
         elif rec.state == "cancel_requested":
             status = "cancelling"
         else:
-            status = "validating" if rec.looks <= 1 else "in_progress"
+            status = "validating" if rec.looks <= 1 else "finalizing" if rec.finalizing_at else "in_progress"
         if rec.state == "done":
             counts = rec.counts
         elif status == "validating":
@@ -296,7 +302,7 @@ class OpenAI(FileApi, BatchApi):
             "created_at": int(rec.created),
             "in_progress_at": int(rec.in_progress_at) if rec.in_progress_at and status != "failed" else None,
             "expires_at": int(rec.created) + window_seconds(rec.completion_window),
-            "finalizing_at": int(rec.finalizing_at) if rec.finalizing_at and status in ("completed", "expired") else None,
+            "finalizing_at": int(rec.finalizing_at) if rec.finalizing_at and status in ("finalizing", "completed", "expired") else None,
             "completed_at": ended if status == "completed" else None,
             "failed_at": ended if status == "failed" else None,
             "expired_at": ended if status == "expired" else None,
