@@ -154,7 +154,7 @@ def test_openai_batch_objects_in_every_state(emu: Emulator, rec: Recorder, tmp_p
     client.files.retrieve(batch.output_file_id)
     for file in client.files.list().data[:2]:
         client.files.delete(file.id)
-    with pytest.raises(openai.BadRequestError):
+    with pytest.raises(openai.ConflictError):
         client.batches.cancel(batch.id)  # already completed
     with pytest.raises(openai.NotFoundError):
         client.files.retrieve("file-missing")
@@ -185,6 +185,10 @@ def test_openai_batch_lifecycle_values(emu: Emulator, rec: Recorder, tmp_path: P
     completed = client.batches.retrieve(created.id)
     assert completed.status == "completed" and completed.finalizing_at == finalizing.finalizing_at
     assert completed.output_file_id and completed.error_file_id and completed.completed_at
+    with pytest.raises(openai.ConflictError) as info:  # an ended batch is not cancellable: 409, code null
+        client.batches.cancel(created.id)
+    assert info.value.body == {"message": "Cannot cancel a batch with status 'completed'.", "type": "invalid_request_error",
+                               "param": None, "code": None}
     assert_clean(rec.take())
 
 

@@ -36,7 +36,7 @@ from .batches import BatchApi, BatchLine, Paged, ResultFile, first_last, refused
 from .core import BatchRec, End, FileRec
 from .files import FileApi
 from .httpio import ApiError, BodyError, Ctx, Resp, Route, iter_jsonl, json_resp, parse_multipart, query_int
-from .openai_answers import batch_line, error_envelope, success_body
+from .openai_answers import NO_CODE, batch_line, error_envelope, success_body
 from .openai_rules import batch_create_refusal, body_refusal, expires_after_refusal, key_refusal, line_error, scan_lines
 from .wire import Outcome, last_user, new_id, text_of
 
@@ -371,8 +371,12 @@ class OpenAI(FileApi, BatchApi):
         rec.counts = {"total": 0 if rec.quota else rec.n, "completed": 0, "failed": 0}
 
     def cancel_ended(self, rec: OpenAIBatch, batch_id: str) -> ApiError:
-        # 400, not 409: the Stainless SDKs retry 409s.
-        return ApiError(400, f"Cannot cancel a batch with status '{rec.final}'.", provider=self.name)
+        # 409, type invalid_request_error, param and code null: "Cannot cancel a batch with status
+        # 'completed'." (BerriAI/litellm tests/batches_tests/test_openai_batches_and_files.py, run
+        # against api.openai.com, catches it as openai.ConflictError; a captured body in a public
+        # Ruby client: {"message": ..., "type": "invalid_request_error", "param": null, "code": null}).
+        # The Stainless SDKs retry a 409 by default, as they would against the API.
+        return ApiError(409, f"Cannot cancel a batch with status '{rec.final}'.", code=NO_CODE, provider=self.name)
 
     # ------------------------------------------------------------------ online
 
