@@ -199,7 +199,7 @@ def test_openai_cancel_before_ready(tmp_path):
         final = client.batches.retrieve(batch.id)
         assert final.status == "cancelled" and final.cancelled_at
         assert final.output_file_id is None and final.request_counts.completed == 0
-        with pytest.raises(openai.BadRequestError):
+        with pytest.raises(openai.ConflictError):  # an ended batch is not cancellable (409)
             client.batches.cancel(batch.id)
 
 
