@@ -313,6 +313,16 @@ def test_gemini_batch_objects_in_every_state(emu: Emulator, rec: Recorder, tmp_p
     assert_clean(rec.take())
 
 
+def test_gemini_empty_listings_omit_their_list(emu: Emulator, rec: Recorder) -> None:
+    """proto3 JSON omits a repeated field that is empty (https://protobuf.dev/programming-guides/json/,
+    "If a field has the default value ... it will be omitted"): an empty listing is {} on the wire,
+    and google-genai reads it as an empty page."""
+    client = genai.Client(api_key="g-test", http_options={"base_url": emu.url})
+    assert list(client.batches.list()) == [] and list(client.files.list()) == []
+    bodies = {a.path: json.loads(a.body) for a in rec.take()}
+    assert list(bodies.values()) == [{}, {}], bodies
+
+
 def test_gemini_online_objects(emu: Emulator, rec: Recorder) -> None:
     client = genai.Client(api_key="g-test", http_options={"base_url": emu.url, "retry_options": {"attempts": 1}})
     for prompt in ("Say hello.", "[[REFUSE]]", "[[EMPTY]]"):
