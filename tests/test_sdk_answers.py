@@ -323,6 +323,18 @@ def test_gemini_empty_listings_omit_their_list(emu: Emulator, rec: Recorder) -> 
     assert list(bodies.values()) == [{}, {}], bodies
 
 
+def test_gemini_usage_omits_zero_counts(emu: Emulator, rec: Recorder) -> None:
+    """proto3 JSON omits an int32 at 0: an empty answer's usageMetadata has no candidatesTokenCount,
+    a model that did not think no thoughtsTokenCount (captured: adcontextprotocol/adcp#7359, a
+    MAX_TOKENS answer without candidatesTokenCount; neuron-core/neuron-ai#443)."""
+    client = genai.Client(api_key="g-test", http_options={"base_url": emu.url, "retry_options": {"attempts": 1}})
+    for prompt in ("Say hello.", "[[EMPTY]]"):
+        client.models.generate_content(model="gemini-2.5-flash", contents=prompt)
+    said, empty = [json.loads(a.body)["usageMetadata"] for a in rec.take()]
+    assert said["candidatesTokenCount"] > 0 and "thoughtsTokenCount" not in said
+    assert "candidatesTokenCount" not in empty and empty["totalTokenCount"] == empty["promptTokenCount"]
+
+
 def test_gemini_online_objects(emu: Emulator, rec: Recorder) -> None:
     client = genai.Client(api_key="g-test", http_options={"base_url": emu.url, "retry_options": {"attempts": 1}})
     for prompt in ("Say hello.", "[[REFUSE]]", "[[EMPTY]]"):
