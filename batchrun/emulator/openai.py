@@ -207,7 +207,8 @@ class OpenAI(FileApi, BatchApi):
             # Refused at upload, param and code null: {"message": "Invalid file format for Batch API.
             # Must be .jsonl", "type": "invalid_request_error", "param": null, "code": null}
             # (BerriAI/litellm#37527, a curl capture through to api.openai.com). DashScope's
-            # compatible mode takes JSONL batch files too (its module's sources); worded as OpenAI's.
+            # compatible mode documents JSONL input files (dashscope.py's sources) but not this
+            # refusal: as strict as OpenAI, in OpenAI's words.
             os.unlink(part.path)
             raise ApiError(400, "Invalid file format for Batch API. Must be .jsonl")
         now = time.time()
