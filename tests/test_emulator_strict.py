@@ -178,6 +178,25 @@ def test_openai_batch_fails_validation_on_a_mismatched_line(emu: Emulator, tmp_p
     assert (error.code, error.line) == (code, 2)
 
 
+def test_openai_batch_input_needs_method_post_and_purpose_batch(emu: Emulator, tmp_path: Path) -> None:
+    """A line without "method" fails the batch's validation ("missing required 'method'" from the
+    API: 567-labs/instructor#1119, #1120), and so does a method other than POST ("Currently only
+    POST is supported", the batch input's reference); an input file not uploaded with purpose
+    "batch" is refused at create (BatchCreateParams.input_file_id: "must be uploaded with the
+    purpose `batch`"; llm-d/llm-d-batch-gateway#152)."""
+    client = oai(emu)
+    no_method = {k: v for k, v in chat_line("b").items() if k != "method"}
+    for second, param in ((no_method, "method"), ({**chat_line("b"), "method": "GET"}, "method")):
+        batch = openai_batch(client, tmp_path, [chat_line("a"), second])
+        assert batch.status == "failed", second
+        [error] = batch.errors.data
+        assert (error.line, error.param) == (2, param)
+    user_data = client.files.create(file=("in.jsonl", json.dumps(chat_line("a")).encode() + b"\n"), purpose="user_data")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.batches.create(input_file_id=user_data.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert (info.value.param, info.value.code) == ("input_file_id", "invalid_value")
+
+
 def test_openai_batch_refuses_bad_lines_one_by_one(emu: Emulator, tmp_path: Path) -> None:
     client = oai(emu)
     rows = [chat_line("ok"), chat_line("foo", foo=1), chat_line("hot", temperature=3), chat_line("typed", max_completion_tokens="8"),

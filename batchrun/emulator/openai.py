@@ -241,6 +241,12 @@ class OpenAI(FileApi, BatchApi):
         file_rec = self.core.files.get(file_id)
         if file_rec is None or file_rec.provider != self.name:
             raise ApiError(400, f"Invalid 'input_file_id': {file_id!r}. File not found.", param="input_file_id", code="invalid_value")
+        if file_rec.purpose != "batch":
+            # "Your input file ... must be uploaded with the purpose `batch`" (types/batch_create_params.py
+            # input_file_id; llm-d/llm-d-batch-gateway#152: another purpose is a 400); worded as the
+            # not-found refusal above.
+            raise ApiError(400, f"Invalid 'input_file_id': {file_id!r}. The file's purpose is {file_rec.purpose!r}; "
+                           "a batch input file must be uploaded with purpose 'batch'.", param="input_file_id", code="invalid_value")
         source = self.core.link_private(file_rec.path, "openai-input-")
         # Batch-level faults match on the model, which comes from the first line (one model per file).
         model = ""

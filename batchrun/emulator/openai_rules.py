@@ -238,6 +238,14 @@ def metadata_refusal(metadata: Any) -> Outcome | None:
 
 def line_error(line: Any, number: int, endpoint: str, first_model: str | None) -> dict | None:
     """A batch input line that fails the batch's validation, as an ``errors.data`` entry."""
+    # "method": "The HTTP method to be used for the request. Currently only POST is supported" (the
+    # batch input's reference); a line without it fails the batch, the API saying "missing
+    # required 'method'" (567-labs/instructor#1119, #1120); the wording is OpenAI's usual.
+    method = line.get("method")
+    if method is None:
+        return {"code": "missing_required_parameter", "message": "Missing required parameter: 'method'.", "param": "method", "line": number}
+    if method != "POST":
+        return {"code": "invalid_value", "message": f"Invalid value: {method!r}. Supported values are: 'POST'.", "param": "method", "line": number}
     if line.get("url") != endpoint:
         return {"code": "url_mismatch", "message": f"The url {line.get('url')!r} of this request does not match the batch's endpoint {endpoint!r}.",
                 "param": "url", "line": number}
