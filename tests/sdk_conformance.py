@@ -348,7 +348,9 @@ class Operation(_Closed):
 
 
 class ListOperations(_Closed):
-    operations: list[Operation]
+    """ListOperationsResponse: proto3 JSON omits an empty ``operations`` (an empty listing is {})."""
+
+    operations: list[Operation] | None = None
     nextPageToken: str | None = None
 
 

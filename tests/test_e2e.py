@@ -534,6 +534,27 @@ def test_cancel_batch_route_all_then_resubmit_without_retries(project: Project, 
     assert len(by_cid) == 6 and set(by_cid.values()) == {2}
 
 
+def test_cancel_of_a_batch_that_has_just_ended_is_not_retried(project: Project, emu: Any) -> None:
+    """OpenAI answers a cancel of an ended batch 409 "Cannot cancel a batch with status
+    'completed'." (BerriAI/litellm's live tests catch openai.ConflictError): the batch ended, so
+    nothing is left to cancel. It was taken as transient and retried 8 times (minutes of backoff),
+    then exit 1; now the cancel is done at once and the next poll collects the results."""
+    import openai
+
+    setup(project, {"gpt": route("openai", "gpt-5.5")}, task_ids=["p1"])
+    ok(project.run("submit", emulator=emu))
+    [batch] = project.sql("SELECT id, provider_batch_id FROM batches")
+    client = openai.OpenAI(base_url=emu.url + "/v1", api_key="sk-test", max_retries=0)
+    assert client.batches.retrieve(batch["provider_batch_id"]).status == "completed"  # ended at the provider
+    before = len(emu.calls)
+    r = ok(project.run("cancel", "--batch", batch["id"], emulator=emu))
+    assert "already ended" in r.output
+    assert [c["path"] for c in emu.calls[before:]].count(f"/v1/batches/{batch['provider_batch_id']}/cancel") == 1
+    ok(project.run("poll", emulator=emu))
+    ok(project.run("collect", emulator=emu))
+    assert {s["state"] for s in project.sql("SELECT state FROM request_status")} == {"ok"}
+
+
 def test_cancel_planned_batch_withdraws_it_locally(project: Project, emu: Any) -> None:
     setup(project, {"gpt": route("openai", "gpt-5.5")}, task_ids=["p1"])
     ok(project.run("plan", emulator=emu))

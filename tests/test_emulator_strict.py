@@ -129,6 +129,44 @@ def test_openai_batch_create_refusals(emu: Emulator, tmp_path: Path) -> None:
     assert info.value.param == "endpoint" and info.value.code == "invalid_value"
 
 
+def test_openai_expiration_policies_are_checked_and_kept(emu: Emulator, tmp_path: Path) -> None:
+    """files.create's expires_after and batches.create's output_expires_after: anchor is required
+    and only 'created_at', seconds 3600..2592000 (openai types/file_create_params.py ExpiresAfter,
+    types/batch_create_params.py OutputExpiresAfter); a batch's output file expires by its policy."""
+    client = oai(emu)
+    line = json.dumps(chat_line("a")).encode() + b"\n"
+    for policy, param, code in [
+        ({"anchor": "created_at", "seconds": 10}, "expires_after.seconds", "integer_below_min_value"),
+        ({"anchor": "created_at", "seconds": 2592001}, "expires_after.seconds", "integer_above_max_value"),
+        ({"anchor": "expires_at", "seconds": 7200}, "expires_after.anchor", "invalid_value"),
+        ({"seconds": 7200}, "expires_after.anchor", "missing_required_parameter"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as info:
+            client.files.create(file=("x.jsonl", line), purpose="batch", expires_after=policy)  # type: ignore[arg-type]
+        assert (info.value.param, info.value.code) == (param, code), policy
+    kept = client.files.create(file=("x.jsonl", line), purpose="batch", expires_after={"anchor": "created_at", "seconds": 3600})
+    assert kept.expires_at == kept.created_at + 3600
+    with pytest.raises(openai.BadRequestError) as info:
+        client.batches.create(input_file_id=kept.id, endpoint="/v1/chat/completions", completion_window="24h",
+                              output_expires_after={"anchor": "created_at", "seconds": 60})
+    assert (info.value.param, info.value.code) == ("output_expires_after.seconds", "integer_below_min_value")
+    batch = client.batches.create(input_file_id=kept.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                  output_expires_after={"anchor": "created_at", "seconds": 7200})
+    output = client.files.retrieve(client.batches.retrieve(batch.id).output_file_id or "")
+    assert output.expires_at == output.created_at + 7200
+
+
+def test_openai_a_batch_file_must_be_named_jsonl(emu: Emulator) -> None:
+    """OpenAI refuses a purpose=batch upload whose name is not .jsonl at upload: 400 "Invalid file
+    format for Batch API. Must be .jsonl", param and code null (BerriAI/litellm#37527's capture)."""
+    line = json.dumps(chat_line("a")).encode() + b"\n"
+    with pytest.raises(openai.BadRequestError) as info:
+        oai(emu).files.create(file=("requests.txt", line), purpose="batch")
+    assert info.value.body == {"message": "Invalid file format for Batch API. Must be .jsonl", "type": "invalid_request_error",
+                               "param": None, "code": None}
+    assert oai(emu).files.create(file=("requests.txt", line), purpose="user_data").filename == "requests.txt"
+
+
 @pytest.mark.parametrize("second, code", [
     (chat_line("b", url="/v1/responses"), "url_mismatch"),  # it used to be routed by its own url
     ({**chat_line("b"), "body": {"model": "gpt-5.5", "messages": USER}}, "model_mismatch"),
@@ -138,6 +176,25 @@ def test_openai_batch_fails_validation_on_a_mismatched_line(emu: Emulator, tmp_p
     assert batch.status == "failed" and batch.output_file_id is None
     [error] = batch.errors.data
     assert (error.code, error.line) == (code, 2)
+
+
+def test_openai_batch_input_needs_method_post_and_purpose_batch(emu: Emulator, tmp_path: Path) -> None:
+    """A line without "method" fails the batch's validation ("missing required 'method'" from the
+    API: 567-labs/instructor#1119, #1120), and so does a method other than POST ("Currently only
+    POST is supported", the batch input's reference); an input file not uploaded with purpose
+    "batch" is refused at create (BatchCreateParams.input_file_id: "must be uploaded with the
+    purpose `batch`"; llm-d/llm-d-batch-gateway#152)."""
+    client = oai(emu)
+    no_method = {k: v for k, v in chat_line("b").items() if k != "method"}
+    for second, param in ((no_method, "method"), ({**chat_line("b"), "method": "GET"}, "method")):
+        batch = openai_batch(client, tmp_path, [chat_line("a"), second])
+        assert batch.status == "failed", second
+        [error] = batch.errors.data
+        assert (error.line, error.param) == (2, param)
+    user_data = client.files.create(file=("in.jsonl", json.dumps(chat_line("a")).encode() + b"\n"), purpose="user_data")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.batches.create(input_file_id=user_data.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert (info.value.param, info.value.code) == ("input_file_id", "invalid_value")
 
 
 def test_openai_batch_refuses_bad_lines_one_by_one(emu: Emulator, tmp_path: Path) -> None:

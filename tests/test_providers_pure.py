@@ -509,6 +509,23 @@ def test_gemini_empty_output(response: dict[str, Any]) -> None:
     assert GEMINI.parse_line({"key": "g-25", "response": response}).kind == "empty"
 
 
+def test_gemini_absent_usage_counts_are_zero() -> None:
+    """proto3 JSON omits an int32 at 0: a MAX_TOKENS answer that only thought has no
+    candidatesTokenCount (adcontextprotocol/adcp#7359) and a model that did not think no
+    thoughtsTokenCount. Within a usageMetadata that is there, an absent count is 0, not unknown
+    (the cost of an answer that was billed for its thoughts was unknown); a bad value stays unknown."""
+    thought_only = {"candidates": [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS"}],
+                    "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 199, "thoughtsTokenCount": 190}}
+    r = GEMINI.parse_line({"key": "g-26", "response": thought_only})
+    assert r.kind == "empty" and r.usage == Usage(input_tokens=9, output_tokens=0, reasoning_tokens=190, cached_tokens=0)
+    said = {"candidates": [{"content": {"parts": [{"text": "Mara"}], "role": "model"}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": "x", "totalTokenCount": 10}}
+    r = GEMINI.parse_line({"key": "g-27", "response": said})
+    assert r.usage == Usage(input_tokens=9, output_tokens=None, reasoning_tokens=0, cached_tokens=0)
+    no_usage = {"candidates": [{"content": {"parts": [{"text": "Mara"}], "role": "model"}, "finishReason": "STOP"}]}
+    assert GEMINI.parse_line({"key": "g-28", "response": no_usage}).usage == Usage(None, None, None, None)
+
+
 @pytest.mark.parametrize("response", [{"candidates": []}, {}, {"usageMetadata": {"promptTokenCount": 9}}])
 def test_gemini_response_without_candidates_or_block_is_transient(response: dict[str, Any]) -> None:
     """Nothing the model answered, and no blocked prompt: the provider's failure, never an "empty"."""

@@ -154,10 +154,41 @@ def test_openai_batch_objects_in_every_state(emu: Emulator, rec: Recorder, tmp_p
     client.files.retrieve(batch.output_file_id)
     for file in client.files.list().data[:2]:
         client.files.delete(file.id)
-    with pytest.raises(openai.BadRequestError):
+    with pytest.raises(openai.ConflictError):
         client.batches.cancel(batch.id)  # already completed
     with pytest.raises(openai.NotFoundError):
         client.files.retrieve("file-missing")
+    assert_clean(rec.take())
+
+
+def test_openai_batch_lifecycle_values(emu: Emulator, rec: Recorder, tmp_path: Path) -> None:
+    """The values a batch shows on its way (types/batch.py Batch.status; the Batch guide's status
+    table; the API reference's create example): while validating its request_counts are all 0 (the
+    file is not counted yet), then in_progress, then finalizing (every request done, the results
+    being prepared: finalizing_at set, no output file yet), then completed (the emulator's batch is
+    finalizing in the last tenth of its latency)."""
+    client = openai.OpenAI(base_url=emu.url + "/v1", api_key="sk-test", max_retries=0)
+    emu.add_fault({"kind": "slow", "latency": 60})
+    created = openai_batch(client, tmp_path, "/v1/chat/completions", [chat_body("Say hello."), chat_body("[[INVALID]]")])
+    for batch in (created, client.batches.retrieve(created.id)):
+        assert batch.status == "validating" and batch.request_counts.model_dump() == {"total": 0, "completed": 0, "failed": 0}
+    running = client.batches.retrieve(created.id)
+    assert running.status == "in_progress" and running.request_counts.total == 2
+    batch_rec = emu._core.batches[created.id]  # its last tenth of the emulator's latency: finalizing
+    now = time.time()
+    batch_rec.created, batch_rec.ready_at = now - 57, now + 3
+    finalizing = client.batches.retrieve(created.id)
+    assert finalizing.status == "finalizing" and finalizing.finalizing_at and finalizing.in_progress_at
+    assert (finalizing.output_file_id, finalizing.error_file_id, finalizing.completed_at) == (None, None, None)
+    assert finalizing.request_counts.model_dump() == {"total": 2, "completed": 1, "failed": 1}
+    batch_rec.ready_at = now
+    completed = client.batches.retrieve(created.id)
+    assert completed.status == "completed" and completed.finalizing_at == finalizing.finalizing_at
+    assert completed.output_file_id and completed.error_file_id and completed.completed_at
+    with pytest.raises(openai.ConflictError) as info:  # an ended batch is not cancellable: 409, code null
+        client.batches.cancel(created.id)
+    assert info.value.body == {"message": "Cannot cancel a batch with status 'completed'.", "type": "invalid_request_error",
+                               "param": None, "code": None}
     assert_clean(rec.take())
 
 
@@ -280,6 +311,28 @@ def test_gemini_batch_objects_in_every_state(emu: Emulator, rec: Recorder, tmp_p
     with pytest.raises(genai_errors.ClientError):
         client.batches.get(name=job.name)
     assert_clean(rec.take())
+
+
+def test_gemini_empty_listings_omit_their_list(emu: Emulator, rec: Recorder) -> None:
+    """proto3 JSON omits a repeated field that is empty (https://protobuf.dev/programming-guides/json/,
+    "If a field has the default value ... it will be omitted"): an empty listing is {} on the wire,
+    and google-genai reads it as an empty page."""
+    client = genai.Client(api_key="g-test", http_options={"base_url": emu.url})
+    assert list(client.batches.list()) == [] and list(client.files.list()) == []
+    bodies = {a.path: json.loads(a.body) for a in rec.take()}
+    assert list(bodies.values()) == [{}, {}], bodies
+
+
+def test_gemini_usage_omits_zero_counts(emu: Emulator, rec: Recorder) -> None:
+    """proto3 JSON omits an int32 at 0: an empty answer's usageMetadata has no candidatesTokenCount,
+    a model that did not think no thoughtsTokenCount (captured: adcontextprotocol/adcp#7359, a
+    MAX_TOKENS answer without candidatesTokenCount; neuron-core/neuron-ai#443)."""
+    client = genai.Client(api_key="g-test", http_options={"base_url": emu.url, "retry_options": {"attempts": 1}})
+    for prompt in ("Say hello.", "[[EMPTY]]"):
+        client.models.generate_content(model="gemini-2.5-flash", contents=prompt)
+    said, empty = [json.loads(a.body)["usageMetadata"] for a in rec.take()]
+    assert said["candidatesTokenCount"] > 0 and "thoughtsTokenCount" not in said
+    assert "candidatesTokenCount" not in empty and empty["totalTokenCount"] == empty["promptTokenCount"]
 
 
 def test_gemini_online_objects(emu: Emulator, rec: Recorder) -> None:

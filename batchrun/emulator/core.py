@@ -50,6 +50,9 @@ RETRY_HEADERS = [("retry-after", "0"), ("retry-after-ms", "1")]
 # Online calls have no custom_id on the wire. batchrun's sync transport sends this header so
 # that the request log (and custom_id fault matchers / responders) can tie a call to its request.
 TRACE_HEADER = "X-Batchrun-Custom-Id"
+# A provider that shows a finalizing phase (``Provider.finalizes``) is in it for the last tenth of
+# a batch's latency: every request answered, the results not yet published.
+FINALIZING = 0.9
 
 # How a batch ends, before a provider names it (Provider.final_status).
 End = Literal["completed", "failed", "expired", "cancelled"]
@@ -112,6 +115,9 @@ class Provider(ABC):
     ``Emulator.__init__``."""
 
     name: ClassVar[str] = ""
+    # Whether a batch that will complete first shows a finalizing phase (its requests all done, its
+    # results being prepared: OpenAI's "finalizing", openai.py).
+    finalizes: ClassVar[bool] = False
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -373,7 +379,12 @@ class Core:
                     rec.in_progress_at = now
                 if rec.in_progress_at is not None and not rec.invalid:
                     span = rec.ready_at - rec.created
-                    self.providers[rec.provider].progress(rec, (now - rec.created) / span if span > 0 else 1.0)
+                    fraction = (now - rec.created) / span if span > 0 else 1.0
+                    provider = self.providers[rec.provider]
+                    if provider.finalizes and fraction >= FINALIZING and rec.expire_fraction is None and rec.cancel_fraction is None:
+                        rec.finalizing_at = rec.finalizing_at or now
+                        fraction = 1.0
+                    provider.progress(rec, fraction)
 
     def request_cancel(self, rec: BatchRec) -> None:
         """A user cancel (with ``rec.lock`` held): the next look ends the batch, unprocessed.
@@ -403,7 +414,7 @@ class Core:
             provider.fail(rec)
         else:
             provider.process(rec, limit, end)
-        rec.finalizing_at = time.time()
+        rec.finalizing_at = rec.finalizing_at or time.time()
         rec.ended_at = time.time()
         rec.final = provider.final_status(end)
         rec.state = "done"

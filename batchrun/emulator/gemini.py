@@ -404,7 +404,9 @@ def token_page(ctx: Ctx, ids: list[str], key: str) -> Paged:
     size = query_int(ctx.q("pageSize"), 50, 1, 1000)
     start = query_int(ctx.q("pageToken") or None, 0, 0, 1 << 60)
     token = str(start + size) if start + size < len(ids) else None
-    return slice(start, start + size), lambda data: {key: data, **({"nextPageToken": token} if token else {})}
+    # proto3 JSON omits fields at their default value, an empty repeated field too
+    # (https://protobuf.dev/programming-guides/json/): an empty page has no ``key`` at all.
+    return slice(start, start + size), lambda data: {**({key: data} if data else {}), **({"nextPageToken": token} if token else {})}
 
 
 # --------------------------------------------------------------------------- wire shapes

@@ -74,15 +74,20 @@ def generate_response(model: str, outcome: Outcome) -> dict:
         parts = [{"text": outcome.text}] if outcome.text else []
         candidate = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}
         output_tokens = outcome.output_tokens
+    usage = {
+        "promptTokenCount": outcome.input_tokens,
+        "candidatesTokenCount": output_tokens,
+        "totalTokenCount": outcome.input_tokens + output_tokens,
+        "thoughtsTokenCount": 0,  # the emulator does not think
+    }
     return {
         "candidates": [candidate],
-        "usageMetadata": {
-            "promptTokenCount": outcome.input_tokens,
-            "candidatesTokenCount": output_tokens,
-            "totalTokenCount": outcome.input_tokens + output_tokens,
-            "thoughtsTokenCount": 0,
-            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": outcome.input_tokens}],
-        },
+        # proto3 JSON omits an int32 at 0 (https://protobuf.dev/programming-guides/json/): an empty
+        # answer has no candidatesTokenCount (a captured MAX_TOKENS answer without it:
+        # adcontextprotocol/adcp#7359; neuron-core/neuron-ai#443), a model that did not think no
+        # thoughtsTokenCount.
+        "usageMetadata": {**{k: v for k, v in usage.items() if v},
+                          "promptTokensDetails": [{"modality": "TEXT", "tokenCount": outcome.input_tokens}]},
         "modelVersion": model,
         "responseId": new_id("", 22),
     }

@@ -14,10 +14,11 @@ The handlers' flow (retrieve, list, cancel, processing, the file handlers) is th
 (``batches.py``, ``files.py``); this module supplies OpenAI's paths, auth, ids, shapes, cursor
 pages, validation and quirks.
 
-On the wire a batch is ``validating`` (create response and first retrieve), then
-``in_progress``, then ``completed`` / ``failed`` / ``expired`` / ``cancelled`` (``cancelling``
-after a user cancel, until the next look); results go to an output file and an error file, each
-set only when it has a line.
+On the wire a batch is ``validating`` (create response and first retrieve; its request_counts all
+0), then ``in_progress``, ``finalizing`` (the last tenth of the emulator's latency), then
+``completed`` / ``failed`` / ``expired`` / ``cancelled`` (``cancelling`` after a user cancel,
+until the next look); results go to an output file and an error file, each set only when it has a
+line.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from .batches import BatchApi, BatchLine, Paged, ResultFile, first_last, refused
 from .core import BatchRec, End, FileRec
 from .files import FileApi
 from .httpio import ApiError, BodyError, Ctx, Resp, Route, iter_jsonl, json_resp, parse_multipart, query_int
-from .openai_answers import batch_line, error_envelope, success_body
-from .openai_rules import batch_create_refusal, body_refusal, key_refusal, line_error, scan_lines
+from .openai_answers import NO_CODE, batch_line, error_envelope, success_body
+from .openai_rules import batch_create_refusal, body_refusal, expires_after_refusal, key_refusal, line_error, scan_lines
 from .wire import Outcome, last_user, new_id, text_of
 
 FILE_TTL = 30 * 86400  # purpose=batch files expire after 30 days by default
@@ -58,6 +59,7 @@ class OpenAIBatch(BatchRec):
     output_file_id: str | None = None
     error_file_id: str | None = None
     errors: list | None = None
+    output_ttl: int = FILE_TTL  # seconds the output/error files live (output_expires_after)
 
 
 class OpenAI(FileApi, BatchApi):
@@ -69,6 +71,11 @@ class OpenAI(FileApi, BatchApi):
     batch_cls: ClassVar[type[OpenAIBatch]] = OpenAIBatch
     # request_counts {completed, failed} move while a batch is in_progress (BatchApi.progress).
     running_counts = True
+    # in_progress -> finalizing -> completed: "finalizing: the batch has completed and the results
+    # are being prepared" (Batch guide, "Batch object" status table; types/batch.py Batch.status);
+    # finalizing_at is set then, output_file_id only once completed (ProjectTech4DevAI/kaapi-backend#723:
+    # a real batch's finalizing_at 2 s before its completed_at).
+    finalizes = True
 
     # What is refused, and how it is worded (openai_rules.py): a request body (online or a batch
     # line), a batch create, an input line that fails the batch's validation, a wrong key.
@@ -196,14 +203,29 @@ class OpenAI(FileApi, BatchApi):
         if purpose not in FILE_PURPOSES:
             os.unlink(part.path)
             raise ApiError(400, f"{purpose!r} is not one of {sorted(FILE_PURPOSES)} - 'purpose'", param="purpose")
+        if purpose == "batch" and not (part.filename or "").endswith(".jsonl"):
+            # Refused at upload, param and code null: {"message": "Invalid file format for Batch API.
+            # Must be .jsonl", "type": "invalid_request_error", "param": null, "code": null}
+            # (BerriAI/litellm#37527, a curl capture through to api.openai.com). DashScope's
+            # compatible mode documents JSONL input files (dashscope.py's sources) but not this
+            # refusal: as strict as OpenAI, in OpenAI's words.
+            os.unlink(part.path)
+            raise ApiError(400, "Invalid file format for Batch API. Must be .jsonl")
         now = time.time()
         expires_at: float | None = now + FILE_TTL if purpose == "batch" else None
-        if fields.get("expires_after[seconds]"):
-            try:
-                expires_at = now + int(fields["expires_after[seconds]"])
-            except ValueError:
+        # expires_after as the SDK sends it in a form: expires_after[anchor], expires_after[seconds].
+        policy: dict[str, Any] = {key[len("expires_after["):-1]: value for key, value in fields.items() if key.startswith("expires_after[")}
+        if policy:
+            if "seconds" in policy:
+                try:
+                    policy["seconds"] = int(policy["seconds"])
+                except ValueError:
+                    pass  # refused as a wrong type below
+            refusal = expires_after_refusal(policy, "expires_after")
+            if refusal is not None:
                 os.unlink(part.path)
-                raise ApiError(400, "Invalid 'expires_after[seconds]': expected an integer.", param="expires_after") from None
+                raise refused(refusal)
+            expires_at = now + policy["seconds"]
         rec = self.core.add_file(FileRec(file_id, self.name, part.path, part.size, part.filename, purpose, now, expires_at=expires_at))
         return json_resp(self.file_json(rec, ctx))
 
@@ -219,6 +241,12 @@ class OpenAI(FileApi, BatchApi):
         file_rec = self.core.files.get(file_id)
         if file_rec is None or file_rec.provider != self.name:
             raise ApiError(400, f"Invalid 'input_file_id': {file_id!r}. File not found.", param="input_file_id", code="invalid_value")
+        if file_rec.purpose != "batch":
+            # "Your input file ... must be uploaded with the purpose `batch`" (types/batch_create_params.py
+            # input_file_id; llm-d/llm-d-batch-gateway#152: another purpose is a 400); worded as the
+            # not-found refusal above.
+            raise ApiError(400, f"Invalid 'input_file_id': {file_id!r}. The file's purpose is {file_rec.purpose!r}; "
+                           "a batch input file must be uploaded with purpose 'batch'.", param="input_file_id", code="invalid_value")
         source = self.core.link_private(file_rec.path, "openai-input-")
         # Batch-level faults match on the model, which comes from the first line (one model per file).
         model = ""
@@ -237,6 +265,9 @@ class OpenAI(FileApi, BatchApi):
         rec = self.batch_cls(
             new_id("batch_", 32, "0123456789abcdef"), model, endpoint, source, n, completion_window=window,
             metadata=body.get("metadata"), input_file_id=file_id, invalid_errors=invalid, invalid=bool(invalid),
+            # output_expires_after: "the anchor is the file creation time, not the time the batch is
+            # created" (types/batch_create_params.py OutputExpiresAfter.anchor).
+            output_ttl=(body.get("output_expires_after") or {}).get("seconds", FILE_TTL),
         )
         self.admit(rec, faults, accepted)
         return json_resp(self.batch_json(rec, ctx, rec.id))
@@ -250,9 +281,14 @@ class OpenAI(FileApi, BatchApi):
         elif rec.state == "cancel_requested":
             status = "cancelling"
         else:
-            status = "validating" if rec.looks <= 1 else "in_progress"
+            status = "validating" if rec.looks <= 1 else "finalizing" if rec.finalizing_at else "in_progress"
         if rec.state == "done":
             counts = rec.counts
+        elif status == "validating":
+            # The file is not counted until validation has read it: the API reference's create
+            # example answers "status": "validating" with "request_counts": {"total": 0,
+            # "completed": 0, "failed": 0} (platform.openai.com/docs/api-reference/batch/create).
+            counts = {"total": 0, "completed": 0, "failed": 0}
         else:
             # Running counts move as requests finish (BatchApi.progress answered these).
             completed = sum(1 for o in rec.answered if o.ok)
@@ -273,7 +309,7 @@ class OpenAI(FileApi, BatchApi):
             "created_at": int(rec.created),
             "in_progress_at": int(rec.in_progress_at) if rec.in_progress_at and status != "failed" else None,
             "expires_at": int(rec.created) + window_seconds(rec.completion_window),
-            "finalizing_at": int(rec.finalizing_at) if rec.finalizing_at and status in ("completed", "expired") else None,
+            "finalizing_at": int(rec.finalizing_at) if rec.finalizing_at and status in ("finalizing", "completed", "expired") else None,
             "completed_at": ended if status == "completed" else None,
             "failed_at": ended if status == "failed" else None,
             "expired_at": ended if status == "expired" else None,
@@ -320,7 +356,7 @@ class OpenAI(FileApi, BatchApi):
         # output_file_id / error_file_id are only set when the file has at least one line.
         for file, attr, suffix in ((out, "output_file_id", "output"), (err, "error_file_id", "error")):
             if file.lines:
-                kept = file.keep(new_id("file-", 22), f"{rec.id}_{suffix}.jsonl", "batch_output", now, expires_at=now + FILE_TTL)
+                kept = file.keep(new_id("file-", 22), f"{rec.id}_{suffix}.jsonl", "batch_output", now, expires_at=now + rec.output_ttl)
                 setattr(rec, attr, kept.id)
             else:
                 file.discard()
@@ -342,8 +378,12 @@ class OpenAI(FileApi, BatchApi):
         rec.counts = {"total": 0 if rec.quota else rec.n, "completed": 0, "failed": 0}
 
     def cancel_ended(self, rec: OpenAIBatch, batch_id: str) -> ApiError:
-        # 400, not 409: the Stainless SDKs retry 409s.
-        return ApiError(400, f"Cannot cancel a batch with status '{rec.final}'.", provider=self.name)
+        # 409, type invalid_request_error, param and code null: "Cannot cancel a batch with status
+        # 'completed'." (BerriAI/litellm tests/batches_tests/test_openai_batches_and_files.py, run
+        # against api.openai.com, catches it as openai.ConflictError; a captured body in a public
+        # Ruby client: {"message": ..., "type": "invalid_request_error", "param": null, "code": null}).
+        # The Stainless SDKs retry a 409 by default, as they would against the API.
+        return ApiError(409, f"Cannot cancel a batch with status '{rec.final}'.", code=NO_CODE, provider=self.name)
 
     # ------------------------------------------------------------------ online
 

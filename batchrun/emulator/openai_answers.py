@@ -29,9 +29,13 @@ _ERRORS = {
 }
 
 
+# An error whose code is null although its status has a usual code (``error_envelope(code=NO_CODE)``).
+NO_CODE = "-"
+
+
 def error_envelope(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
     err_type, default_code = _ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
-    return {"error": {"message": message, "type": err_type, "param": param, "code": code or default_code}}
+    return {"error": {"message": message, "type": err_type, "param": param, "code": None if code == NO_CODE else code or default_code}}
 
 
 def chat_completion(model: str, outcome: Outcome) -> dict:

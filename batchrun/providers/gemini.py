@@ -227,11 +227,20 @@ class GeminiAdapter:
             raise Malformed("result line has neither `response` nor `error`")
         response = as_object(obj.get("response"), "`response`")
         u = as_object(_get(response, "usageMetadata", "usage_metadata"), "`usageMetadata`")
+
+        def count(camel: str, snake: str) -> int | None:
+            # proto3 JSON omits an int32 at 0 (https://protobuf.dev/programming-guides/json/): a
+            # MAX_TOKENS answer that only thought has no candidatesTokenCount
+            # (adcontextprotocol/adcp#7359), a model that did not think no thoughtsTokenCount. In a
+            # usageMetadata that is there, an absent count is 0; a bad value stays unknown.
+            value = _get(u, camel, snake)
+            return 0 if value is None and u else as_count(value)
+
         usage = Usage(
-            input_tokens=as_count(_get(u, "promptTokenCount", "prompt_token_count")),
-            output_tokens=as_count(_get(u, "candidatesTokenCount", "candidates_token_count")),
-            reasoning_tokens=as_count(_get(u, "thoughtsTokenCount", "thoughts_token_count")),
-            cached_tokens=as_count(_get(u, "cachedContentTokenCount", "cached_content_token_count")),
+            input_tokens=count("promptTokenCount", "prompt_token_count"),
+            output_tokens=count("candidatesTokenCount", "candidates_token_count"),
+            reasoning_tokens=count("thoughtsTokenCount", "thoughts_token_count"),
+            cached_tokens=count("cachedContentTokenCount", "cached_content_token_count"),
         )
         feedback = as_object(_get(response, "promptFeedback", "prompt_feedback"), "`promptFeedback`")
         block = as_label(_get(feedback, "blockReason", "block_reason"))

@@ -55,7 +55,8 @@ from .reading import (
     text_field,
     wrong_types,
 )
-from .clients import call
+from ..base.redaction import redact
+from .clients import call, log
 from .probing import online_probe, stated_numbers
 
 # A prompt over the model's window: OpenAI's code `context_length_exceeded` ("This model's maximum
@@ -255,7 +256,19 @@ class OpenAIAdapter:
         return call(do, what="Listing batches", route=route)
 
     def cancel(self, client: Any, route: RouteView, provider_batch_id: str) -> None:
-        call(lambda: client.batches.cancel(provider_batch_id), what="Cancelling a batch", route=route)
+        import openai
+
+        def do() -> None:
+            try:
+                client.batches.cancel(provider_batch_id)
+            except openai.ConflictError as exc:
+                # 409 "Cannot cancel a batch with status 'completed'.": the batch ended before the
+                # cancel reached it (BerriAI/litellm's live tests catch this ConflictError). Not
+                # transient: nothing is left to cancel, and the next poll collects how it ended.
+                log.warning("Batch %s had already ended at the provider (%s); the next poll collects it.",
+                            provider_batch_id, redact(" ".join(str(exc.message).split()))[:300])
+
+        call(do, what="Cancelling a batch", route=route)
 
     def check_batch_access(self, client: Any, route: RouteView) -> None:
         # GET /batches?limit=1: the listing adoption reads after an uncertain create (list_recent),
