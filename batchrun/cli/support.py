@@ -21,6 +21,7 @@ from ..base.durations import parse_duration
 from ..base.errors import BatchrunError, StateError, environment_error, read_only
 from ..base.progress import Progress
 from ..base.redaction import redact, redact_python_output, short_key_warnings
+from ..base.stop import Stopped, checkpoint, record, stop_signal
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
     from ..ledger.inputs import Inputs
@@ -108,33 +109,9 @@ def _rehearsal_mark(path: Any) -> str | None:
         return store.meta("rehearsal")
 
 
-class Stopped(KeyboardInterrupt):
-    """Ctrl-C (SIGINT), SIGTERM (`timeout`, systemd, a `kill`) or SIGHUP (the terminal closed, an
-    ssh session dropped) arrived while a command ran. A KeyboardInterrupt, so all take the one path
-    Ctrl-C always took: every open state.db transaction rolls back, the run is recorded as
-    `interrupted` (Store.fail_run), the lock is let go, handle_errors says so and exits 128 + N."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-# The stop signal received during the command running now, if any. Code the signal interrupts
-# may turn the exception into another one: pydantic-core, building a validator for the Gemini SDK
-# when a Ctrl-C landed, raised a SchemaError "...: KeyboardInterrupt" instead; the command is
-# still stopped, not failed (handle_errors, writer).
-_stop_signal: int | None = None
-
-
-def stop_signal() -> int | None:
-    """The signal (SIGINT, SIGTERM, SIGHUP) that is stopping the command running now, or None."""
-    return _stop_signal
-
-
 def _on_stop(signum: int, _frame: Any) -> None:
-    global _stop_signal
-    if _stop_signal is None:
-        _stop_signal = signum
+    if stop_signal() is None:
+        record(signum)
     if signum in _ONCE:
         # Once: a supervisor repeating SIGTERM, a closing terminal's SIGHUP again, or systemd's SIGHUP
         # after its SIGTERM (SendSIGHUP=) must not cut short the rollback and recording the first began.
@@ -177,13 +154,16 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except Exception as e:
-            if _stop_signal is None:
+            if stop_signal() is None:
                 raise
-            raise Stopped(_stop_signal) from e  # the stop, turned into another error on its way up
+            raise Stopped(stop_signal() or signal.SIGINT) from e  # the stop, turned into another error on its way up
+        finally:
+            # A stop whose Stopped was swallowed where it landed (base/stop.py) and that no
+            # checkpoint met still ends the command as stopped, not as done.
+            checkpoint()
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        global _stop_signal
         # SIGTERM and SIGHUP stop the command as Ctrl-C does, through the same handler, for as
         # long as it runs: only from the main thread (Python runs signal handlers there alone, and
         # refuses to install one elsewhere), and the handlers before are put back after, for a
@@ -192,9 +172,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         # leaves an ignored SIGINT alone: `nohup batchrun refresh` keeps running when the terminal
         # closes), and a SIGINT handler other than Python's is kept.
         previous: dict[signal.Signals, Any] = {}
-        outer = _stop_signal
+        outer = stop_signal()
         if threading.current_thread() is threading.main_thread():
-            _stop_signal = None
+            record(None)
             for sig, usual in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
                                (signal.SIGHUP, signal.SIG_DFL)):
                 if signal.getsignal(sig) == usual:
@@ -225,7 +205,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             if threading.current_thread() is threading.main_thread():
-                _stop_signal = outer
+                record(outer)
 
     return wrapper
 
@@ -276,6 +256,7 @@ def writer(ctx: Context, command: str, config: Config, *, wait_lock: bool = Fals
 
         if kept.available(store):
             kept.keep_current(store)
+        checkpoint()  # a stop swallowed where it landed is recorded as one, not as `ok` (base/stop.py)
         store.end_run("ok")
     except BaseException as e:
         if store is not None:

@@ -359,7 +359,7 @@ class Store:
 
     def fail_run(self, error: BaseException, *, interrupted: bool = False) -> None:
         """Record how a run that raised `error` ended: `interrupted` for Ctrl-C, SIGTERM and SIGHUP (a
-        KeyboardInterrupt: cli.support.Stopped; or `interrupted`, a stop the code it landed in
+        KeyboardInterrupt: base.stop.Stopped; or `interrupted`, a stop the code it landed in
         turned into another error), `error` otherwise. What the run was writing when
         it stopped is rolled back first, never committed with the outcome. Best effort: the disk
         or database that just failed the command may refuse this too, and the original error is

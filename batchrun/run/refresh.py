@@ -24,6 +24,7 @@ from ..base import netguard
 from ..base.backoff import ROUND_BACKOFF_CAP, retry_base
 from ..base.errors import ProviderError
 from ..base.progress import SILENT, Progress
+from ..base.stop import checkpoint
 from ..ledger.inputs import Inputs, as_inputs
 from ..ledger import kept
 from ..ledger.lifecycle import LIVE, TO_FOLLOW
@@ -106,7 +107,11 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
         return deadline is not None and time.time() >= deadline
 
     while True:
-        store.check_same_file()  # between rounds: a state.db deleted or replaced mid-run stops it
+        # Between rounds: a stop signal whose Stopped was swallowed where it landed ends the run
+        # here, not at the end of the night (base/stop.py); a state.db deleted or replaced
+        # mid-run stops it too.
+        checkpoint()
+        store.check_same_file()
         try:
             s = submit(store, inputs, budget=budget, preflight=preflight, progress=progress, refused=refused)
             for bid, why in s.held:
@@ -191,6 +196,7 @@ def _refresh(store: Store, inputs: Inputs, *, deadline: float | None, interval: 
                     f"{p.in_flight_words()}; "
                     f"waited {time.time() - started:.0f}s, next check in {interval - waited:.0f}s")
                 step = min(1.0, interval - waited)
+                checkpoint()
                 time.sleep(step)
                 waited += step
             progress.done()
@@ -223,5 +229,6 @@ def _sleep_until(when: float, progress: Progress, what: str) -> None:
                        f"(in {when - time.time():.0f}s)")
     while (left := when - time.time()) > 0:
         progress.status(f"{what}; next attempt in {left:.0f}s")
+        checkpoint()
         time.sleep(min(1.0, left))
     progress.done()

@@ -116,7 +116,7 @@ def run_demo(directory: str | Path | None, *, progress: Progress, echo: Callable
     from ...ledger.inputs import resolve_inputs
     from ...publish.end_of_run import publish
     from ...run.refresh import refresh
-    from ..support import stop_signal
+    from ...base.stop import checkpoint, stop_signal
     from ...publish.report import render
 
     if directory is None:
@@ -149,6 +149,7 @@ def run_demo(directory: str | Path | None, *, progress: Progress, echo: Callable
             inputs = resolve_inputs(store, config, escape=True)  # once, for the refresh and what it publishes
             outcome = refresh(store, inputs, interval=interval, progress=progress)
             published = publish(store, inputs, command="demo")
+            checkpoint()  # a stop swallowed where it landed is recorded as one (base/stop.py)
             store.end_run("ok")
             echo(render(published.data, "md"))
         except BaseException as e:
