@@ -216,7 +216,8 @@ def _swallowed(sig: int) -> None:
     assert ref() is None
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowing, as meant
+# Under pytest, its own unraisablehook would take the "Exception ignored" this test looks for.
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize(("sig", "code", "said"), [
     (signal.SIGTERM, 143, "Stopped by SIGTERM; state.db is consistent and the next run resumes."),
     (signal.SIGINT, 130, "Interrupted; state.db is consistent and the next run resumes."),
@@ -224,7 +225,8 @@ def _swallowed(sig: int) -> None:
 def test_a_stop_swallowed_where_it_landed_still_stops_the_command(
         sig: int, code: int, said: str, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     """The stop arrives where its Stopped is swallowed (a weakref callback); the command goes on,
-    but it ends as stopped, not as done: exit 128 + N, the run recorded `interrupted`."""
+    but it ends as stopped, not as done: exit 128 + N, the run recorded `interrupted`, and no
+    "Exception ignored ... Traceback" on stderr (CI, stop 35, the second time)."""
     from batchrun.cli import cli
     from batchrun.ledger.store import Store
 
@@ -240,6 +242,7 @@ def test_a_stop_swallowed_where_it_landed_still_stops_the_command(
     result = CliRunner().invoke(cli, ["--config", str(project.config_path), "plan"])
     assert result.exit_code == code, (result.output, result.exception)
     assert said in result.output, result.output
+    assert "Traceback" not in result.output and "Exception ignored" not in result.output, result.output
     runs = project.sql("SELECT command, outcome, ended_at_utc IS NOT NULL AS ended FROM runs_log")
     assert [(r["command"], r["outcome"], r["ended"]) for r in runs] == [("plan", "interrupted", 1)], runs
 

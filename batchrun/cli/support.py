@@ -21,7 +21,7 @@ from ..base.durations import parse_duration
 from ..base.errors import BatchrunError, StateError, environment_error, read_only
 from ..base.progress import Progress
 from ..base.redaction import redact, redact_python_output, short_key_warnings
-from ..base.stop import Stopped, checkpoint, record, stop_signal
+from ..base.stop import Stopped, checkpoint, record, stop_signal, swallowed_stops_unsaid
 
 if TYPE_CHECKING:  # imported where used: `batchrun --help` needs neither the config nor state.db
     from ..ledger.inputs import Inputs
@@ -180,7 +180,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 if signal.getsignal(sig) == usual:
                     previous[sig] = signal.signal(sig, _on_stop)
         try:
-            return run(*args, **kwargs)
+            with swallowed_stops_unsaid():
+                return run(*args, **kwargs)
         except BatchrunError as e:
             fail(e)
         except (OSError, sqlite3.Error) as e:
