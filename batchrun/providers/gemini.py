@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..base.errors import ProviderError
 from . import (
     TOO_LONG,
     TRACE_HEADER,
@@ -47,7 +48,6 @@ from .reading import (
     listed_batches,
     parse_total,
 )
-from ..base.errors import ProviderError
 from .clients import Classified, call, provider_error
 from .probing import online_probe, stated_numbers
 
