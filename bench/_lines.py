@@ -180,7 +180,7 @@ def mark_downloaded(con: sqlite3.Connection, batch_id: str, files: Sequence[Path
                     at: float | None = None, provider_batch_id: str | None = None) -> None:
     """Where poll leaves a batch that ended and whose results were downloaded (poll._follow),
     each file's sha256 recorded as poll records it: collect checks them before reading (resume.
-    refuse_changed_result_files), and a benchmark that left them out would not time that."""
+    send_back_lost_result_files), and a benchmark that left them out would not time that."""
     at = time.time() if at is None else at
     raw_status = {"done": "completed", "expired": "expired"}.get(provider_state, provider_state)
     digests = []

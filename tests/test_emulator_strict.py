@@ -431,3 +431,18 @@ def test_the_cli_passes_models_and_keys(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(module_main, "run_emulator", lambda **k: seen.append(((), k)))
     assert module_main.main(["--port", "0", "--model", "m1", "--key", "k1"]) == 0
     assert (seen[-1][1]["models"], seen[-1][1]["keys"]) == (["m1"], ["k1"])
+
+
+def test_gemini_answers_a_file_it_does_not_hold_403_it_may_not_exist(emu: Emulator, tmp_path: Path) -> None:
+    """Files API: a deleted (or never uploaded, or expired) file is 403 PERMISSION_DENIED "... or it
+    may not exist", not a 404 (googleapis/python-genai#1218; discuss.ai.google.dev/t/50428)."""
+    client = gem(emu)
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"key": "a", "request": {"contents": [{"parts": [{"text": "hi"}]}]}}\n')
+    uploaded = client.files.upload(file=str(path), config={"mime_type": "application/jsonl"})
+    client.files.delete(name=uploaded.name)
+    for call in (lambda: client.files.get(name=uploaded.name), lambda: client.files.download(file=uploaded.name)):
+        with pytest.raises(genai_errors.APIError) as info:
+            call()
+        assert info.value.code == 403 and info.value.status == "PERMISSION_DENIED"
+        assert "You do not have permission to access the File" in info.value.message and "or it may not exist" in info.value.message

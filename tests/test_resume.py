@@ -375,12 +375,14 @@ def _downloaded(project: Project) -> tuple[str, Path]:
     return rows[0]["id"], Path(json.loads(rows[0]["result_files_json"])[0])
 
 
-@pytest.mark.parametrize("transport", ["batch", "sync"])
-def test_a_results_file_changed_after_download_is_refused_by_name(project: Project, emu: EmulatorProcess, transport: str) -> None:
-    routes = dict(ROUTES)
-    if transport == "sync":
-        routes["gpt"] = route("openai", "gpt-5.5", transport="sync", sync_concurrency=1)
-    small_project(project, routes=routes, panel=["judge-a"])
+SYNC_ROUTES = {**ROUTES, "gpt": route("openai", "gpt-5.5", transport="sync", sync_concurrency=1)}
+
+
+def test_a_results_file_changed_after_download_is_refused_by_name(project: Project, emu: EmulatorProcess) -> None:
+    """A sync batch's results file: batchrun's own record of the answers it was sent online, which
+    nothing else holds. (A batch's, which its provider still holds, is downloaded again instead:
+    tests/test_redownload.py.)"""
+    small_project(project, routes=SYNC_ROUTES, panel=["judge-a"])
     assert run_batchrun(project, "submit", emu=emu).returncode == 0
     assert run_batchrun(project, "poll", emu=emu).returncode == 0
     batch, path = _downloaded(project)
@@ -399,7 +401,8 @@ def test_a_results_file_changed_after_download_is_refused_by_name(project: Proje
 
 
 def test_a_deleted_results_file_is_sent_again_as_the_hint_says(project: Project, emu: EmulatorProcess) -> None:
-    make(project)
+    """The refusal's other fix, for a sync batch (nothing but its file holds the answers)."""
+    small_project(project, routes=SYNC_ROUTES, panel=["judge-a"])
     assert run_batchrun(project, "submit", emu=emu).returncode == 0
     assert run_batchrun(project, "poll", emu=emu).returncode == 0
     batch, path = _downloaded(project)

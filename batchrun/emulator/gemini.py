@@ -161,7 +161,13 @@ class Gemini(ResumableUploads, FileApi, BatchApi):
     # ------------------------------------------------------------------ files
 
     def file_missing(self, file_id: str) -> ApiError:
-        return ApiError(404, f"File files/{file_id} not found.", provider=self.name)
+        # The Files API answers a file it does not hold (never uploaded, deleted, or past its 48 h)
+        # with 403 PERMISSION_DENIED, not a 404: "You do not have permission to access the File
+        # xxxx or it may not exist." (googleapis/python-genai#1218 on files.get,
+        # google-gemini/deprecated-generative-ai-js#236 on getFile of an id never uploaded, and
+        # discuss.ai.google.dev/t/50428: files gone after 48 h answer "403: either you don't have
+        # permission or the file is missing").
+        return ApiError(403, f"You do not have permission to access the File {file_id} or it may not exist.", provider=self.name)
 
     def file_json(self, rec: FileRec, ctx: Ctx, version: str | None = None) -> dict:
         version = version or ctx.path.split("/")[1]  # the API version the file was asked under

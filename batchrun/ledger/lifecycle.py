@@ -21,6 +21,11 @@ it (see submit), so a crash anywhere leaves a state the next run can finish. The
   its requests are simply pending again.
 - `withdrawn`: cancelled by the user before it was created (or a sync batch, whose lines poll
   sends itself); its unanswered requests are planned again.
+- `downloaded` → `ended`, the one move back: a result file deleted (or changed) before collect
+  read it is downloaded again by the next poll, not sent and paid for again (the providers keep
+  the results for weeks: see `send_back_lost_result_files` in resume.py). `batches.redownload` says
+  'pending' until it is; 'gone' if the provider no longer held them (then, as before, its
+  requests have no result and are sent again).
 
 `TRANSITIONS` lists every move; `move` refuses any other, so a bug (or a second writer, which the
 lock prevents) cannot silently put a batch where no step expects it. The views in the
@@ -70,8 +75,9 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     # downloaded directly and withdrawn: the sync transport.
     Status.IN_FLIGHT: frozenset({Status.ENDED, Status.DOWNLOADED, Status.WITHDRAWN}),
     Status.ENDED: frozenset({Status.DOWNLOADED}),
-    # withdrawn: `cancel` withdraws a sync batch whatever its status (live ones only).
-    Status.DOWNLOADED: frozenset({Status.COLLECTED, Status.REFUSED, Status.WITHDRAWN}),
+    # withdrawn: `cancel` withdraws a sync batch whatever its status (live ones only). ended: its
+    # result file went missing (or changed) before collect read it: downloaded again (m024).
+    Status.DOWNLOADED: frozenset({Status.COLLECTED, Status.REFUSED, Status.WITHDRAWN, Status.ENDED}),
     Status.COLLECTED: frozenset(),
     Status.ABANDONED: frozenset(),
     Status.SUPERSEDED: frozenset(),
@@ -106,6 +112,11 @@ HOST_REFUSED = "host_refused"
 # `batches.provider_state` of an in-flight batch the user cancelled (`cancel`): batchrun's own mark
 # until the next poll sees the provider end it (and records the provider's final state instead).
 CANCEL_REQUESTED = "cancel_requested"
+# `batches.redownload` (m024): sent back from `downloaded` to `ended` because its result file went
+# missing or changed before collect read it (the next poll downloads it again); and the provider
+# answered that it no longer holds the results (collect reads what is on disk, as before).
+REDOWNLOAD_PENDING = "pending"
+REDOWNLOAD_GONE = "gone"
 
 
 class TransitionError(RuntimeError):

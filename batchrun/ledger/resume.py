@@ -26,12 +26,15 @@ to `poll` and `cancel`, as before.
 
 The other two inputs the manifest lists are files batchrun wrote itself, checked by checksum: a
 request file before any of it is sent (`submit.verify_request_file`), and a downloaded result
-file before collect reads it (`refuse_changed_result_files`, against the sha256 poll recorded).
+file before collect reads it (`send_back_lost_result_files`, against the sha256 poll recorded):
+a result file changed or deleted since is downloaded again from the provider, which keeps the
+results for weeks; only one nothing else holds (a sync batch's) is refused when changed.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,10 +42,11 @@ from typing import Any
 
 from ..base.checksums import file_digest
 from ..base.errors import StateError
+from ..base.progress import SILENT, Progress
 from ..protocol.config import Config
 from .ids import generation_custom_id
 from .inputs import Inputs
-from .lifecycle import CANCEL_REQUESTED, Status
+from .lifecycle import CANCEL_REQUESTED, REDOWNLOAD_GONE, REDOWNLOAD_PENDING, Status, move
 from .store import Store, sql_list
 
 # Batches a provider is running (or that poll is sending online) and that will go on if nothing
@@ -297,23 +301,111 @@ def refuse_changed_inputs(store: Store, inputs: Inputs) -> None:
     raise StateError(message, hint)
 
 
-def refuse_changed_result_files(store: Store, config: Config) -> None:
-    """StateError if a downloaded result file that collect is about to read is no longer the bytes
-    poll recorded (m015): its answers would be scored as the provider's. A missing file is read
-    as before (its requests have no result, and are sent again)."""
+# Why a downloaded result file is downloaded again rather than its requests sent (and paid for)
+# again: each provider keeps a batch's results long after it ends.
+# - OpenAI: the output and error files are Files API files, served by GET /v1/files/{id}/content
+#   until they expire: "By default, files with purpose=batch expire after 30 days and all other
+#   files are persisted until they are manually deleted" (the `expires_after` reference of
+#   files.create); a batch's `output_expires_after` sets the output files' policy instead, "the
+#   anchor is the file creation time", 1 h to 30 days (batches.create; provider-apis.md §2.6).
+# - Anthropic: results are downloadable for 29 days after the batch's `created_at`
+#   (platform.claude.com/docs/en/build-with-claude/batch-processing; provider-apis.md §3.5); then
+#   the batch is still shown, with `archived_at`, "the time at which the Message Batch was archived
+#   and its results became unavailable" (the Message Batch object's reference).
+# - Gemini: the results are the batch's `responsesFile`, a Files API file, for as long as the batch
+#   and the file exist; the docs give no retention for batch output (a user asked on
+#   discuss.ai.google.dev/t/112404) and Files API files "are stored for 48 hours"
+#   (ai.google.dev/gemini-api/docs/files), so a Gemini result file lost days later may be gone.
+# Then, and only then, its requests are sent again: a 404 for a batch sent back here, from a
+# provider that otherwise answers, means the results are gone (run.poll).
+CHANGED_SUFFIX = ".changed"  # a changed result file is kept beside the new download, under this suffix
+
+
+@dataclass(frozen=True)
+class LostFile:
+    """A downloaded result file collect cannot read as the provider's: gone, or changed since."""
+
+    batch: dict[str, Any]
+    path: Path
+    name: str  # as the user names it: relative to the project
+    changed: tuple[str, str] | None  # (sha256 recorded, sha256 now) if it changed; None if it is gone
+
+
+def _lost_files(store: Store, config: Config, check_changes: bool) -> list[LostFile]:
     root = config.path.resolve().parent
-    for b in store.rows("SELECT id, result_files_json, result_files_sha256_json FROM batches WHERE status = ? ORDER BY seq",
-                        [Status.DOWNLOADED]):
-        if not b["result_files_sha256_json"]:
-            continue  # downloaded before batchrun recorded checksums: nothing to compare with
-        for path, sha in zip(json.loads(b["result_files_json"] or "[]"), json.loads(b["result_files_sha256_json"])):
+    lost: list[LostFile] = []
+    for b in store.rows("""SELECT id, route, transport, provider_batch_id, result_files_json, result_files_sha256_json, redownload
+                           FROM batches WHERE status = ? ORDER BY seq""", [Status.DOWNLOADED]):
+        # None for a file downloaded before batchrun recorded checksums (m015): nothing to compare with.
+        shas = json.loads(b["result_files_sha256_json"] or "null") if check_changes else None
+        for i, path in enumerate(json.loads(b["result_files_json"] or "[]")):
             p = Path(path)
-            if not p.is_file() or (actual := file_digest(p)) == sha:
-                continue
-            name = _rel(p, root)
+            if not p.is_file():
+                lost.append(LostFile(b, p, _rel(p, root), None))
+            elif shas and i < len(shas) and (actual := file_digest(p)) != shas[i]:
+                lost.append(LostFile(b, p, _rel(p, root), (shas[i], actual)))
+    return lost
+
+
+def _downloadable_again(b: dict[str, Any], config: Config) -> bool:
+    """Whether the provider can hand the batch's results over again: a provider batch (a sync
+    batch's file is batchrun's own record of online answers: nothing else holds them), of a route
+    still in the config (poll follows no other), not already found gone."""
+    return (b["transport"] != "sync" and bool(b["provider_batch_id"]) and b["route"] in config.routes
+            and b["redownload"] != REDOWNLOAD_GONE)
+
+
+def send_back_lost_result_files(store: Store, config: Config, *, check_changes: bool = True,
+                                progress: Progress = SILENT, then: str = "downloading it again") -> list[str]:
+    """Move each `downloaded` batch whose result file is gone (or, with `check_changes`, no longer
+    the bytes poll recorded, m015) back to `ended`, for poll to download again; the batches moved.
+
+    A changed file is kept beside the new download as NAME.changed. A changed file the provider
+    cannot hand over again (a sync batch's, one whose results the provider no longer held) is
+    refused with a StateError before anything is written: its answers would be scored as the
+    provider's. A gone file that cannot be downloaded again reads as before (its requests have no
+    result, and are sent again)."""
+    lost = _lost_files(store, config, check_changes)
+    for f in lost:
+        if f.changed and not _downloadable_again(f.batch, config):
+            then_sha, now_sha = f.changed
             raise StateError(
-                f"The results file {name} of batch {b['id']} changed after it was downloaded (sha256 {_short(sha)} then, "
-                f"{_short(actual)} now). Refusing to read it: its answers would be scored as the provider's.",
-                f"Put {name} back as it was downloaded (sha256 {sha}) and run again; or delete it and run again: its requests "
+                f"The results file {f.name} of batch {f.batch['id']} changed after it was downloaded (sha256 {_short(then_sha)} then, "
+                f"{_short(now_sha)} now). Refusing to read it: its answers would be scored as the provider's"
+                + (", and the provider no longer holds the results to download again." if f.batch["redownload"] == REDOWNLOAD_GONE
+                   else "."),
+                f"Put {f.name} back as it was downloaded (sha256 {then_sha}) and run again; or delete it and run again: its requests "
                 "then have no result and are sent again (and paid for again). Nothing was changed.",
             )
+    moved: list[str] = []
+    by_batch: dict[str, list[LostFile]] = defaultdict(list)
+    for f in lost:
+        if _downloadable_again(f.batch, config):
+            by_batch[f.batch["id"]].append(f)
+    for bid, files in by_batch.items():
+        for f in files:
+            if f.changed:
+                # Kept, not overwritten: the evidence of what changed it (restored if the provider
+                # no longer holds the results: results_gone).
+                f.path.replace(f.path.with_name(f.path.name + CHANGED_SUFFIX))
+        what = "; ".join(f"{f.name} {'changed after it was downloaded' if f.changed else 'was deleted'}" for f in files)
+        move(store, bid, Status.ENDED, redownload=REDOWNLOAD_PENDING, download_attempts=0, download_truncated=None,
+             error=f"result file lost before collect read it ({what}): downloaded again from the provider, not sent again")
+        moved.append(bid)
+        progress.event(f"{bid} (route {files[0].batch['route']}): {what} before collect read it; {then} from the provider "
+                       "(its requests are not sent again)")
+    return moved
+
+
+def results_gone(store: Store, b: dict[str, Any], why: str) -> str:
+    """A batch sent back for a new download whose results the provider no longer holds: back to
+    `downloaded` with what is on disk (a changed file put back as it was, so collect refuses it as
+    before), its missing lines then read as no result and sent again. The message said."""
+    for path in json.loads(b["result_files_json"] or "[]"):
+        kept = Path(path).with_name(Path(path).name + CHANGED_SUFFIX)
+        if kept.is_file() and not Path(path).exists():
+            kept.replace(path)
+    message = (f"the result file was lost before collect read it and the provider no longer holds the results ({why}): "
+               "its requests without a result are sent again")
+    move(store, b["id"], Status.DOWNLOADED, redownload=REDOWNLOAD_GONE, downloaded_at=time.time(), error=message)
+    return message

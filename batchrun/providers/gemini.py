@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..base.errors import ProviderError
 from . import (
     TOO_LONG,
     TRACE_HEADER,
@@ -46,7 +48,7 @@ from .reading import (
     listed_batches,
     parse_total,
 )
-from .clients import call
+from .clients import Classified, call, provider_error
 from .probing import online_probe, stated_numbers
 
 _STATES: dict[str, BatchState] = {
@@ -59,6 +61,8 @@ _STATES: dict[str, BatchState] = {
 _BLOCKED = {"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "RECITATION", "IMAGE_SAFETY"}
 # Error codes meaning "fix the request": HTTP 400/404 or gRPC INVALID_ARGUMENT(3)/NOT_FOUND(5).
 _INVALID_CODES = {400, 404, 413, 3, 5}
+# A file the Files API does not hold is answered 403 PERMISSION_DENIED with this (see download).
+_FILE_MAY_NOT_EXIST = re.compile(r"permission to access the File .* or it may not exist", re.S)
 # The key was refused: HTTP 401/403 or gRPC UNAUTHENTICATED(16)/PERMISSION_DENIED(7).
 _AUTH_CODES = {401, 403, 16, 7}
 # 400 INVALID_ARGUMENT "The input token count (N) exceeds the maximum number of tokens allowed (M)."
@@ -364,7 +368,18 @@ class GeminiAdapter:
             def do(ref: str = ref) -> Any:
                 return client.files.download(file=ref)  # bytes
 
-            data = call(do, what=f"Downloading result file {ref}", route=route)
+            try:
+                data = call(do, what=f"Downloading result file {ref}", route=route)
+            except ProviderError as e:
+                c: Classified | None = getattr(e, "classified", None)
+                if c is None or c.status != 403 or not _FILE_MAY_NOT_EXIST.search(c.message):
+                    raise
+                # The Files API answers a file it does not hold (deleted, or past its 48 h) 403
+                # "You do not have permission to access the File X or it may not exist"
+                # (googleapis/python-genai#1218, discuss.ai.google.dev/t/50428): a missing file, not
+                # a refused key (the same key has just retrieved the batch). Read as a 404 (poll:
+                # the results are gone, or the route blocked for the run), never "check the key".
+                raise provider_error(replace(c, failure="not_found"), what=f"Downloading result file {ref}", route=route) from e
             target.write_bytes(data)
             paths.append(target)
         return paths

@@ -126,8 +126,8 @@ def build(store: Store, config: Config, results_files: Mapping[Path, str]) -> di
             **({checksum.algorithm: checksum.hexdigest} if checksum else {}),
             "lines": b["n_requests"], "provider_batch_id": b["provider_batch_id"],
         })
-    # Those still on disk: a result file deleted before collect read it (the way out of a file
-    # changed after its download, resume.refuse_changed_result_files) answered nothing published.
+    # Those still on disk: a result file deleted before collect read it whose results the provider
+    # no longer held (resume.results_gone; else it is downloaded again) answered nothing published.
     provider_files = [
         {"batch": batch, "path": relative(Path(path), root), "sha256": sha}
         for batch, path, sha in recorded_provider_files(store) if Path(path).is_file()

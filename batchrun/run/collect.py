@@ -34,7 +34,7 @@ from ..base.progress import SILENT, Progress
 from ..base.redaction import Keys, known_keys, redact, redact_json_line
 from ..ledger import kept
 from ..ledger.cost import billed_output, request_cost
-from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, Status, move
+from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, REDOWNLOAD_GONE, Status, move
 from ..ledger.store import Store
 from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.sync import queue_judgments, sync_state
@@ -86,10 +86,12 @@ def collect(store: Store, config: Config | Inputs, *, progress: Progress = SILEN
     store.check_same_file()  # a phase of its own: never begun on a state.db deleted or replaced under the run
     # Judge requests queued by sync_state (a judge added to the panel or changed) count as new too.
     judge_requests_before = store.scalar("SELECT count(*) FROM requests WHERE stage = 'judge'") or 0
-    from ..ledger.resume import refuse_changed_result_files
+    from ..ledger.resume import send_back_lost_result_files
 
-    # First, before the sync and before any line is read: a refusal leaves state.db as it was.
-    refuse_changed_result_files(store, config)
+    # First, before the sync and before any line is read: a refusal leaves state.db as it was. A
+    # result file deleted or changed since poll downloaded it is downloaded again by the next poll
+    # (the provider keeps the results), never read as "no result" and paid for again.
+    send_back_lost_result_files(store, config, progress=progress, then="the next poll or refresh downloads it again")
     # Answers that came back for requests built from inputs changed since (the batch had ended
     # when the edit came, or was cancelled for it): recorded for audit, never scored, and said so,
     # naming the input (read before the sync, which records the new inputs).
@@ -417,6 +419,8 @@ def collect_batch(store: Store, config: Config, b: dict[str, Any], result: Colle
     for cid in sorted(cid for cid in members if cid not in seen):
         if missing_kind in ("batch_failed", "auth") or b["provider_state"] == HOST_REFUSED:
             message = b["error"]
+        elif b["redownload"] == REDOWNLOAD_GONE:
+            message = b["error"]  # its result file was lost and the provider no longer held the results
         elif b["download_truncated"]:
             message = (f"no readable result line: the result file was still truncated after {b['download_attempts']} "
                        f"download(s) and was accepted as it is ({b['provider_status']})")

@@ -18,6 +18,9 @@ POINTS = (
     "poll.after_retrieve", "poll.after_download", "poll.sync_line",
     "collect.mid_batch", "collect.after_batch",
 )
+# Reached only when a downloaded result file was lost before collect read it (tests/test_redownload.py):
+# poll found that the provider no longer holds the results and is about to record it.
+REDOWNLOAD_POINTS = ("poll.results_gone",)
 
 
 def point(name: str) -> None:

@@ -15,6 +15,12 @@ that cannot be written (a disk error) stops the sending: no new request goes out
 A route whose batch the provider refuses to show or hand over (the key refused, a redirect to
 another host, a 404) is blocked for this run: its other batches are not checked again, the other
 routes go on, and the batch stays where it was at the provider for the next run.
+
+A result file deleted before collect read it (jobs/ cleaned up) sends its batch back to `ended`
+first (resume.send_back_lost_result_files), and it is downloaded again here: the provider keeps
+the results for weeks. Only a 404 for that batch or its file from a provider that answers a
+listing (or a batch that shows no result file any more) means they are gone: then its requests
+have no result and are sent again (resume.results_gone), said by name.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from ..base.errors import DataError, ProviderError
 from ..base.progress import SILENT, Progress
 from ..base.redaction import redact, redact_file, redact_json_line
 from ..ledger.inputs import Inputs, as_inputs
-from ..ledger.lifecycle import TO_FOLLOW, Status, move, record
+from ..ledger.lifecycle import REDOWNLOAD_PENDING, TO_FOLLOW, Status, move, record
+from ..ledger.resume import results_gone, send_back_lost_result_files
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config, Route
 from ..providers import RETRY_AFTER_KEY, TERMINAL_STATES, Adapter, BatchStatus, get_adapter
@@ -146,6 +153,10 @@ def poll_once(store: Store, inputs: Inputs, *, progress: Progress = SILENT, skip
     config = inputs.config
     result = PollResult()
     store.check_same_file()
+    # A result file deleted before collect read it (jobs/ cleaned up, a batch folder removed): the
+    # provider still holds the results, so its batch is followed again and downloaded below
+    # (resume.send_back_lost_result_files). Whether a file changed is collect's to check.
+    send_back_lost_result_files(store, config, check_changes=False, progress=progress)
     following = store.rows(f"SELECT * FROM batches WHERE status IN {sql_list(TO_FOLLOW)} ORDER BY seq")
     if any(b["transport"] == "sync" and b["route"] in config.routes for b in following):
         # poll sends a sync batch's lines itself: an input changed since they were built is
@@ -174,6 +185,12 @@ def poll_once(store: Store, inputs: Inputs, *, progress: Progress = SILENT, skip
             _follow(store, route, b, result, progress, config.paths.jobs)
         except ProviderError as e:
             c: Classified | None = getattr(e, "classified", None)
+            if c is not None and c.failure == "not_found" and b["redownload"] == REDOWNLOAD_PENDING and _answers(route):
+                # Its lost result file was to be downloaded again, and the provider, which answers
+                # otherwise, no longer holds the results (expired, or deleted): then, and only then,
+                # its requests without a result are sent again (resume.results_gone).
+                _gone(store, b, route, e.message, result, progress)
+                continue
             if c is not None and c.failure in _BLOCKING and not getattr(e, "loopback_refused", False):
                 _block(store, config, route, b, c, e, result, progress)
                 continue
@@ -185,6 +202,24 @@ def poll_once(store: Store, inputs: Inputs, *, progress: Progress = SILENT, skip
             result.provider_errors += 1
             result.waiting(b)
     return result
+
+
+def _gone(store: Store, b: dict[str, Any], route: Route, why: str, result: PollResult, progress: Progress) -> None:
+    faults.point("poll.results_gone")
+    message = results_gone(store, b, why)
+    result.downloaded.append(b["id"])
+    progress.event(f"{b['id']} (route {route.name}): {message}")
+
+
+def _answers(route: Route) -> bool:
+    """Whether the route's provider answers a batch listing: a 404 for one batch (or its results)
+    then means that batch's results are gone, not that the base URL or a proxy is wrong (which
+    404s everything, and blocks the route instead)."""
+    try:
+        get_adapter(route.provider).check_batch_access(make_client(route), route)
+    except ProviderError:
+        return False
+    return True
 
 
 def _block(store: Store, config: Config, route: Route, b: dict[str, Any], c: Classified, e: ProviderError, result: PollResult,
@@ -233,6 +268,12 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
             if counts_moved and running.done > 0:
                 progress.event(f"{running.words()} requests done" + (f", about {duration_words(left)} left" if left is not None else ""))
         return
+    if b["redownload"] == REDOWNLOAD_PENDING and not any(status.result_refs):
+        # Sent back for a new download, and the provider now shows no results for it (an archived
+        # Anthropic batch's `results_url` may be null: "archived and its results became
+        # unavailable", the Message Batch object's reference): as a 404 for them, the results are gone.
+        _gone(store, b, route, "the batch shows no result file any more", result, progress)
+        return
     files, attempts, complete = _download(store, b, adapter, client, route, status, jobs)
     names = ", ".join(f.name for f in files)
     if not complete:
@@ -253,11 +294,13 @@ def _follow(store: Store, route: Route, b: dict[str, Any], result: PollResult, p
     elif (b["error"] or "").startswith("result download truncated"):
         record(store, b["id"], error=None)  # fetched whole this time: the earlier notice no longer holds
     faults.point("poll.after_download")
+    again = b["redownload"] == REDOWNLOAD_PENDING
     move(store, b["id"], Status.DOWNLOADED, downloaded_at=time.time(), result_files_json=json.dumps([str(f) for f in files]),
-         result_files_sha256_json=json.dumps([file_digest(f) for f in files]))
+         result_files_sha256_json=json.dumps([file_digest(f) for f in files]),
+         **({"redownload": None, **({"error": None} if complete else {})} if again else {}))
     result.downloaded.append(b["id"])
     if files:
-        progress.event(f"downloaded {b['id']}: {names}")
+        progress.event(f"downloaded {b['id']}{' again' if again else ''}: {names}")
 
 
 def _download(store: Store, b: dict[str, Any], adapter: Adapter, client: Any, route: Route,

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..base.errors import BatchrunError
 from ..ledger.diagnosis import open_problems
-from ..ledger.lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, SPENDING, Status, move, record
+from ..ledger.lifecycle import CANCEL_REQUESTED, LIVE, NOT_CREATED, REDOWNLOAD_PENDING, SPENDING, Status, move, record
 from ..ledger.store import Store, sql_list
 from ..protocol.config import Config
 from ..providers import get_adapter
@@ -28,8 +28,8 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
     for r in cells:
         routes.setdefault(r["route"], {})[r["status"]] = r["n"]
     batches = store.rows("SELECT route, stage, status, count(*) AS n, coalesce(sum(n_requests), 0) AS requests FROM batches GROUP BY route, stage, status ORDER BY route, stage, status")
-    live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_state, provider_batch_id, n_requests, error FROM batches "
-                      f"WHERE status IN {sql_list(LIVE)} ORDER BY seq")
+    live = store.rows(f"SELECT id, route, stage, status, provider_status, provider_state, provider_batch_id, n_requests, error, redownload "
+                      f"FROM batches WHERE status IN {sql_list(LIVE)} ORDER BY seq")
     # Why a submit held each batch not created yet (its latest hold, migration m021).
     holds = {r["batch_id"]: r for r in store.rows(
         f"""SELECT h.batch_id, h.reason, h.held_at FROM batch_holds h JOIN batches b ON b.id = h.batch_id
@@ -44,6 +44,8 @@ def status_data(store: Store, config: Config | None = None, routes_only: Collect
         # until a poll sees the provider end it.
         b["state"] = ("planned (not sent)" if b["status"] in NOT_CREATED
                       else "cancelling (requested)" if b["provider_state"] == CANCEL_REQUESTED and b["status"] == Status.IN_FLIGHT
+                      # its result file was lost before collect read it (m024): the next poll downloads it again
+                      else "ended (downloading the results again)" if b["redownload"] == REDOWNLOAD_PENDING and b["status"] == Status.ENDED
                       else b["status"])
     # A pending cell is either not sent yet (no batch, or a batch planned and not created) or in
     # flight (its generation request is in a batch created at the provider).
