@@ -46,6 +46,7 @@ from .reading import (
     listed_batches,
     parse_total,
 )
+from ..base import netguard
 from .clients import call
 from .probing import online_probe, stated_numbers
 
@@ -283,7 +284,11 @@ class GeminiAdapter:
         http_options: dict[str, Any] = {"timeout": int(timeout * 1000), "client_args": {"event_hooks": hooks}}
         if route.base_url:
             http_options["base_url"] = route.base_url
-        return genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))
+        client = genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))
+        # A host name resolved within the connect timeout and the run's limit: google-genai builds
+        # its sync HTTP client itself (BaseApiClient._httpx_client, google-genai 1.x to 3.x).
+        netguard.resolve_in_time(getattr(getattr(client, "_api_client", None), "_httpx_client", None))
+        return client
 
     def client_base_url(self, client: Any) -> str | None:
         # google-genai keeps it in its API client's HTTP options (GOOGLE_GEMINI_BASE_URL included).

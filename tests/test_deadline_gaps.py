@@ -1,0 +1,193 @@
+"""Issue 24, item 4's last gaps: no call outlives the run's time limit, a host name's resolution
+and a Gemini upload's own retries included; and a real run refuses to poll in a tight loop.
+
+Host names: `emulator.test` (RFC 6761 reserves .test: it never resolves for real). A fake
+`socket.getaddrinfo` (this test's process only) answers it with 127.0.0.1, or never answers;
+every other name and address goes to the real resolver, and nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batchrun.emulator import Emulator
+from batchrun.providers import get_adapter
+from conftest import KEY_ENV, Project, route, task
+
+HOST = "emulator.test"
+LIMIT = 2.0  # seconds: the run's time limit below
+SLACK = 30.0  # as in test_hardening_net: after the limit the run still writes its report (seconds under load)
+
+DOC = "The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist.\n" * 3
+
+
+@pytest.fixture(autouse=True)
+def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+
+
+class FakeResolver:
+    """socket.getaddrinfo for HOST: 127.0.0.1 ("answer"), or a resolver that never answers
+    ("hang": released with an error when the test ends). Records which thread asked."""
+
+    def __init__(self) -> None:
+        self.real = socket.getaddrinfo
+        self.mode = "answer"
+        self.release = threading.Event()
+        self.asked_from: list[str] = []
+
+    def __call__(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != HOST:
+            return self.real(host, port, *args, **kwargs)
+        self.asked_from.append(threading.current_thread().name)
+        if self.mode == "hang":
+            self.release.wait()
+            raise socket.gaierror(socket.EAI_AGAIN, "the test's resolver never answered")
+        return self.real("127.0.0.1", port, *args, **kwargs)
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeResolver]:
+    fake = FakeResolver()
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+    yield fake
+    fake.release.set()
+
+
+def at_host(emu: Emulator, provider: str) -> str:
+    """The emulator's URL for a provider's route, under the host name HOST."""
+    return emu.url.replace("127.0.0.1", HOST) + get_adapter(provider).base_url_suffix
+
+
+def dns_project(project: Project, emu: Emulator, providers: list[str]) -> Project:
+    models = {"openai": "gpt-5.5", "anthropic": "claude-opus-4-8", "gemini": "gemini-2.5-pro"}
+    project.doc("harbor.txt", DOC)
+    project.tasks([task("t1", "When did the crane fail?", "harbor.txt")])
+    project.config(routes={p: route(p, models[p], base_url=at_host(emu, p), allow_insecure_http=True) for p in providers}, panel=[])
+    return project
+
+
+# --- a host name is resolved within the run's time limit -----------------------------------------
+
+def test_a_resolver_that_never_answers_ends_at_the_time_limit(project: Project, emulator: Emulator,
+                                                             resolver: FakeResolver) -> None:
+    """Before: getaddrinfo blocked the run's own thread, where the watchdog cannot reach (it shuts
+    connections; there was none yet): the run lasted as long as the resolver (here, until the
+    test's safety timer released it)."""
+    dns_project(project, emulator, ["openai"])
+    resolver.mode = "hang"
+    safety = threading.Timer(LIMIT + SLACK + 5, resolver.release.set)  # so that a failing run still ends
+    safety.daemon = True
+    safety.start()
+    started = time.monotonic()
+    try:
+        result = project.run("refresh", "--timeout", f"{LIMIT:g}s", "--interval", "0.05")
+    finally:
+        safety.cancel()
+    took = time.monotonic() - started
+    assert took < LIMIT + SLACK, (took, result.output[-2000:])
+    assert result.exit_code == 2, result.output[-3000:]
+    assert "Traceback" not in result.output
+    assert "time limit" in result.stderr, result.stderr[-2000:]
+    assert resolver.asked_from and set(resolver.asked_from) == {"batchrun-resolve"}, resolver.asked_from
+    assert emulator.calls == []  # nothing reached the provider: the name never resolved
+    assert project.sql("PRAGMA integrity_check") == [{"integrity_check": "ok"}]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+def test_every_providers_client_resolves_off_the_calling_thread_and_connects_by_address(provider: str, project: Project, emulator: Emulator,
+                                                                                       resolver: FakeResolver) -> None:
+    """Each adapter's client resolves in the bounded worker (a client built without it asks from
+    the caller's own thread), then connects to the address it got: the call is answered."""
+    from batchrun.providers.clients import make_client
+
+    dns_project(project, emulator, [provider])
+    r = project.load().routes[provider]
+    assert get_adapter(provider).list_recent(make_client(r), r, time.time() - 60) == []
+    assert resolver.asked_from and set(resolver.asked_from) == {"batchrun-resolve"}, resolver.asked_from
+    assert emulator.calls, "the emulator was reached under the host name"
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A certificate for HOST only (no IP address in it), and its key."""
+    pytest.importorskip("cryptography")  # google-auth's dependency, so google-genai's
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOST)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(HOST)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_tls_still_names_the_host_when_the_connection_goes_to_an_address(project: Project, tmp_path: Path, resolver: FakeResolver,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the TCP connect sees the address: the TLS handshake sends the name (SNI), the
+    certificate is checked against the name (it holds no IP address, so a check against the
+    address would fail), and the request's Host header is the name."""
+    from batchrun.providers.clients import make_client
+
+    cert, key = _self_signed(tmp_path)
+    seen: dict[str, Any] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen["host"] = self.headers.get("Host")
+            body = json.dumps({"object": "list", "data": []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    def sni(sock: Any, name: str | None, ctx: Any) -> None:
+        seen["sni"] = name
+
+    context.sni_callback = sni
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the SDK's client trusts this certificate only
+        project.doc("harbor.txt", DOC)
+        project.tasks([task("t1", "When did the crane fail?", "harbor.txt")])
+        project.config(routes={"r": route("openai", "gpt-5.5", base_url=f"https://{HOST}:{server.server_address[1]}/v1")}, panel=[])
+        client = make_client(project.load().routes["r"])
+        assert client.models.list().data == []
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == {"sni": HOST, "host": f"{HOST}:{server.server_address[1]}"}
+    assert set(resolver.asked_from) == {"batchrun-resolve"}
+
