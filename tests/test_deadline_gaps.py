@@ -191,3 +191,35 @@ def test_tls_still_names_the_host_when_the_connection_goes_to_an_address(project
     assert seen == {"sni": HOST, "host": f"{HOST}:{server.server_address[1]}"}
     assert set(resolver.asked_from) == {"batchrun-resolve"}
 
+
+
+# --- a Gemini upload does not sleep past the time limit -----------------------------------------
+
+def test_a_gemini_upload_does_not_sleep_past_the_time_limit(project: Project, emulator: Emulator, tmp_path: Path) -> None:
+    """google-genai resends an upload chunk answered without X-Goog-Upload-Status after sleeping
+    1, 2 and 4 s (_api_client._upload_fd: MAX_RETRY_COUNT 3, INITIAL_RETRY_DELAY 1,
+    DELAY_MULTIPLIER 2): sleeps no hook or watchdog can cut. Before, an upload begun 1.5 s before
+    the limit ended 1.5 s after it (the third chunk refused only after the 2 s sleep), up to 4 s
+    after with a later limit. The emulator answers 429/5xx chunks without the header, as the
+    service does; here every chunk is answered 503."""
+    from batchrun.base import netguard
+    from batchrun.base.errors import ProviderError
+    from batchrun.providers.clients import make_client
+
+    project.doc("harbor.txt", DOC)
+    project.tasks([task("t1", "When did the crane fail?", "harbor.txt")])
+    project.config(routes={"g": route("gemini", "gemini-2.5-pro")}, panel=[])
+    r = project.load(emulator).routes["g"]
+    adapter, client = get_adapter("gemini"), make_client(r)
+    requests = tmp_path / "b1" / "requests.jsonl"
+    requests.parent.mkdir()
+    requests.write_text('{"key": "k1", "request": {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}}\n')
+    emulator.add_fault({"kind": "http_error", "status": 503, "method": "POST", "path": "^/upload/", "query": "upload_id=", "count": -1})
+    limit = 1.5
+    started = time.monotonic()
+    with netguard.time_limit(time.time() + limit), pytest.raises(ProviderError) as failed:
+        adapter.upload(client, r, requests)
+    took = time.monotonic() - started
+    assert took < limit + 0.5, (took, str(failed.value))
+    assert [c for c in emulator.calls if c["path"].startswith("/upload/")], emulator.calls
+    assert "X-Goog-Upload-Status" in str(failed.value) or "time limit" in str(failed.value), failed.value
