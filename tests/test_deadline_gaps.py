@@ -92,7 +92,7 @@ def test_a_resolver_that_never_answers_ends_at_the_time_limit(project: Project, 
     safety.start()
     started = time.monotonic()
     try:
-        result = project.run("refresh", "--timeout", f"{LIMIT:g}s", "--interval", "0.05")
+        result = project.run("refresh", "--timeout", f"{LIMIT:g}s", "--interval", "5s")  # the floor: HOST is not this machine
     finally:
         safety.cancel()
     took = time.monotonic() - started
@@ -223,3 +223,64 @@ def test_a_gemini_upload_does_not_sleep_past_the_time_limit(project: Project, em
     assert took < limit + 0.5, (took, str(failed.value))
     assert [c for c in emulator.calls if c["path"].startswith("/upload/")], emulator.calls
     assert "X-Goog-Upload-Status" in str(failed.value) or "time limit" in str(failed.value), failed.value
+
+
+# --- a real run does not poll in a tight loop ------------------------------------------------------
+
+REMOTE = "https://api.provider.test/v1"  # a provider's API, as far as batchrun can tell: not this machine
+
+
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every host name refused by the resolver (addresses still work): nothing leaves this machine."""
+    real = socket.getaddrinfo
+
+    def refuse(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and host not in ("localhost",) and not host.replace(".", "").isdigit() and ":" not in host:
+            raise socket.gaierror(socket.EAI_NONAME, f"the test's resolver refuses {host!r}")
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+@pytest.mark.parametrize("args", [("poll", "--wait", "--interval", "0"), ("refresh", "--interval", "0"),
+                                  ("refresh", "--timeout", "1h", "--interval", "4.9s")])
+def test_a_real_run_refuses_an_interval_below_the_floor(args: tuple[str, ...], project: Project,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against a provider's API `--interval 0` polled in a loop bounded only by 429 backoff (every
+    batch in flight checked each round). Refused before anything is read or sent: exit 1, the
+    option, the floor and the fix named. The routes' hosts here are the providers' own, never
+    reached: a provider's host under .test (RFC 6761: never resolvable), and a resolver that
+    refuses every name, so that nothing could leave this machine even if the refusal failed."""
+    offline(monkeypatch)
+    project.doc("harbor.txt", DOC)
+    project.tasks([task("t1", "When did the crane fail?", "harbor.txt")])
+    project.config(routes={"gpt": route("openai", "gpt-5.5", base_url=REMOTE),
+                           "local": route("gemini", "gemini-2.5-pro", base_url="http://127.0.0.1:9")}, panel=[])
+    result = project.run(*args)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert "--interval" in result.output and "5s" in result.output and "'gpt'" in result.output, result.output
+    assert "'local'" not in result.output  # a route on this machine is not what the floor protects
+    assert not project.state_path.exists()  # nothing opened, nothing sent
+
+
+@pytest.mark.parametrize("args", [("poll", "--interval", "0"), ("poll", "--wait", "--interval", "5s", "--timeout", "0")])
+def test_an_interval_at_the_floor_or_unused_is_accepted(args: tuple[str, ...], project: Project,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`poll` without --wait checks once (its --interval is not used); 5 s is the floor itself."""
+    offline(monkeypatch)
+    project.doc("harbor.txt", DOC)
+    project.tasks([task("t1", "When did the crane fail?", "harbor.txt")])
+    project.config(routes={"gpt": route("openai", "gpt-5.5", base_url=REMOTE)}, panel=[])
+    result = project.run(*args)
+    assert result.exit_code == 0, result.output
+    assert "0 batch(es) in flight" in result.output
+
+
+def test_a_rehearsal_and_routes_on_this_machine_may_poll_as_often_as_they_like(project: Project, emulator: Emulator) -> None:
+    project.doc("harbor.txt", DOC)
+    project.tasks([task("t1", "When did the crane fail?", "harbor.txt")])
+    project.config(routes={"gpt": route("openai", "gpt-5.5")}, panel=[])
+    assert project.run("poll", "--wait", "--interval", "0", emulator=emulator).exit_code == 0  # a rehearsal
+    project.rehearsing = False
+    project.point_at(emulator)  # a real run, every route on this machine
+    assert project.run("poll", "--wait", "--interval", "0").exit_code == 0

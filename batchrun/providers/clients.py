@@ -166,6 +166,20 @@ def _reaches_this_machine(host: str) -> bool:
     return ip.is_loopback or ip.is_unspecified
 
 
+def off_this_machine(route: RouteView) -> bool:
+    """Whether a route's calls leave this machine: its base_url's host (without one, its
+    provider's own API host) is not loopback. The emulator and a local stand-in are on it."""
+    from urllib.parse import urlsplit
+
+    if route.base_url is None:
+        return True  # the provider's host (or its SDK's *_BASE_URL, which make_client refuses on loopback)
+    try:
+        host = urlsplit(route.base_url).hostname or ""
+    except ValueError:
+        return True
+    return not _reaches_this_machine(host)
+
+
 def _refuse_loopback_from_environment(client: Any, route: RouteView) -> None:
     """A route without a base_url goes where its SDK's own variable says (OPENAI_BASE_URL...).
     Pointing at this machine, that is what a rehearsal on the emulator leaves in a shell: a real
