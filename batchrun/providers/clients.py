@@ -167,14 +167,16 @@ def _reaches_this_machine(host: str) -> bool:
 
 
 def off_this_machine(route: RouteView) -> bool:
-    """Whether a route's calls leave this machine: its base_url's host (without one, its
-    provider's own API host) is not loopback. The emulator and a local stand-in are on it."""
+    """Whether a route's calls leave this machine: the host of its base_url (without one, of its
+    SDK's *_BASE_URL variable, else its provider's API) is not loopback. The emulator and a local
+    stand-in are on it. Nothing is built or sent."""
     from urllib.parse import urlsplit
 
-    if route.base_url is None:
-        return True  # the provider's host (or its SDK's *_BASE_URL, which make_client refuses on loopback)
+    base = route.base_url if route.base_url is not None else os.environ.get(get_adapter(route.provider).sdk_base_url_env)
+    if not base:
+        return True  # the provider's own API
     try:
-        host = urlsplit(route.base_url).hostname or ""
+        host = urlsplit(base).hostname or ""
     except ValueError:
         return True
     return not _reaches_this_machine(host)
