@@ -278,22 +278,22 @@ class _ResolveInTime:
         # maps to its own (and the SDKs to their connection errors).
         self._errors = importlib.import_module(type(inner).__module__.partition(".")[0])
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> Any:
+    def connect_tcp(self, host: str, port: int, **kwargs: Any) -> Any:
+        # kwargs as httpcore passes them (timeout, local_address, socket_options), handed on as they are.
         if _is_address(host):
-            return self._inner.connect_tcp(host, port, timeout=timeout, local_address=local_address, socket_options=socket_options)
+            return self._inner.connect_tcp(host, port, **kwargs)
+        timeout = kwargs.get("timeout")
         last: Exception | None = None
-        for address in self._resolve(host, port, timeout):
+        for address in self._resolve(host, timeout):
             try:
-                return self._inner.connect_tcp(address, port, timeout=_capped(timeout), local_address=local_address,
-                                               socket_options=socket_options)
+                return self._inner.connect_tcp(address, port, **{**kwargs, "timeout": _capped(timeout)})
             except (self._errors.ConnectError, self._errors.ConnectTimeout) as e:
                 last = e
                 if passed():
                     break
         raise last if last is not None else self._errors.ConnectError(f"no address for {host!r}")
 
-    def _resolve(self, host: str, port: int, timeout: float | None) -> list[str]:
+    def _resolve(self, host: str, timeout: float | None) -> list[str]:
         wait = _capped(timeout)
         if wait is not None and wait <= 0:
             raise self._errors.ConnectTimeout(f"no time left to resolve {host!r}")
@@ -302,7 +302,7 @@ class _ResolveInTime:
         def work() -> None:
             try:
                 # Looked up at call time: socket.getaddrinfo as socket.create_connection calls it.
-                found["infos"] = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+                found["infos"] = socket.getaddrinfo(host, None, 0, socket.SOCK_STREAM)
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 found["error"] = e
 

@@ -141,12 +141,11 @@ def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
     return d.get(camel, d.get(snake))
 
 
-
 def _sdk_chunk_sleeps() -> float:
     """The seconds google-genai sleeps, at most, resending one upload chunk answered without
-    X-Goog-Upload-Status (_api_client._upload_fd: INITIAL_RETRY_DELAY * DELAY_MULTIPLIER**i for
-    each of MAX_RETRY_COUNT tries, 1 + 2 + 4 s in 1.x to 3.x; the last sleep comes after the last
-    try, before the SDK gives up)."""
+    X-Goog-Upload-Status (google-genai 3.6, _api_client._upload_fd: INITIAL_RETRY_DELAY *
+    DELAY_MULTIPLIER**i for each of MAX_RETRY_COUNT tries, 1 + 2 + 4 s; the last sleep comes after
+    the last try, before the SDK gives up). Read from the SDK, so another version's values count."""
     from google.genai import _api_client as sdk
 
     first, factor, tries = (getattr(sdk, name, default) for name, default in
@@ -170,6 +169,7 @@ def _chunk_without_upload_status(response: Any) -> None:
         f"an upload chunk was answered HTTP {response.status_code} without X-Goog-Upload-Status, and google-genai's resends "
         f"(after sleeping up to {_sdk_chunk_sleeps():g} s) would outlast the run's time limit ({max(left, 0):.1f} s left)",
         status=response.status_code)
+
 
 class GeminiAdapter:
     name: str = "gemini"
@@ -317,7 +317,8 @@ class GeminiAdapter:
             http_options["base_url"] = route.base_url
         client = genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))
         # A host name resolved within the connect timeout and the run's limit: google-genai builds
-        # its sync HTTP client itself (BaseApiClient._httpx_client, google-genai 1.x to 3.x).
+        # its sync HTTP client itself (BaseApiClient._httpx_client in 3.x; a version without it
+        # keeps the SDK's own resolution).
         netguard.resolve_in_time(getattr(getattr(client, "_api_client", None), "_httpx_client", None))
         return client
 
