@@ -296,7 +296,7 @@ class _ResolveInTime:
     def _resolve(self, host: str, timeout: float | None) -> list[str]:
         wait = _capped(timeout)
         if wait is not None and wait <= 0:
-            raise self._errors.ConnectTimeout(f"no time left to resolve {host!r}")
+            raise self._errors.ConnectError(f"no time left to resolve {host!r}: nothing was sent")
         found: dict[str, Any] = {}
 
         def work() -> None:
@@ -312,7 +312,9 @@ class _ResolveInTime:
         worker.start()
         worker.join(wait)
         if worker.is_alive():
-            raise self._errors.ConnectTimeout(f"resolving {host!r} took longer than {wait:.3g} s")
+            # A ConnectError (not a timeout): no connection was opened, so nothing was sent, which
+            # is what clients.never_connected tells a create that may be sent again from.
+            raise self._errors.ConnectError(f"resolving {host!r} took longer than {wait:.3g} s: nothing was sent")
         if "error" in found:
             raise self._errors.ConnectError(f"resolving {host!r}: {found['error']}") from found["error"]
         return list(dict.fromkeys(str(info[4][0]) for info in found["infos"]))  # in the resolver's order, once each
