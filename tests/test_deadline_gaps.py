@@ -119,6 +119,24 @@ def test_every_providers_client_resolves_off_the_calling_thread_and_connects_by_
     assert emulator.calls, "the emulator was reached under the host name"
 
 
+def test_a_call_cut_while_resolving_is_known_unsent(project: Project, emulator: Emulator, resolver: FakeResolver) -> None:
+    """No connection was opened, so nothing was sent: classified "deadline" and not connected
+    (a create cut there is known unsent, not uncertain)."""
+    from batchrun.base import netguard
+    from batchrun.base.errors import ProviderError
+    from batchrun.providers.clients import make_client
+
+    dns_project(project, emulator, ["openai"])
+    r = project.load().routes["openai"]
+    client = make_client(r)
+    resolver.mode = "hang"
+    with netguard.time_limit(time.time() + 0.3), pytest.raises(ProviderError) as failed:
+        get_adapter("openai").list_recent(client, r, time.time() - 60)
+    c = failed.value.classified  # type: ignore[attr-defined]
+    assert (c.failure, c.connected) == ("deadline", False), c
+    assert emulator.calls == []
+
+
 def _self_signed(tmp: Path) -> tuple[Path, Path]:
     """A certificate for HOST only (no IP address in it), and its key."""
     pytest.importorskip("cryptography")  # google-auth's dependency, so google-genai's
