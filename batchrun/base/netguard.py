@@ -24,10 +24,24 @@ pass to their httpx or httpx2 client):
    clients opened (each is registered through httpcore's `trace` extension when it connects), so
    whatever call is still running fails at once. `clients.classify` reads such a failure as
    "deadline": not now, the next run resumes.
+
+   A host name is resolved before there is a connection to shut: `getaddrinfo` blocks in C (a
+   resolver that does not answer holds it for the resolver's own timeouts and retries, or
+   longer), and httpcore's connect timeout does not cover it (its sync backend calls
+   `socket.create_connection`, whose timeout starts after the name is resolved). So each HTTP
+   client the adapters build gets `resolve_in_time`: httpcore's network backend (the documented
+   `network_backend` of its connection pools) wrapped so that a name is resolved in a worker
+   thread, waited for no longer than the connect timeout and the time left, and the connection
+   then opened by address. Only the TCP connect sees the address: TLS (SNI and the certificate
+   check) and the Host header still use the name from the URL (httpcore passes the origin's host
+   to `start_tls`, not the stream's address). Nothing global is patched: other code in the
+   process resolves as before.
 """
 
 from __future__ import annotations
 
+import importlib
+import ipaddress
 import socket
 import threading
 import time
@@ -231,3 +245,98 @@ def _traced(inner: Callable[[str, dict[str, Any]], Any] | None) -> Callable[[str
 
     trace._batchrun = True  # type: ignore[attr-defined]
     return trace
+
+
+# --- name resolution within the run's time limit ---------------------------------------------
+
+def resolve_in_time(http_client: Any) -> int:
+    """Make every connection pool of an httpx (or httpx2) client resolve host names within the
+    connect timeout and the run's time limit (see the module docstring); the number of pools
+    changed. The pools are the client's transport and its proxy mounts (`_transport`, `_mounts`:
+    httpx has no public way to give a client's pools a network backend, though httpcore's pools
+    take one); a client of another shape is left as it is (0)."""
+    transports = [getattr(http_client, "_transport", None), *(getattr(http_client, "_mounts", None) or {}).values()]
+    changed = 0
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is None or isinstance(backend, _ResolveInTime) or not hasattr(backend, "connect_tcp"):
+            continue
+        pool._network_backend = _ResolveInTime(backend)  # type: ignore[union-attr]
+        changed += 1
+    return changed
+
+
+class _ResolveInTime:
+    """An httpcore (or httpcore2) sync network backend: `inner`'s, with the host name resolved in
+    a worker thread that is waited for no longer than the connect timeout and the time left, then
+    each address tried in turn (as `socket.create_connection` does)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        # The httpcore package `inner` belongs to: its ConnectError/ConnectTimeout are what httpx
+        # maps to its own (and the SDKs to their connection errors).
+        self._errors = importlib.import_module(type(inner).__module__.partition(".")[0])
+
+    def connect_tcp(self, host: str, port: int, **kwargs: Any) -> Any:
+        # kwargs as httpcore passes them (timeout, local_address, socket_options), handed on as they are.
+        if _is_address(host):
+            return self._inner.connect_tcp(host, port, **kwargs)
+        timeout = kwargs.get("timeout")
+        last: Exception | None = None
+        for address in self._resolve(host, timeout):
+            try:
+                return self._inner.connect_tcp(address, port, **{**kwargs, "timeout": _capped(timeout)})
+            except (self._errors.ConnectError, self._errors.ConnectTimeout) as e:
+                last = e
+                if passed():
+                    break
+        raise last if last is not None else self._errors.ConnectError(f"no address for {host!r}")
+
+    def _resolve(self, host: str, timeout: float | None) -> list[str]:
+        wait = _capped(timeout)
+        if wait is not None and wait <= 0:
+            raise self._errors.ConnectError(f"no time left to resolve {host!r}: nothing was sent")
+        found: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                # Looked up at call time: socket.getaddrinfo as socket.create_connection calls it.
+                found["infos"] = socket.getaddrinfo(host, None, 0, socket.SOCK_STREAM)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                found["error"] = e
+
+        # A daemon thread: a resolver that never answers holds only this thread, and never the
+        # process's exit (a ThreadPoolExecutor's workers are joined at exit).
+        worker = threading.Thread(target=work, name="batchrun-resolve", daemon=True)
+        worker.start()
+        worker.join(wait)
+        if worker.is_alive():
+            # A ConnectError (not a timeout): no connection was opened, so nothing was sent, which
+            # is what clients.never_connected tells a create that may be sent again from.
+            raise self._errors.ConnectError(f"resolving {host!r} took longer than {wait:.3g} s: nothing was sent")
+        if "error" in found:
+            raise self._errors.ConnectError(f"resolving {host!r}: {found['error']}") from found["error"]
+        return list(dict.fromkeys(str(info[4][0]) for info in found["infos"]))  # in the resolver's order, once each
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.connect_unix_socket(*args, **kwargs)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _capped(timeout: float | None) -> float | None:
+    """A connect timeout capped at the run's time left (None: neither limits it)."""
+    left = remaining()
+    if left is None:
+        return timeout
+    return left if timeout is None else min(timeout, left)
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..base.errors import BatchrunError
 from ..base.redaction import redact
 from .support import (
     EXIT_INCOMPLETE,
@@ -171,6 +172,35 @@ def submit(ctx: Context, routes: tuple[str, ...], stages: tuple[str, ...], dry_r
         sys.exit(EXIT_INCOMPLETE)
 
 
+# The shortest --interval a run against a provider's API may use. Each round checks every batch
+# in flight (one status call each), and a batch takes up to 24 hours (OpenAI's completion_window,
+# Anthropic's and Gemini's batch guides): checking every second learns nothing sooner and spends
+# the batch endpoints' own rate limit (Anthropic: 1,000 requests per minute on all batch endpoints
+# at the start tier, and "a rate of 60 requests per minute (RPM) may be enforced as 1 request per
+# second", docs.anthropic.com/claude/reference/rate-limits; its own polling example sleeps 60 s
+# between checks, docs.anthropic.com/en/api/messages-batch-examples). 0 was a loop bounded only by
+# 429 backoff. 5 s keeps tens of batches in flight well inside such limits and is still quick
+# enough to watch a small batch; the default is 30 s. Rehearsals and routes on this machine (the
+# emulator, the tests) take any interval.
+MIN_INTERVAL = 5.0
+
+
+def check_interval(config: Config, interval: float) -> None:
+    """Refuse an --interval below MIN_INTERVAL for a run that polls a provider's API."""
+    if interval >= MIN_INTERVAL or config.rehearsal:
+        return
+    from ..providers.clients import off_this_machine
+
+    remote = [name for name, r in config.routes.items() if off_this_machine(r)]
+    if remote:
+        raise BatchrunError(
+            f"--interval {interval:g}s is below the {MIN_INTERVAL:g}s floor for a run against a provider's API "
+            f"(route{'s' if len(remote) > 1 else ''} {', '.join(repr(n) for n in remote)}): every batch in flight is "
+            "checked each round, and polling that often only spends the provider's rate limit.",
+            f"Use --interval {MIN_INTERVAL:g}s or more (the default, 30s, suits batches that take minutes to hours); "
+            "shorter intervals are for rehearsals on the emulator (--emulator URL). Nothing was sent.")
+
+
 @click.command()
 @click.option("--wait", is_flag=True, help="Block until nothing is in flight.")
 @click.option("--interval", type=seconds(), default="30s", show_default=True, help="Time between checks with --wait (90, 90s, 45m, 6h).")
@@ -183,6 +213,8 @@ def poll(ctx: Context, wait: bool, interval: float, timeout: float | None, wait_
     from ..run.poll import poll as do_poll
 
     config = ctx.config()
+    if wait:  # without --wait, poll checks once and --interval is not used
+        check_interval(config, interval)
     until = time.time() + timeout if wait and timeout is not None else None  # --wait --timeout: the lock counts too
     with writer(ctx, "poll", config, wait_lock=wait_lock, until=until) as (store, inputs):
         r = do_poll(store, inputs, wait=wait, interval=interval, timeout=timeout, progress=ctx.progress())
@@ -238,6 +270,7 @@ def refresh(ctx: Context, timeout_: float | None, until: str | None, interval: f
     from ..run.refresh import refresh as do_refresh
 
     config = ctx.config()
+    check_interval(config, interval)
     deadline = deadline_from(timeout_, check_until(until))
     with writer(ctx, "refresh", config, wait_lock=wait_lock, until=deadline) as (store, inputs):
         outcome = do_refresh(store, inputs, deadline=deadline, interval=interval, budget=budget, preflight=not no_preflight,

@@ -45,9 +45,10 @@ mangle_json        a JSON answer (status 200) is rewritten: ``set`` maps   per m
 =================  ======================================================  ====================
 
 Matchers: ``method`` (exact, case-insensitive), ``path`` (``re.search`` on the URL path, no query),
-``provider``, ``model`` (exact, bare name), ``custom_id`` (exact), ``prompt_contains`` (substring).
+``query`` (``re.search`` on the URL's query string: ``upload_id=`` tells a Gemini upload chunk
+from the upload start, both POSTs to one path), ``provider``, ``model`` (exact, bare name), ``custom_id`` (exact), ``prompt_contains`` (substring).
 A matcher that is absent matches everything; a matcher the event does not carry (``model`` on an
-HTTP call, ``path`` on a batch line) never matches. HTTP faults see method, path and provider;
+HTTP call, ``path`` on a batch line) never matches. HTTP faults see method, path, query and provider;
 request faults see provider, model, custom_id and prompt; batch faults see provider and model;
 ``truncate`` sees provider; ``corrupt_line`` sees provider, model and custom_id; ``omit_header``
 sees method, path and provider. Faults are tried in the order they were added.
@@ -83,7 +84,7 @@ KINDS = {
     "mangle_json",
 }
 HTTP_KINDS = {"http_error", "drop", "echo_key"}
-MATCHERS = ("method", "path", "provider", "model", "custom_id", "prompt_contains")
+MATCHERS = ("method", "path", "query", "provider", "model", "custom_id", "prompt_contains")
 
 
 def check_seconds(value: Any, what: str = "latency") -> float:
@@ -181,7 +182,7 @@ class FaultSet:
             if key == "method":
                 if have is None or str(have).upper() != str(want).upper():
                     return False
-            elif key == "path":
+            elif key in ("path", "query"):
                 if have is None or not re.search(want, have):
                     return False
             elif key == "prompt_contains":

@@ -356,7 +356,7 @@ class Emulator:
         # Each call is logged *before* its response goes out, so a client that has its answer
         # always finds the call in `calls` (status 0 = connection dropped, no response).
         try:
-            fault = None if path.startswith("/_emulator") else core.faults.take(HTTP_KINDS, {"method": method, "path": path, "provider": provider})
+            fault = None if path.startswith("/_emulator") else core.faults.take(HTTP_KINDS, {"method": method, "path": path, "query": split.query, "provider": provider})
             if fault and fault["kind"] == "drop" and fault["when"] == "before":
                 body.drain()
                 core.record_call(method, path, 0)

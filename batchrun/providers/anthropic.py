@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base import netguard
 from ..base.errors import ProviderError
 from . import (
     TOO_LONG,
@@ -197,11 +198,14 @@ class AnthropicAdapter:
     def make_client(self, route: RouteView, key: str, *, timeout: float, hooks: dict[str, list[Callable[[Any], None]]]) -> Any:
         import anthropic
 
+        # The SDK's own HTTP client settings (timeouts, limits, redirects, TCP keepalive), with our
+        # event hooks; a host name is resolved within the connect timeout and the run's limit.
+        http = anthropic.DefaultHttpxClient(event_hooks=hooks)
+        netguard.resolve_in_time(http)
         return anthropic.Anthropic(
             api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout,
             default_headers={"anthropic-version": route.api_version or self.default_api_version or ""},
-            # The SDK's own HTTP client settings (timeouts, limits, redirects), with our event hooks.
-            http_client=anthropic.DefaultHttpxClient(event_hooks=hooks),
+            http_client=http,
         )
 
     def client_base_url(self, client: Any) -> str | None:

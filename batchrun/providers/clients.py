@@ -166,6 +166,22 @@ def _reaches_this_machine(host: str) -> bool:
     return ip.is_loopback or ip.is_unspecified
 
 
+def off_this_machine(route: RouteView) -> bool:
+    """Whether a route's calls leave this machine: the host of its base_url (without one, of its
+    SDK's *_BASE_URL variable, else its provider's API) is not loopback. The emulator and a local
+    stand-in are on it. Nothing is built or sent."""
+    from urllib.parse import urlsplit
+
+    base = route.base_url if route.base_url is not None else os.environ.get(get_adapter(route.provider).sdk_base_url_env)
+    if not base:
+        return True  # the provider's own API
+    try:
+        host = urlsplit(base).hostname or ""
+    except ValueError:
+        return True
+    return not _reaches_this_machine(host)
+
+
 def _refuse_loopback_from_environment(client: Any, route: RouteView) -> None:
     """A route without a base_url goes where its SDK's own variable says (OPENAI_BASE_URL...).
     Pointing at this machine, that is what a rehearsal on the emulator leaves in a shell: a real

@@ -48,6 +48,7 @@ from .reading import (
     listed_batches,
     parse_total,
 )
+from ..base import netguard
 from .clients import Classified, call, provider_error
 from .probing import online_probe, stated_numbers
 
@@ -142,6 +143,36 @@ def _timestamp(value: Any) -> float | None:
 def _get(d: dict[str, Any], camel: str, snake: str) -> Any:
     # Result files use proto-JSON camelCase; SDK objects dumped online use snake_case.
     return d.get(camel, d.get(snake))
+
+
+def _sdk_chunk_sleeps() -> float:
+    """The seconds google-genai sleeps, at most, resending one upload chunk answered without
+    X-Goog-Upload-Status (google-genai 3.6, _api_client._upload_fd: INITIAL_RETRY_DELAY *
+    DELAY_MULTIPLIER**i for each of MAX_RETRY_COUNT tries, 1 + 2 + 4 s; the last sleep comes after
+    the last try, before the SDK gives up). Read from the SDK, so another version's values count."""
+    from google.genai import _api_client as sdk
+
+    first, factor, tries = (getattr(sdk, name, default) for name, default in
+                            (("INITIAL_RETRY_DELAY", 1), ("DELAY_MULTIPLIER", 2), ("MAX_RETRY_COUNT", 3)))
+    return float(sum(first * factor**i for i in range(tries)))
+
+
+def _chunk_without_upload_status(response: Any) -> None:
+    """An event hook (every response of a Gemini client): an upload chunk answered without
+    X-Goog-Upload-Status (a 429 or 5xx: the service sets it on other answers) is resent by
+    google-genai after `time.sleep`s of 1, 2 and 4 s, which nothing can cut, so within a run's
+    time limit shorter than those sleeps it is the caller's failure at once instead (a transient
+    one: `clients.call` retries the upload while there is time, the next run otherwise). With the
+    time to spare (or no limit) the SDK resends the chunk as it always did."""
+    if "x-goog-upload-command" not in response.request.headers or response.headers.get("x-goog-upload-status"):
+        return
+    left = netguard.remaining()
+    if left is None or left > _sdk_chunk_sleeps():
+        return
+    raise MalformedResponse(
+        f"an upload chunk was answered HTTP {response.status_code} without X-Goog-Upload-Status, and google-genai's resends "
+        f"(after sleeping up to {_sdk_chunk_sleeps():g} s) would outlast the run's time limit ({max(left, 0):.1f} s left)",
+        status=response.status_code)
 
 
 class GeminiAdapter:
@@ -284,10 +315,16 @@ class GeminiAdapter:
 
         # client_args: passed to the sync httpx/httpx2 client google-genai builds (which follows
         # redirects); the hooks see every request, the resumable upload's chunks included.
+        hooks = {**hooks, "response": [*hooks.get("response", []), _chunk_without_upload_status]}
         http_options: dict[str, Any] = {"timeout": int(timeout * 1000), "client_args": {"event_hooks": hooks}}
         if route.base_url:
             http_options["base_url"] = route.base_url
-        return genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))
+        client = genai.Client(api_key=key, http_options=types.HttpOptions(**http_options))
+        # A host name resolved within the connect timeout and the run's limit: google-genai builds
+        # its sync HTTP client itself (BaseApiClient._httpx_client in 3.x; a version without it
+        # keeps the SDK's own resolution).
+        netguard.resolve_in_time(getattr(getattr(client, "_api_client", None), "_httpx_client", None))
+        return client
 
     def client_base_url(self, client: Any) -> str | None:
         # google-genai keeps it in its API client's HTTP options (GOOGLE_GEMINI_BASE_URL included).

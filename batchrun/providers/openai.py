@@ -55,6 +55,7 @@ from .reading import (
     text_field,
     wrong_types,
 )
+from ..base import netguard
 from ..base.redaction import redact
 from .clients import call, log
 from .probing import online_probe, stated_numbers
@@ -210,8 +211,9 @@ class OpenAIAdapter:
 
         # DefaultHttpxClient: the SDK's own HTTP client settings (timeouts, limits, redirects),
         # with our event hooks.
-        return openai.OpenAI(api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout,
-                             http_client=openai.DefaultHttpxClient(event_hooks=hooks))
+        http = openai.DefaultHttpxClient(event_hooks=hooks)
+        netguard.resolve_in_time(http)  # a host name is resolved within the connect timeout and the run's limit
+        return openai.OpenAI(api_key=key, base_url=route.base_url, max_retries=0, timeout=timeout, http_client=http)
 
     def client_base_url(self, client: Any) -> str | None:
         base = getattr(client, "base_url", None)  # without base_url in the route: OPENAI_BASE_URL, else the default
