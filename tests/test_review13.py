@@ -32,3 +32,47 @@ def test_a_stop_leaves_a_library_callers_own_signal_handler_in_place(theirs: int
         assert signal.getsignal(theirs) is theirs_handler
     finally:
         signal.signal(theirs, before)
+
+
+def test_poll_wait_whose_stop_was_swallowed_ends_at_its_next_round(project: Any) -> None:
+    """`poll --wait` loops until every batch ends (a day, for a slow provider) as refresh does: a
+    stop recorded but swallowed where it landed (base/stop.py) ends it at its next round, not when
+    the last batch ends. Before: it polled on to its --timeout."""
+    from batchrun.base import stop
+    from batchrun.emulator import Emulator
+    from batchrun.run.poll import poll
+    from conftest import small_project
+
+    small_project(project)
+    emu = Emulator(port=0, latency=30.0).start()
+    try:
+        assert project.run("submit", emulator=emu).exit_code == 0
+        store = project.store()
+        before = stop.record(signal.SIGTERM)
+        try:
+            with pytest.raises(stop.Stopped):
+                poll(store, project.load(emu), wait=True, interval=0.05, timeout=1.0)
+        finally:
+            stop.record(before)
+            store.close()
+    finally:
+        emu.stop()
+
+
+def test_wait_lock_whose_stop_was_swallowed_stops_waiting(tmp_path: Any) -> None:
+    """--wait-lock waits for another writer (a whole night's refresh) in a loop: a stop recorded but
+    swallowed ends the wait. Before: it waited on until the lock came free or its time limit."""
+    import time
+
+    from batchrun.base import stop
+    from batchrun.ledger.lock import WriterLock
+
+    db = tmp_path / "state.db"
+    holder = WriterLock(db, "refresh").acquire()
+    before = stop.record(signal.SIGTERM)
+    try:
+        with pytest.raises(stop.Stopped):
+            WriterLock(db, "poll").acquire(wait=True, until=time.time() + 1.0)
+    finally:
+        stop.record(before)
+        holder.release()

@@ -32,6 +32,7 @@ from ..base.checksums import file_digest
 from ..base.errors import DataError, ProviderError
 from ..base.progress import SILENT, Progress
 from ..base.redaction import redact, redact_file, redact_json_line
+from ..base.stop import checkpoint
 from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.lifecycle import TO_FOLLOW, Status, move, record
 from ..ledger.store import Store, sql_list
@@ -463,6 +464,9 @@ def _poll(store: Store, inputs: Inputs, *, wait: bool, interval: float, timeout:
             progress.done()
             return result
         progress.status(f"{result.in_flight_words()}; waited {waited:.0f}s")
+        # `--wait` loops until every batch ends: a stop swallowed where it landed ends it here, as
+        # it ends refresh's rounds (base/stop.py), not when the last batch ends.
+        checkpoint()
         time.sleep(interval)
 
 
