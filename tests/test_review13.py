@@ -76,3 +76,25 @@ def test_wait_lock_whose_stop_was_swallowed_stops_waiting(tmp_path: Any) -> None
     finally:
         stop.record(before)
         holder.release()
+
+
+def test_a_sync_routes_sends_stop_at_a_stop_swallowed_where_it_landed(project: Any, emulator: Any) -> None:
+    """A sync route's batch is sent one online request at a time by worker threads (hours for a
+    slow model, each request paid): a stop recorded but swallowed where it landed sends no more.
+    Before: every request went out and the batch completed."""
+    from batchrun.base import stop
+    from batchrun.run.poll import poll
+    from conftest import batch_requests, route, small_project
+
+    small_project(project, routes={"s": route("anthropic", "claude-sonnet-4-6", transport="sync")}, panel=[])
+    assert project.run("submit", emulator=emulator).exit_code == 0
+    assert batch_requests(emulator) == []  # (submit sends a sync route's lines from poll)
+    store = project.store()
+    before = stop.record(signal.SIGTERM)
+    try:
+        with pytest.raises(stop.Stopped):
+            poll(store, project.load(emulator))
+    finally:
+        stop.record(before)
+        store.close()
+    assert batch_requests(emulator) == []

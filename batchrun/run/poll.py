@@ -380,6 +380,9 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             unsent.set()
             return
         try:
+            # A stop swallowed where it landed in the main thread (base/stop.py) sends no more
+            # paid requests: raised here, fut.result() raises it in the main thread.
+            checkpoint()
             send_one(raw)
         except BaseException:
             stop.set()
