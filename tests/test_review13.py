@@ -98,3 +98,34 @@ def test_a_sync_routes_sends_stop_at_a_stop_swallowed_where_it_landed(project: A
         stop.record(before)
         store.close()
     assert batch_requests(emulator) == []
+
+
+_FSIZE_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+from batchrun.cli import cli
+sys.argv = ["batchrun", "--config", sys.argv[2], "submit", "--dry-run"]
+cli()
+"""
+
+
+def test_a_dry_run_whose_temporary_copy_cannot_be_written_names_the_copy_not_state_db(project: Any) -> None:
+    """`submit --dry-run` works on a copy of state.db in the temporary folder (TMPDIR): when that
+    disk is full, the error names it and TMPDIR. Before: "The disk failed while reading or writing
+    <project>/state.db", sending the user to check a disk that was only read. Real child process,
+    its file size limited (RLIMIT_FSIZE) below the size of state.db."""
+    import subprocess
+    import sys
+
+    from conftest import small_project
+
+    small_project(project)
+    assert project.run("plan").exit_code == 0
+    size = project.state_path.stat().st_size
+    p = subprocess.run([sys.executable, "-c", _FSIZE_LIMITED, str(size // 2), str(project.config_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert "TMPDIR" in p.stderr and "batchrun-dry-run-" in p.stderr, p.stderr
+    assert f"writing {project.state_path} " not in p.stderr, p.stderr
