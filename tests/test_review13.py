@@ -129,3 +129,23 @@ def test_a_dry_run_whose_temporary_copy_cannot_be_written_names_the_copy_not_sta
     assert "Traceback" not in p.stderr, p.stderr
     assert "TMPDIR" in p.stderr and "batchrun-dry-run-" in p.stderr, p.stderr
     assert f"writing {project.state_path} " not in p.stderr, p.stderr
+
+
+KEY = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx"
+
+
+@pytest.mark.parametrize("base_url", [KEY, f"http://gw.example.com/v1/{KEY}", f"https://gw.example.com/v1/{KEY}/openai"],
+                         ids=["the-key-itself", "plain-http-with-a-key", "a-key-in-the-path"])
+def test_a_key_in_base_url_is_refused_and_never_repeated(project: Any, base_url: str) -> None:
+    """A key pasted where the URL belongs, or inside it (a gateway path): never repeated in the
+    error (stderr ends up in cron mail and logs; api_key_env already keeps to this), and refused,
+    as base_url is recorded in state.db and published in the manifest. Before: the first two
+    errors quoted the URL, key and all, and the third was accepted."""
+    from conftest import route, small_project
+
+    small_project(project, routes={"c": route("openai-compatible", "qwen-plus", base_url=base_url)}, panel=[])
+    r = project.run("plan")
+    assert r.exit_code == 1, r.output
+    assert "base_url" in r.output and "looks like an API key" in r.output, r.output
+    assert KEY not in r.output and KEY[:12] not in r.output, r.output
+    assert "Traceback" not in r.output
