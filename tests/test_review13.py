@@ -149,3 +149,22 @@ def test_a_key_in_base_url_is_refused_and_never_repeated(project: Any, base_url:
     assert "base_url" in r.output and "looks like an API key" in r.output, r.output
     assert KEY not in r.output and KEY[:12] not in r.output, r.output
     assert "Traceback" not in r.output
+
+
+def test_a_retry_after_of_garbage_size_does_not_break_status(project: Any, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gateway that sends a reset time in epoch milliseconds as its Retry-After (1733120000000:
+    55,000 years) is a finite number of seconds, so it passed the audit's bound, and the request's
+    next attempt was dated past year 9999: `batchrun status` then died with a traceback
+    (datetime's "year ... is out of range"). The wait a Retry-After is honoured for is bounded (a
+    day: base.backoff.MAX_RETRY_AFTER)."""
+    import batchrun.emulator.core as core
+    from conftest import route, small_project
+
+    small_project(project, routes={"s": route("anthropic", "claude-sonnet-4-6", transport="sync")}, panel=[])
+    monkeypatch.setattr(core, "RETRY_HEADERS", [("retry-after", "1733120000000")])
+    emulator.add_fault({"kind": "request_error", "status": 429, "model": "claude-sonnet-4-6", "count": -1})
+    project.run("refresh", "--no-preflight", "--timeout", "30", emulator=emulator)
+    assert project.sql("SELECT max(retry_after) AS m FROM results")[0]["m"] is not None
+    r = project.run("status", emulator=emulator)
+    assert r.exit_code == 0, r.output
+    assert "back off after a failure" in r.output, r.output
