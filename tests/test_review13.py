@@ -168,3 +168,12 @@ def test_a_retry_after_of_garbage_size_does_not_break_status(project: Any, emula
     r = project.run("status", emulator=emulator)
     assert r.exit_code == 0, r.output
     assert "back off after a failure" in r.output, r.output
+
+
+def test_a_host_name_that_starts_like_a_key_is_a_host() -> None:
+    """The key check of base_url looks after the host: `sk-openai-proxy-prod-eu.example.com` is a
+    name, and refusing it would reject a working config."""
+    from batchrun.protocol.config import base_url_problem
+
+    assert base_url_problem("https://sk-openai-proxy-prod-eu.example.com/v1", allow_insecure=False) is None
+    assert base_url_problem(f"https://gw.example.com/{KEY}/v1", allow_insecure=False) is not None

@@ -266,7 +266,14 @@ def base_url_problem(url: str, *, allow_insecure: bool) -> tuple[str, str] | Non
     from urllib.parse import parse_qsl, urlsplit
 
     example = 'Use the provider\'s base URL, e.g. "https://api.example.com/v1".'
-    if KEY_SHAPED.search(url):
+    try:
+        # What follows the host: a key in the host name is no key (a host `sk-openai-proxy-prod-eu.…`
+        # is a name); in a value that is no URL, anywhere.
+        split = urlsplit(url)
+        after_host = url[len(f"{split.scheme}://{split.netloc}"):] if split.scheme and split.netloc else url
+    except ValueError:
+        after_host = url
+    if KEY_SHAPED.search(after_host):
         # base_url is recorded and published (below): a key anywhere in it would be too.
         return ("looks like an API key, or holds one (not shown here), which batchrun would record and publish with the route",
                 "Put the provider's base URL there (e.g. \"https://api.example.com/v1\"); the key goes in the variable "
