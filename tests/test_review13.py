@@ -177,3 +177,24 @@ def test_a_host_name_that_starts_like_a_key_is_a_host() -> None:
 
     assert base_url_problem("https://sk-openai-proxy-prod-eu.example.com/v1", allow_insecure=False) is None
     assert base_url_problem(f"https://gw.example.com/{KEY}/v1", allow_insecure=False) is not None
+
+
+def test_a_probe_whose_stop_was_swallowed_sends_no_more_steps(project: Any, emulator: Any) -> None:
+    """`probe` sends paid requests of up to millions of characters, one step after another: a stop
+    recorded but swallowed where it landed (base/stop.py) sends no further step. Before: the search
+    went on to its end."""
+    from batchrun.base import stop
+    from batchrun.run.probe import probe
+    from conftest import route, task
+
+    project.doc("harbor.txt", "The harbor crane failed at 03:14 on Tuesday. The operator was Mara Quist.\n" * 40)
+    project.tasks([task("t1", "When did the harbor crane fail?", "harbor.txt")])
+    project.config(routes={"new": route("openai", "gpt-5.2", price={"input": 1.0, "output": 2.0}),
+                           "judge": route("gemini", "gemini-2.5-flash")}, panel=["judge"])
+    before = stop.record(signal.SIGTERM)
+    try:
+        with pytest.raises(stop.Stopped):
+            probe(project.load(emulator), "new", max_cost=5.0)
+    finally:
+        stop.record(before)
+    assert emulator.requests == []
