@@ -198,3 +198,27 @@ def test_a_probe_whose_stop_was_swallowed_sends_no_more_steps(project: Any, emul
     finally:
         stop.record(before)
     assert emulator.requests == []
+
+
+def test_a_submit_whose_stop_was_swallowed_uploads_and_creates_no_more_batches(project: Any, emulator: Any) -> None:
+    """submit uploads and creates batch after batch (each a paid commitment, GBs of upload): a stop
+    recorded but swallowed where it landed (base/stop.py) creates no further batch. Before: every
+    planned batch was created (refresh checks at its next round only, after the whole submit)."""
+    from batchrun.base import stop
+    from batchrun.run.submit import submit
+    from conftest import small_project
+
+    from batchrun.ledger.store import Store
+
+    small_project(project)
+    config = project.load(emulator)
+    store = Store.open(project.state_path, rehearsal=config.rehearsal)
+    before = stop.record(signal.SIGTERM)
+    try:
+        with pytest.raises(stop.Stopped):
+            submit(store, config, preflight=False)
+    finally:
+        stop.record(before)
+        store.close()
+    assert project.sql("SELECT count(*) AS n FROM batches WHERE provider_batch_id IS NOT NULL")[0]["n"] == 0
+    assert emulator.requests == []
