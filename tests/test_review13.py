@@ -41,9 +41,9 @@ def test_poll_wait_whose_stop_was_swallowed_ends_at_its_next_round(project: Any)
     from batchrun.base import stop
     from batchrun.emulator import Emulator
     from batchrun.run.poll import poll
-    from conftest import small_project
+    from conftest import route, small_project
 
-    small_project(project)
+    small_project(project, routes={"g": route("openai", "gpt-5.5")}, panel=[])
     emu = Emulator(port=0, latency=30.0).start()
     try:
         assert project.run("submit", emulator=emu).exit_code == 0
