@@ -24,6 +24,12 @@ ROUND_BACKOFF_BASE = {"batch": 60.0, "sync": 1.0}
 ROUND_BACKOFF_CAP = {"batch": 1800.0, "sync": 120.0}
 
 
+# The longest wait a provider's Retry-After is honoured for: a day (a daily quota resets within
+# one). It is the provider's word, and a bigger one is garbage (a gateway sending its reset time in
+# epoch milliseconds asked for 55,000 years): a due time past year 9999 broke every date shown.
+MAX_RETRY_AFTER = 86_400.0
+
+
 def backoff(attempt: int, *, base: float, cap: float, retry_after: float | None = None, jitter_key: str | None = None) -> float:
     """Seconds to wait before retry number `attempt` (1, 2, ...): base * 2^(attempt-1), up to
     half as much again of jitter, at most `cap`, and never less than the provider's Retry-After.
@@ -36,7 +42,7 @@ def backoff(attempt: int, *, base: float, cap: float, retry_after: float | None 
     else:
         u = int(hashlib.sha256(f"{jitter_key}:{attempt}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     delay = min(base * (2 ** max(attempt - 1, 0)) * (1 + u / 2), cap)
-    return max(delay, retry_after or 0.0)
+    return max(delay, min(retry_after or 0.0, MAX_RETRY_AFTER))
 
 
 def round_backoff(transport: str, attempt: int, *, retry_after: float | None, jitter_key: str) -> float:

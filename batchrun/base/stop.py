@@ -9,6 +9,11 @@ PyErr_WriteUnraisable). A refresh whose Ctrl-C landed in one ran on to the end o
 (CI, stop 35). So the stop stays recorded until the command ends, and `checkpoint()`, called
 where a long command loops and where a writer ends well, raises it again. Below the CLI so the
 run layer can call it (imports go down the stack).
+
+Where it is called: before each paid step (submit's next batch, a sync route's next online
+request, probe's next step), in each wait (refresh's rounds and sleeps, poll --wait, --wait-lock),
+before a writer or the demo records its run as `ok`, and when a command returns (handle_errors).
+Outside a CLI command nothing records a signal, and it is a no-op.
 """
 
 from __future__ import annotations

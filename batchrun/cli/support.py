@@ -116,8 +116,10 @@ def _on_stop(signum: int, _frame: Any) -> None:
         # Once: a supervisor repeating SIGTERM, a closing terminal's SIGHUP again, or systemd's SIGHUP
         # after its SIGTERM (SendSIGHUP=) must not cut short the rollback and recording the first began.
         # A second Ctrl-C still interrupts, as it always did: a person pressing it again wants out.
+        # Only those handle_errors installed (and puts back): a caller's own handler is not ours.
         for once in _ONCE:
-            signal.signal(once, signal.SIG_IGN)
+            if signal.getsignal(once) is _on_stop:
+                signal.signal(once, signal.SIG_IGN)
     raise Stopped(signum)
 
 

@@ -44,6 +44,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ..base.errors import LockError, LockWaitEnded, StateError
+from ..base.stop import checkpoint
 
 # Descriptors of released locks, by (device, inode) of the database, least recently used first:
 # reused by the next writer lock on the same database in this process instead of opening (and
@@ -97,6 +98,14 @@ class WriterLock:
                         f"Another batchrun process is writing to this state.db ({self.db_path}): {self._holder(inode)}.",
                         "Wait for it to finish, or pass --wait-lock to wait for it. Nothing was changed.",
                     )
+                if wait:
+                    try:
+                        # --wait-lock may wait a whole night's refresh: a stop swallowed where it
+                        # landed ends the wait (base/stop.py), not the lock coming free.
+                        checkpoint()
+                    except BaseException:
+                        _retire(inode, fd)
+                        raise
                 time.sleep(0.2)
         self.fd, self._inode = fd, inode
         self._write_note(json.dumps({"pid": os.getpid(), "command": self.command, "since": time.strftime("%Y-%m-%d %H:%M:%S")}))

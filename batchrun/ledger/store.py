@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..base.errors import BatchrunError, StateError, damaged_database
+from ..base.errors import BatchrunError, StateError, StorageError, damaged_database
 from .migrations import applied_names, database, known_migrations, migrations
 
 if TYPE_CHECKING:
@@ -160,18 +160,40 @@ def dry_run_copy(path: Path, *, rehearsal: str | None) -> Iterator["Store"]:
 
     with tempfile.TemporaryDirectory(prefix="batchrun-dry-run-") as tmp:
         copy = Path(tmp) / "state.db"
-        if Path(path).exists():
-            with Store.open(Path(path), rehearsal=rehearsal, readonly=True, any_schema=True) as source:
-                target = sqlite3.connect(str(copy))
-                try:
-                    source.db.conn.backup(target)
-                finally:
-                    target.close()
-        store = Store(copy, rehearsal=rehearsal)  # an older schema is upgraded in the copy alone
+        try:
+            if Path(path).exists():
+                with Store.open(Path(path), rehearsal=rehearsal, readonly=True, any_schema=True) as source:
+                    target = sqlite3.connect(str(copy))
+                    try:
+                        source.db.conn.backup(target)
+                    finally:
+                        target.close()
+            store = Store(copy, rehearsal=rehearsal)  # an older schema is upgraded in the copy alone
+        except sqlite3.Error as e:
+            if (failed := _copy_failed(e, path, copy)) is None:
+                raise
+            raise failed from e
         try:
             yield store
+        except sqlite3.Error as e:
+            if (failed := _copy_failed(e, path, copy)) is None:
+                raise
+            raise failed from e
         finally:
             store.close()
+
+
+def _copy_failed(e: sqlite3.Error, path: Path, copy: Path) -> StorageError | None:
+    """The error for a dry run's copy of state.db that its disk could not hold or write: it names
+    the copy and TMPDIR, not the state.db that was only read (whose disk handle_errors would
+    blame). None for a damaged page or anything else, which stays the error it is."""
+    name = getattr(e, "sqlite_errorname", "") or ""
+    if not name.startswith(("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN")):
+        return None
+    return StorageError(
+        f"A dry run could not write its throw-away copy of state.db, {copy} ({e}).",
+        f"A dry run copies {path} to the temporary folder (TMPDIR) and changes only the copy: free space there, or set "
+        "TMPDIR to a folder on a disk with room for it. Nothing was changed.")
 
 
 class Store:

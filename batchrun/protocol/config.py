@@ -249,6 +249,11 @@ class Config:
         return replace(self, routes=routes, paths=paths, rehearsal=url)
 
 
+# A key's shape: OpenAI's and the OpenAI-compatible providers' keys begin "sk-" (Anthropic's
+# "sk-ant-"), Google's API keys "AIza". Where a variable's name or a URL belongs (a clumsy paste,
+# a gateway path `/v1/sk-…/`) it is refused, and never repeated in the error (stderr ends up in
+# cron mail and logs). Not after a letter or digit: `desk-…` in a host name is no key.
+KEY_SHAPED = re.compile(r"(?<![A-Za-z0-9])(?:sk-|AIza)[A-Za-z0-9_-]{16,}")
 # Query parameters that carry a credential: Google's `key=`, Azure's `api-key=`, tokens, SAS signatures.
 _CREDENTIAL_PARAM = re.compile(r"(?i)key|token|secret|passw|sig|auth")
 
@@ -261,6 +266,18 @@ def base_url_problem(url: str, *, allow_insecure: bool) -> tuple[str, str] | Non
     from urllib.parse import parse_qsl, urlsplit
 
     example = 'Use the provider\'s base URL, e.g. "https://api.example.com/v1".'
+    try:
+        # What follows the host: a key in the host name is no key (a host `sk-openai-proxy-prod-eu.…`
+        # is a name); in a value that is no URL, anywhere.
+        split = urlsplit(url)
+        after_host = url[len(f"{split.scheme}://{split.netloc}"):] if split.scheme and split.netloc else url
+    except ValueError:
+        after_host = url
+    if KEY_SHAPED.search(after_host):
+        # base_url is recorded and published (below): a key anywhere in it would be too.
+        return ("looks like an API key, or holds one (not shown here), which batchrun would record and publish with the route",
+                "Put the provider's base URL there (e.g. \"https://api.example.com/v1\"); the key goes in the variable "
+                "api_key_env names (export MY_PROVIDER_KEY=...), and out of the config file.")
     try:
         parts = urlsplit(url)
         host = parts.hostname

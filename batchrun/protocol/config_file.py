@@ -36,6 +36,7 @@ from ..base.userfiles import (
 from ..providers import PROVIDER_NAMES, Adapter, get_adapter, providers_where
 from . import caps as capslib
 from .config import (
+    KEY_SHAPED,
     PANEL_SIZE,
     PROTOCOLS,
     ROLES,
@@ -66,11 +67,9 @@ _NUMBER_FIX = "Write that value with a few digits (every count, size and price i
 MAX_ROUTE_NAME_BYTES = 200
 # An environment variable's name (POSIX: letters, digits and underscores, not starting with a digit).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# The key itself where its variable's name belongs (a clumsy paste): OpenAI's and the
-# OpenAI-compatible providers' keys begin "sk-" (Anthropic's "sk-ant-"), Google's API keys "AIza"
-# (which can be a valid variable name); and a long value that cannot be a name may be any key.
-# Such a value is never repeated in the error (stderr ends up in cron mail and logs), nor kept.
-KEY_SHAPED = re.compile(r"(?:sk-|AIza)[A-Za-z0-9_-]{16,}")
+# The key itself where its variable's name belongs (a clumsy paste): KEY_SHAPED (config.py; "AIza…"
+# can be a valid variable name), and a long value that cannot be a name may be any key. Such a
+# value is never repeated in the error (stderr ends up in cron mail and logs), nor kept.
 
 DEFAULT_PATHS = {
     "dataset": "data/wildtrace_strict481.with_answers.json",

@@ -38,6 +38,7 @@ from ..base.checksums import file_digest
 from ..base.errors import DataError, ProviderError
 from ..base.progress import SILENT, Progress
 from ..base.redaction import redact, redact_file, redact_json_line
+from ..base.stop import checkpoint
 from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.lifecycle import REDOWNLOAD_PENDING, TO_FOLLOW, Status, move, record
 from ..ledger.resume import results_gone, send_back_lost_result_files
@@ -422,6 +423,9 @@ def run_sync_batch(store: Store, route: Route, b: dict[str, Any], progress: Prog
             unsent.set()
             return
         try:
+            # A stop swallowed where it landed in the main thread (base/stop.py) sends no more
+            # paid requests: raised here, fut.result() raises it in the main thread.
+            checkpoint()
             send_one(raw)
         except BaseException:
             stop.set()
@@ -506,6 +510,9 @@ def _poll(store: Store, inputs: Inputs, *, wait: bool, interval: float, timeout:
             progress.done()
             return result
         progress.status(f"{result.in_flight_words()}; waited {waited:.0f}s")
+        # `--wait` loops until every batch ends: a stop swallowed where it landed ends it here, as
+        # it ends refresh's rounds (base/stop.py), not when the last batch ends.
+        checkpoint()
         time.sleep(interval)
 
 

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..base.errors import BatchrunError, ConfigError, DataError
+from ..base.stop import checkpoint
 from ..ledger.cost import fmt_money, online_cost
 from ..ledger.inputs import Inputs, as_inputs
 from ..protocol.config import Config, Route
@@ -442,6 +443,7 @@ def _send(adapter: Adapter, client: Any, route: Route, prompt: str) -> ProbeAnsw
     from ..base.backoff import backoff, retry_base
 
     for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+        checkpoint()  # each step is paid: a stop swallowed where it landed sends no more (base/stop.py)
         answer = adapter.probe_call(client, route, prompt)
         transient = answer.status is None or answer.status in (408, 409, 429) or answer.status >= 500
         if answer.outcome != "error" or not transient or attempt == TRANSIENT_ATTEMPTS:

@@ -38,6 +38,7 @@ from ..base.errors import ProviderError, StateError
 from ..base.progress import SILENT, Progress
 from ..base.redaction import redact, redact_file
 from ..base.safepath import safe_component
+from ..base.stop import checkpoint
 from ..ledger.cost import fmt_money
 from ..ledger.inputs import Inputs, as_inputs
 from ..ledger.lifecycle import HOST_REFUSED, KEY_REFUSED, LIVE, NOT_CREATED, TO_FOLLOW, Status, move
@@ -232,6 +233,9 @@ def _submit(store: Store, config: Config | Inputs, *, routes: set[str] | None, s
         # The routes with a batch the budget and queues let through now, checked together.
         checks.run(_would_go(gate, batches))
     for b in batches:
+        # Each batch is an upload and a paid create: a stop swallowed where it landed creates no
+        # more of them (base/stop.py), as refresh's rounds and poll's waits end there.
+        checkpoint()
         route = config.routes[b["route"]]
         if route.name in refused:
             result.hold(store, b["id"], refused[route.name])
