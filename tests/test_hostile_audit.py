@@ -665,3 +665,27 @@ def test_a_gemini_listing_page_that_is_empty_but_names_a_next_one(listing: str, 
     else:
         assert done.returncode == 2 and "names the same next page twice" in done.stderr, done.stderr[-2000:]
     assert len([c for c in emu.calls if c["method"] == "POST" and c["path"].endswith(":batchGenerateContent")]) == 1
+
+
+def test_a_gemini_result_file_the_disk_fails_to_write_whole_leaves_no_echoed_key(project: Project, emu: Emulator,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """google-genai hands the whole result file over in memory, and the adapter wrote it with
+    write_bytes: a disk failing mid-write (full, an I/O error) left the part written on disk,
+    unredacted (poll redacts a file once whole), as a cut stream did for the other two (review13)."""
+    import errno
+
+    setup(project, {"bad": GEMINI, "control": ANTHROPIC})
+    emu.add_fault({"kind": "echo_key_request", "model": GEMINI["model"], "count": -1})
+    assert project.run("submit", emulator=emu).exit_code == 0
+    real = Path.write_bytes
+
+    def disk_full_halfway(self: Path, data: bytes) -> int:  # type: ignore[override]
+        if "jobs" not in self.parts or SECRET.encode() not in bytes(data):
+            return real(self, data)
+        real(self, bytes(data)[: len(data) // 2 + len(data) // 4])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", disk_full_halfway)
+    result = project.run("poll", emulator=emu)
+    assert "Traceback" not in result.output and SECRET not in result.output, result.output
+    assert _files_holding(project.root, SECRET) == []

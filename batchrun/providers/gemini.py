@@ -47,6 +47,7 @@ from .reading import (
     custom_id_field,
     listed_batches,
     parse_total,
+    removed_if_cut,
 )
 from ..base import netguard
 from .clients import Classified, call, provider_error
@@ -417,7 +418,10 @@ class GeminiAdapter:
                 # a refused key (the same key has just retrieved the batch). Read as a 404 (poll:
                 # the results are gone, or the route blocked for the run), never "check the key".
                 raise provider_error(replace(c, failure="not_found"), what=f"Downloading result file {ref}", route=route) from e
-            target.write_bytes(data)
+            # A disk that fails mid-write (full, an I/O error) must not leave the part written: it is
+            # not yet redacted (poll redacts a file once whole), as for the streamed downloads.
+            with removed_if_cut(target):
+                target.write_bytes(data)
             paths.append(target)
         return paths
 
