@@ -180,13 +180,19 @@ def test_openai_batch_list_pagination_newest_first(emu, tmp_path):
     assert raw["object"] == "list" and raw["first_id"] == raw["last_id"] == ids[2]
 
 
+def ready_now(emu: Emulator, batch_id: str) -> None:
+    """The batch's latency is over from now on: the test moves its clock instead of sleeping it out
+    (a create and two looks within a short latency were not a given on a loaded machine)."""
+    emu._core.batches[batch_id].ready_at = time.time()
+
+
 def test_openai_status_sequence_with_latency(tmp_path):
-    with Emulator(latency=0.4).start() as emu:
+    with Emulator(latency=3600).start() as emu:
         client = oai(emu)
         batch = openai_batch(client, tmp_path, [chat_line("a", "x")])
         seen = [batch.status, client.batches.retrieve(batch.id).status, client.batches.retrieve(batch.id).status]
         assert seen == ["validating", "validating", "in_progress"]
-        time.sleep(0.45)
+        ready_now(emu, batch.id)
         assert client.batches.retrieve(batch.id).status == "completed"
 
 
@@ -214,10 +220,10 @@ def test_batch_processed_once_under_concurrent_polls(tmp_path):
             calls.append(request["custom_id"])
         return "x"
 
-    with Emulator(latency=0.2, responder=counting).start() as emu:
+    with Emulator(latency=3600, responder=counting).start() as emu:
         client = oai(emu)
         batch = openai_batch(client, tmp_path, [chat_line(f"r{i}", "x") for i in range(20)])
-        time.sleep(0.2)
+        ready_now(emu, batch.id)  # ready, not yet looked at: the eight looks race to process it
         statuses = []
         threads = [threading.Thread(target=lambda: statuses.append(client.batches.retrieve(batch.id).status)) for _ in range(8)]
         for t in threads:
@@ -689,13 +695,14 @@ def test_fault_fail_validation(emu, tmp_path):
 
 
 def test_fault_slow(emu, tmp_path):
-    emu.add_fault({"kind": "slow", "latency": 0.3, "model": "gpt-4.1"})
+    emu.add_fault({"kind": "slow", "latency": 3600, "model": "gpt-4.1"})
     client = oai(emu)
     slow = openai_batch(client, tmp_path, [chat_line("s", "x", model="gpt-4.1")])
     fast = openai_batch(client, tmp_path, [chat_line("f", "x", model="gpt-5.5")])
+    assert emu._core.batches[slow.id].ready_at - emu._core.batches[slow.id].created == 3600  # the fault's latency
     assert client.batches.retrieve(fast.id).status == "completed"
     assert client.batches.retrieve(slow.id).status == "validating"
-    time.sleep(0.35)
+    ready_now(emu, slow.id)
     assert client.batches.retrieve(slow.id).status == "completed"
 
 
