@@ -243,13 +243,15 @@ def test_openai_request_counts_move_truthfully_while_the_batch_runs(tmp_path):
         calls.append(request["custom_id"])
         return "x"
 
-    with Emulator(latency=3.0, responder=counting).start() as emu:
+    with Emulator(latency=3600, responder=counting).start() as emu:
         emu.add_fault({"kind": "request_error", "status": 500, "custom_id": "r1"})
         client = oai(emu)
         batch = openai_batch(client, tmp_path, [chat_line(f"r{i}", "x") for i in range(8)])
+        rec = emu._core.batches[batch.id]
         seen = []
-        while batch.status != "completed":
-            time.sleep(0.05)
+        for tenth in range(11):  # before each look a tenth more of the batch's hour is gone (the test moves its clock)
+            now = time.time()
+            rec.created, rec.ready_at = now - 360 * tenth, now + 360 * (10 - tenth)
             batch = client.batches.retrieve(batch.id)
             c = batch.request_counts
             seen.append((c.completed, c.failed))
@@ -258,6 +260,7 @@ def test_openai_request_counts_move_truthfully_while_the_batch_runs(tmp_path):
             # What the counts say is done was answered by then, and nothing more (the faulted r1
             # fails before the responder is asked).
             assert len(calls) == c.completed
+        assert batch.status == "completed"
         assert seen == sorted(seen) and all(b[0] >= a[0] and b[1] >= a[1] for a, b in zip(seen, seen[1:]))
         assert any(0 < done + failed < 8 for done, failed in seen), seen  # seen part-way, not only 0 then all
         assert seen[-1] == (7, 1) and sorted(calls) == sorted(f"r{i}" for i in range(8) if i != 1)
