@@ -180,13 +180,19 @@ def test_openai_batch_list_pagination_newest_first(emu, tmp_path):
     assert raw["object"] == "list" and raw["first_id"] == raw["last_id"] == ids[2]
 
 
+def ready_now(emu: Emulator, batch_id: str) -> None:
+    """The batch's latency is over from now on: the test moves its clock instead of sleeping it out
+    (a create and two looks within a short latency were not a given on a loaded machine)."""
+    emu._core.batches[batch_id].ready_at = time.time()
+
+
 def test_openai_status_sequence_with_latency(tmp_path):
-    with Emulator(latency=0.4).start() as emu:
+    with Emulator(latency=3600).start() as emu:
         client = oai(emu)
         batch = openai_batch(client, tmp_path, [chat_line("a", "x")])
         seen = [batch.status, client.batches.retrieve(batch.id).status, client.batches.retrieve(batch.id).status]
         assert seen == ["validating", "validating", "in_progress"]
-        time.sleep(0.45)
+        ready_now(emu, batch.id)
         assert client.batches.retrieve(batch.id).status == "completed"
 
 
@@ -214,10 +220,10 @@ def test_batch_processed_once_under_concurrent_polls(tmp_path):
             calls.append(request["custom_id"])
         return "x"
 
-    with Emulator(latency=0.2, responder=counting).start() as emu:
+    with Emulator(latency=3600, responder=counting).start() as emu:
         client = oai(emu)
         batch = openai_batch(client, tmp_path, [chat_line(f"r{i}", "x") for i in range(20)])
-        time.sleep(0.2)
+        ready_now(emu, batch.id)  # ready, not yet looked at: the eight looks race to process it
         statuses = []
         threads = [threading.Thread(target=lambda: statuses.append(client.batches.retrieve(batch.id).status)) for _ in range(8)]
         for t in threads:
@@ -237,13 +243,15 @@ def test_openai_request_counts_move_truthfully_while_the_batch_runs(tmp_path):
         calls.append(request["custom_id"])
         return "x"
 
-    with Emulator(latency=3.0, responder=counting).start() as emu:
+    with Emulator(latency=3600, responder=counting).start() as emu:
         emu.add_fault({"kind": "request_error", "status": 500, "custom_id": "r1"})
         client = oai(emu)
         batch = openai_batch(client, tmp_path, [chat_line(f"r{i}", "x") for i in range(8)])
+        rec = emu._core.batches[batch.id]
         seen = []
-        while batch.status != "completed":
-            time.sleep(0.05)
+        for tenth in range(11):  # before each look a tenth more of the batch's hour is gone (the test moves its clock)
+            now = time.time()
+            rec.created, rec.ready_at = now - 360 * tenth, now + 360 * (10 - tenth)
             batch = client.batches.retrieve(batch.id)
             c = batch.request_counts
             seen.append((c.completed, c.failed))
@@ -252,6 +260,7 @@ def test_openai_request_counts_move_truthfully_while_the_batch_runs(tmp_path):
             # What the counts say is done was answered by then, and nothing more (the faulted r1
             # fails before the responder is asked).
             assert len(calls) == c.completed
+        assert batch.status == "completed"
         assert seen == sorted(seen) and all(b[0] >= a[0] and b[1] >= a[1] for a, b in zip(seen, seen[1:]))
         assert any(0 < done + failed < 8 for done, failed in seen), seen  # seen part-way, not only 0 then all
         assert seen[-1] == (7, 1) and sorted(calls) == sorted(f"r{i}" for i in range(8) if i != 1)
@@ -689,13 +698,14 @@ def test_fault_fail_validation(emu, tmp_path):
 
 
 def test_fault_slow(emu, tmp_path):
-    emu.add_fault({"kind": "slow", "latency": 0.3, "model": "gpt-4.1"})
+    emu.add_fault({"kind": "slow", "latency": 3600, "model": "gpt-4.1"})
     client = oai(emu)
     slow = openai_batch(client, tmp_path, [chat_line("s", "x", model="gpt-4.1")])
     fast = openai_batch(client, tmp_path, [chat_line("f", "x", model="gpt-5.5")])
+    assert emu._core.batches[slow.id].ready_at - emu._core.batches[slow.id].created == 3600  # the fault's latency
     assert client.batches.retrieve(fast.id).status == "completed"
     assert client.batches.retrieve(slow.id).status == "validating"
-    time.sleep(0.35)
+    ready_now(emu, slow.id)
     assert client.batches.retrieve(slow.id).status == "completed"
 
 

@@ -497,21 +497,26 @@ def run_emulator(
     import signal
 
     stop = threading.Event()
-    emulator = Emulator(host=host, port=port, latency=latency, responder=responder, faults=faults, windows=windows,
-                        models=models, keys=keys).start()
+    # The handlers go in before the emulator serves: a SIGTERM sent as soon as it answers (a
+    # supervisor's, a test's) must meet them, not the caller's (`batchrun emulator`'s is the
+    # CLI's, which would report a stopped command, exit 143; seen in CI-like runs under load).
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
         except ValueError:  # not the main thread: rely on KeyboardInterrupt / the caller
             pass
-    print(f"listening on {emulator.url}", file=sys.stderr, flush=True)
+    emulator: Emulator | None = None
     try:
+        emulator = Emulator(host=host, port=port, latency=latency, responder=responder, faults=faults, windows=windows,
+                            models=models, keys=keys).start()
+        print(f"listening on {emulator.url}", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
     finally:
-        emulator.stop()
+        if emulator is not None:
+            emulator.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
