@@ -493,15 +493,17 @@ def run_emulator(
     models: Any = (),
     keys: Any = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT (blocking); prints ``listening on URL`` to stderr first."""
+    """Serve until SIGTERM, SIGINT or SIGHUP (blocking); prints ``listening on URL`` to stderr first."""
     import signal
 
     stop = threading.Event()
     # The handlers go in before the emulator serves: a SIGTERM sent as soon as it answers (a
     # supervisor's, a test's) must meet them, not the caller's (`batchrun emulator`'s is the
     # CLI's, which would report a stopped command, exit 143; seen in CI-like runs under load).
+    # SIGHUP too (a closed terminal): the CLI's handler would end it with exit 129 and a word about
+    # state.db, which the emulator has none of.
     previous = {}
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         try:
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
         except ValueError:  # not the main thread: rely on KeyboardInterrupt / the caller
