@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,28 @@ def test_verify_takes_the_project_folder_too(demo: Path, tmp_path: Path, monkeyp
     r = verify(demo, str(tmp_path))
     assert r.exit_code == 1 and f"No manifest.json in {tmp_path}." in r.output
     assert "DIR is that results folder or the project's folder" in r.output
+
+
+@pytest.mark.parametrize("here_has_state", [False, True], ids=["config-only", "own-state-db"])
+def test_verify_of_a_results_folder_from_another_project_s_folder_uses_its_writer_s_config(
+        here_has_state: bool, demo: Path, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`verify demo-run/results` from the clone's root, as the README's example reads, was checked
+    against the root's batchrun.toml (the paper's config, no state.db) and named 44 files missing:
+    a results folder named with no --config is checked with the config of the project that wrote
+    it, found where its manifest says (the folder its results files' paths are relative to)."""
+    small_project(project)
+    if here_has_state:
+        assert project.run("plan").exit_code == 0
+    monkeypatch.chdir(project.root)
+    monkeypatch.delenv("BATCHRUN_CONFIG", raising=False)
+    r = CliRunner().invoke(cli, ["verify", str(demo / "results")])
+    assert r.exit_code == 0, r.output
+    assert "verified:" in r.output and "MISMATCH" not in r.output
+    # A results folder whose project config is gone: this folder's config, as before (files only).
+    moved = project.root / "published"
+    shutil.copytree(demo / "results", moved / "results")
+    r = CliRunner().invoke(cli, ["verify", str(moved / "results")])
+    assert r.exit_code == 1 and "Traceback" not in r.output
 
 
 @pytest.mark.parametrize("target", ["corpus", "request", "results"])

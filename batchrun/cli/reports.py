@@ -224,10 +224,17 @@ def verify(ctx: Context, directory: str | None, as_json: bool) -> None:
     from ..protocol.config_file import CONFIG_NAME
     from ..publish.manifest import MANIFEST_NAME
     from ..publish.verify import verify as do_verify
+    from ..publish.verify import writers_config
 
-    if directory and not ctx.config_path and not os.environ.get("BATCHRUN_CONFIG") and (Path(directory) / CONFIG_NAME).is_file():
-        # `verify demo-run` from outside it: the project named is checked against its own config.
-        ctx.config_path = str(Path(directory) / CONFIG_NAME)
+    if directory and not ctx.config_path and not os.environ.get("BATCHRUN_CONFIG"):
+        if (Path(directory) / CONFIG_NAME).is_file():
+            # `verify demo-run` from outside it: the project named is checked against its own config.
+            ctx.config_path = str(Path(directory) / CONFIG_NAME)
+        elif (Path(directory) / MANIFEST_NAME).is_file() and (own := writers_config(Path(directory) / MANIFEST_NAME)):
+            # `verify demo-run/results` from the clone's root (the README's example) read them against
+            # the root's batchrun.toml, the paper's config, and named 44 files missing: results named
+            # by their folder are checked against the config of the project that wrote them.
+            ctx.config_path = str(own)
     config = ctx.reading_config()
     folder = Path(directory) if directory else config.paths.results
     if directory and not (folder / MANIFEST_NAME).is_file():

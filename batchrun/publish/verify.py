@@ -174,6 +174,28 @@ def _verify_manifest(manifest_path: Path, m: dict[str, Any], config: Config, sto
     return v
 
 
+def writers_config(manifest_path: Path) -> Path | None:
+    """The config file of the project whose collect wrote this manifest, where it still lies beside
+    it; None when the manifest cannot be read or names none (verify itself then says what is
+    wrong with it)."""
+    try:
+        m = json.loads(manifest_path.read_text(encoding="utf-8"))
+        return _writers_config(m, manifest_path) if isinstance(m, dict) else None
+    except (OSError, ValueError, TypeError, AttributeError, IndexError):
+        return None
+
+
+def _writers_config(m: dict[str, Any], manifest_path: Path) -> Path | None:
+    # The manifest's paths are relative to its project's folder, and its results files beside it
+    # (results/NAME; the site's pages lie deeper) say how many levels up that folder is.
+    if not (m.get("results_files") and isinstance(m["results_files"], list) and isinstance(m.get("config"), dict)):
+        return None
+    levels = min((len(Path(str(f.get("path", ""))).parent.parts) for f in m["results_files"] if isinstance(f, dict)), default=0)
+    project = manifest_path.resolve().parent.parents[levels - 1] if levels else manifest_path.resolve().parent
+    candidate = project / str(m["config"].get("path", ""))
+    return candidate if candidate.is_file() else None
+
+
 def check_same_store(m: dict[str, Any], manifest_path: Path, config: Config, store: Store) -> None:
     """Refuse a manifest that another state.db wrote (its `store_id`, manifests since session 12):
     `verify OTHER/results` from this project read the other project's results against this
@@ -181,14 +203,7 @@ def check_same_store(m: dict[str, Any], manifest_path: Path, config: Config, sto
     written_by, here = m.get("store_id"), store.meta("store_id")
     if not written_by or not here or written_by == here:
         return
-    # The other project's config: the manifest's paths are relative to its folder, and its results
-    # files beside it (results/NAME; the site's pages lie deeper) say how many levels up that is.
-    other = None
-    if m.get("results_files") and isinstance(m.get("config"), dict):
-        levels = min((len(Path(str(f.get("path", ""))).parent.parts) for f in m["results_files"] if isinstance(f, dict)), default=0)
-        project = manifest_path.resolve().parent.parents[levels - 1] if levels else manifest_path.resolve().parent
-        candidate = project / str(m["config"].get("path", ""))
-        other = candidate if candidate.is_file() else None
+    other = _writers_config(m, manifest_path)
     where = manifest_path.parent
     if m.get("rehearsal") and not config.rehearsal and where.resolve() == rehearsal_path(config.paths.results).resolve():
         # This project's rehearsal's results (rehearsal/results) read against the real state.db:
