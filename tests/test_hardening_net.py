@@ -492,6 +492,7 @@ def test_poll_blocks_only_the_refused_route_and_exits_2(project: Project, proxy:
 def child(project: Project, *args: str, proxy: HostileProxy, timeout: float = 45) -> tuple[subprocess.CompletedProcess[str], float]:
     """batchrun ARGS as a real process (a hung call must not hang pytest); its wall time."""
     project.rehearsing = True
+    cliproc.warm()  # the fork server's imports (11-15 s under load) are not the run's time
     started = time.monotonic()
     done = cliproc.run(["--config", str(project.config_path), "--emulator", proxy.url, *args], timeout=timeout)
     return done, time.monotonic() - started
