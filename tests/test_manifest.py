@@ -142,6 +142,19 @@ def test_verify_of_a_results_folder_from_another_project_s_folder_uses_its_write
     shutil.copytree(demo / "results", moved / "results")
     r = CliRunner().invoke(cli, ["verify", str(moved / "results")])
     assert r.exit_code == 1 and "Traceback" not in r.output
+    # The manifest is data: a config path that leaves its project, or results paths deeper than
+    # the file system, are not followed (a named mismatch, no traceback).
+    (moved / "batchrun.toml").write_text((demo / "batchrun.toml").read_text())
+    manifest = moved / "results" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    for edit in ({"config": {**m["config"], "path": "../" * 30 + "etc/passwd"}},
+                 {"results_files": [{"path": "a/" * 200 + "x.json", "sha256": "0"}]},
+                 {"config": {**m["config"], "path": str(demo / "batchrun.toml")}},
+                 {"config": "batchrun.toml", "results_files": [3, None]}):
+        manifest.write_text(json.dumps({**m, **edit}))
+        r = CliRunner().invoke(cli, ["verify", str(moved / "results")])
+        assert r.exit_code == 1 and isinstance(r.exception, SystemExit), (r.output, r.exception)
+        assert "Traceback" not in r.output and "Error:" in r.output, r.output
 
 
 @pytest.mark.parametrize("target", ["corpus", "request", "results"])

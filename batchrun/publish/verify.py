@@ -181,18 +181,26 @@ def writers_config(manifest_path: Path) -> Path | None:
     try:
         m = json.loads(manifest_path.read_text(encoding="utf-8"))
         return _writers_config(m, manifest_path) if isinstance(m, dict) else None
-    except (OSError, ValueError, TypeError, AttributeError, IndexError):
+    except (OSError, ValueError):  # unreadable, or not JSON: verify says so itself
         return None
 
 
 def _writers_config(m: dict[str, Any], manifest_path: Path) -> Path | None:
     # The manifest's paths are relative to its project's folder, and its results files beside it
-    # (results/NAME; the site's pages lie deeper) say how many levels up that folder is.
-    if not (m.get("results_files") and isinstance(m["results_files"], list) and isinstance(m.get("config"), dict)):
+    # (results/NAME; the site's pages lie deeper) say how many levels up that folder is. The
+    # manifest is data: paths that leave the project (absolute, `..`) are not followed.
+    files, config = m.get("results_files"), m.get("config")
+    if not (isinstance(files, list) and isinstance(config, dict) and isinstance(config.get("path"), str)):
         return None
-    levels = min((len(Path(str(f.get("path", ""))).parent.parts) for f in m["results_files"] if isinstance(f, dict)), default=0)
-    project = manifest_path.resolve().parent.parents[levels - 1] if levels else manifest_path.resolve().parent
-    candidate = project / str(m["config"].get("path", ""))
+    rels = [Path(f["path"]) for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)]
+    name = Path(config["path"])
+    if not rels or any(p.is_absolute() or ".." in p.parts for p in (*rels, name)):
+        return None
+    here = manifest_path.resolve().parent
+    levels = min(len(p.parent.parts) for p in rels)
+    if levels > len(here.parents):
+        return None
+    candidate = (here.parents[levels - 1] if levels else here) / name
     return candidate if candidate.is_file() else None
 
 
